@@ -1,0 +1,174 @@
+//! `latch-engine-sdk`: everything needed to write a Latch context engine in Rust.
+//!
+//! * [`types`] — the contract's records and variants (generated from `wit/`, with
+//!   `serde` and `Clone`/`PartialEq` so views can be compared and serialized).
+//! * [`Engine`] — the trait an engine implements; [`SessionView`] — the read-only
+//!   session it is given.
+//! * [`estimate`] — the canonical token estimator, identical to the host's.
+//! * [`MemorySession`] — an in-memory [`SessionView`] for native unit tests and
+//!   benchmarks.
+//! * [`export_engine!`] — turns an [`Engine`] into a WASI component export when the
+//!   crate is built for `wasm32-wasip2`.
+//!
+//! The same engine source compiles natively (tests, benchmarks, linking into the
+//! host) and as a component.
+
+extern crate self as latch_engine_sdk;
+
+pub mod estimate;
+mod engine;
+mod memory;
+mod text;
+#[doc(hidden)]
+pub mod guest;
+
+pub use engine::{Engine, SessionView, default_recall};
+pub use estimate::{estimate, estimate_many, image_tokens};
+pub use memory::MemorySession;
+pub use text::{event_search_text, render_part_text, tokenize_words};
+
+/// The contract version this SDK implements.
+pub const CONTRACT_VERSION: &str = "0.1.0";
+
+/// Default context window when a model does not set one (256k tokens).
+pub const DEFAULT_CONTEXT_WINDOW_TOKENS: u64 = 256_000;
+/// Default reserve for the model's output plus safety.
+pub const DEFAULT_RESERVE_TOKENS: u64 = 16_000;
+/// Default working-memory high-water mark (`context.recent_tokens`).
+pub const DEFAULT_RECENT_TOKENS: u64 = 64_000;
+/// Most events `SessionView::events` returns in one page.
+pub const MAX_PAGE: u32 = 1000;
+/// Most rows `SessionView::search` returns.
+pub const MAX_SEARCH: u32 = 200;
+
+#[doc(hidden)]
+pub mod bindings {
+    //! Generated from `wit/` by wit-bindgen; the types are re-exported from
+    //! [`crate::types`].
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "context-engine",
+        additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
+        pub_export_macro: true,
+        export_macro_name: "__export_context_engine",
+        default_bindings_module: "latch_engine_sdk::bindings",
+        runtime_path: "latch_engine_sdk::__private::wit_bindgen::rt",
+        generate_all,
+    });
+}
+
+#[doc(hidden)]
+pub mod __private {
+    pub use wit_bindgen;
+}
+
+/// The contract's data types.
+pub mod types {
+    pub use crate::bindings::exports::latch::context::engine::{
+        ConfigError, ContextBudget, ContextReport, ContextRequest, ContextView, EngineError,
+        ExtensionSource, SessionContext,
+    };
+    pub use crate::bindings::latch::context::types::{
+        CanonicalState, EstimatorProfile, Event, EventBody, Evidence, ExtensionEvent,
+        FailureLineage, FileState, Hypothesis, HypothesisStatus, KernelContextEntry,
+        KernelContextKind, KernelNote, KernelNoteKind, KernelTag, MediaRef, Message,
+        ModelProfile, Part, Role, SearchHit, SessionInfo, StateEntry, ToolCall, ToolResult,
+        ValidationOutcome,
+    };
+}
+
+pub use types::*;
+
+impl ModelProfile {
+    /// A profile with Latch's defaults for a provider and model name.
+    pub fn with_defaults(provider: &str, model: &str) -> Self {
+        let estimator = match provider {
+            "anthropic" => EstimatorProfile::Anthropic,
+            _ => EstimatorProfile::Openai,
+        };
+        ModelProfile {
+            provider: provider.to_string(),
+            model: model.to_string(),
+            context_window_tokens: DEFAULT_CONTEXT_WINDOW_TOKENS,
+            reserve_tokens: DEFAULT_RESERVE_TOKENS,
+            estimator,
+        }
+    }
+}
+
+impl ContextBudget {
+    /// The budget Latch uses for a model when nothing overrides it.
+    pub fn for_model(model: &ModelProfile) -> Self {
+        ContextBudget {
+            context_window_tokens: model.context_window_tokens,
+            reserve_tokens: model.reserve_tokens,
+            recent_tokens: DEFAULT_RECENT_TOKENS,
+            tools_tokens: 0,
+            extension_tokens: 0,
+        }
+    }
+
+    /// `context_window_tokens - reserve_tokens`: the hard limit of a request.
+    pub fn limit_tokens(&self) -> u64 {
+        self.context_window_tokens.saturating_sub(self.reserve_tokens)
+    }
+}
+
+impl CanonicalState {
+    /// An empty state at revision 0.
+    pub fn empty() -> Self {
+        CanonicalState {
+            revision: 0,
+            goal: None,
+            constraints: vec![],
+            decisions: vec![],
+            hypotheses: vec![],
+            files: vec![],
+            validations: vec![],
+            evidence: vec![],
+            failures: vec![],
+            disproofs: vec![],
+            questions: vec![],
+            actions: vec![],
+            criteria: vec![],
+            notes: vec![],
+        }
+    }
+}
+
+impl Default for CanonicalState {
+    fn default() -> Self {
+        Self::empty()
+    }
+}
+
+impl Message {
+    /// A plain text message with no kernel tag.
+    pub fn text(role: Role, text: impl Into<String>) -> Self {
+        Message {
+            role,
+            parts: vec![Part::Text(text.into())],
+            kernel: None,
+            source_seqs: vec![],
+        }
+    }
+}
+
+impl Event {
+    /// True for events that are provider-visible conversation: user and
+    /// assistant messages, tool results and delivered notifications.
+    pub fn is_conversation(&self) -> bool {
+        matches!(
+            self.body,
+            EventBody::UserMessage(_)
+                | EventBody::AssistantMessage(_)
+                | EventBody::ToolResult(_)
+                | EventBody::Notification(_)
+        )
+    }
+
+    /// True for a user message (an intent boundary).
+    pub fn is_user_message(&self) -> bool {
+        matches!(self.body, EventBody::UserMessage(_))
+    }
+}
