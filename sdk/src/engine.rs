@@ -61,7 +61,9 @@ pub trait Engine: 'static {
         let value: serde_json::Value =
             serde_json::from_str(json).map_err(|e| ConfigError::Malformed(e.to_string()))?;
         let Some(map) = value.as_object() else {
-            return Err(ConfigError::Malformed(format!("expected an object, got {value}")));
+            return Err(ConfigError::Malformed(format!(
+                "expected an object, got {value}"
+            )));
         };
         match map.keys().next() {
             Some(key) => Err(ConfigError::UnknownKey(key.clone())),

@@ -40,7 +40,10 @@ pub fn estimate(profile: EstimatorProfile, text: &str) -> u32 {
 
 /// Estimates for many strings at once, in order.
 pub fn estimate_many<S: AsRef<str>>(profile: EstimatorProfile, texts: &[S]) -> Vec<u32> {
-    texts.iter().map(|t| estimate(profile, t.as_ref())).collect()
+    texts
+        .iter()
+        .map(|t| estimate(profile, t.as_ref()))
+        .collect()
 }
 
 /// Tokens assumed for an image whose dimensions are unknown: the most a

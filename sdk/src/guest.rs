@@ -53,7 +53,9 @@ pub fn host_estimate(profile: EstimatorProfile, texts: &[String]) -> Vec<u32> {
 
 impl<E: Engine> GuestContextEngine for EngineResource<E> {
     fn new(model: ModelProfile) -> Self {
-        EngineResource { engine: RefCell::new(E::new(model)) }
+        EngineResource {
+            engine: RefCell::new(E::new(model)),
+        }
     }
     fn config(&self) -> String {
         self.engine.borrow().config()

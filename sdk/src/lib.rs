@@ -15,12 +15,12 @@
 
 extern crate self as latch_engine_sdk;
 
-pub mod estimate;
 mod engine;
-mod memory;
-mod text;
+pub mod estimate;
 #[doc(hidden)]
 pub mod guest;
+mod memory;
+mod text;
 
 pub use engine::{Engine, SessionView, default_recall};
 pub use estimate::{estimate, estimate_many, image_tokens};
@@ -71,9 +71,8 @@ pub mod types {
     pub use crate::bindings::latch::context::types::{
         CanonicalState, EstimatorProfile, Event, EventBody, Evidence, ExtensionEvent,
         FailureLineage, FileState, Hypothesis, HypothesisStatus, KernelContextEntry,
-        KernelContextKind, KernelNote, KernelNoteKind, KernelTag, MediaRef, Message,
-        ModelProfile, Part, Role, SearchHit, SessionInfo, StateEntry, ToolCall, ToolResult,
-        ValidationOutcome,
+        KernelContextKind, KernelNote, KernelNoteKind, KernelTag, MediaRef, Message, ModelProfile,
+        Part, Role, SearchHit, SessionInfo, StateEntry, ToolCall, ToolResult, ValidationOutcome,
     };
 }
 
@@ -110,7 +109,8 @@ impl ContextBudget {
 
     /// `context_window_tokens - reserve_tokens`: the hard limit of a request.
     pub fn limit_tokens(&self) -> u64 {
-        self.context_window_tokens.saturating_sub(self.reserve_tokens)
+        self.context_window_tokens
+            .saturating_sub(self.reserve_tokens)
     }
 }
 

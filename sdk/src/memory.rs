@@ -53,7 +53,11 @@ impl MemorySession {
         {
             self.info.workspace_generation += 1;
         }
-        self.events.push(Event { seq, time_ms: self.clock_ms, body });
+        self.events.push(Event {
+            seq,
+            time_ms: self.clock_ms,
+            body,
+        });
         self.info.event_count = self.events.len() as u64;
         seq
     }
@@ -70,16 +74,20 @@ impl MemorySession {
 
     /// Append an assistant text message.
     pub fn assistant(&mut self, text: &str) -> u64 {
-        self.push(EventBody::AssistantMessage(vec![Part::Text(text.to_string())]))
+        self.push(EventBody::AssistantMessage(vec![Part::Text(
+            text.to_string(),
+        )]))
     }
 
     /// Append an assistant tool call and its result (one unit).
     pub fn tool_exchange(&mut self, id: &str, name: &str, args: &str, result: &str) -> u64 {
-        self.push(EventBody::AssistantMessage(vec![Part::ToolCall(ToolCall {
-            id: id.to_string(),
-            name: name.to_string(),
-            arguments_json: args.to_string(),
-        })]));
+        self.push(EventBody::AssistantMessage(vec![Part::ToolCall(
+            ToolCall {
+                id: id.to_string(),
+                name: name.to_string(),
+                arguments_json: args.to_string(),
+            },
+        )]));
         self.push(EventBody::ToolResult(ToolResult {
             call_id: id.to_string(),
             name: name.to_string(),
@@ -179,7 +187,10 @@ mod tests {
         let page = s.events(3, 8, 2);
         assert_eq!(page.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![3, 4]);
         let back = s.events_before(5, 10);
-        assert_eq!(back.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![4, 3, 2, 1]);
+        assert_eq!(
+            back.iter().map(|e| e.seq).collect::<Vec<_>>(),
+            vec![4, 3, 2, 1]
+        );
         assert_eq!(s.events_from(9).len(), 2);
     }
 
@@ -190,7 +201,10 @@ mod tests {
         s.user("unrelated");
         s.user("build failed again E0425");
         let hits = s.search("E0425 failed", 10);
-        assert_eq!(hits.iter().map(|h| h.event.seq).collect::<Vec<_>>(), vec![3, 1]);
+        assert_eq!(
+            hits.iter().map(|h| h.event.seq).collect::<Vec<_>>(),
+            vec![3, 1]
+        );
         let recalled = crate::default_recall(&s, "E0425", 1);
         assert_eq!(recalled.len(), 1);
         assert_eq!(recalled[0].seq, 3, "newest match is selected");

@@ -21,7 +21,11 @@ pub struct WindowEngine {
 
 impl Engine for WindowEngine {
     fn new(model: ModelProfile) -> Self {
-        WindowEngine { estimator: model.estimator, model, max_events: 2_000 }
+        WindowEngine {
+            estimator: model.estimator,
+            model,
+            max_events: 2_000,
+        }
     }
 
     fn config(&self) -> String {
@@ -42,7 +46,10 @@ impl Engine for WindowEngine {
                         .as_u64()
                         .filter(|n| (1..=100_000).contains(n))
                         .ok_or_else(|| {
-                            ConfigError::InvalidValue((key.clone(), "expected an integer from 1 to 100000".into()))
+                            ConfigError::InvalidValue((
+                                key.clone(),
+                                "expected an integer from 1 to 100000".into(),
+                            ))
                         })? as u32;
                 }
                 other => return Err(ConfigError::UnknownKey(other.to_string())),
@@ -84,7 +91,9 @@ impl Engine for WindowEngine {
         let mut units: Vec<Vec<Message>> = Vec::new();
         let mut pending_results: Vec<Message> = Vec::new();
         for event in &events {
-            let Some(msg) = to_message(event) else { continue };
+            let Some(msg) = to_message(event) else {
+                continue;
+            };
             match &event.body {
                 EventBody::ToolResult(_) => pending_results.push(msg),
                 EventBody::AssistantMessage(_) => {
@@ -169,7 +178,10 @@ impl Engine for WindowEngine {
 /// The first provider-visible message: workspace, mode and repository
 /// instructions.
 fn render_session_context(ctx: &SessionContext) -> String {
-    let mut text = format!("# Session\nWorkspace: {}\nMode: {}\n", ctx.workspace, ctx.mode);
+    let mut text = format!(
+        "# Session\nWorkspace: {}\nMode: {}\n",
+        ctx.workspace, ctx.mode
+    );
     if !ctx.repository_instructions.is_empty() {
         text.push_str("\n# Repository instructions\n");
         text.push_str(&ctx.repository_instructions);
@@ -186,7 +198,12 @@ fn to_message(event: &Event) -> Option<Message> {
         EventBody::Notification(text) => (Role::User, vec![Part::Text(text.clone())]),
         _ => return None,
     };
-    Some(Message { role, parts, kernel: None, source_seqs: vec![event.seq] })
+    Some(Message {
+        role,
+        parts,
+        kernel: None,
+        source_seqs: vec![event.seq],
+    })
 }
 
 latch_engine_sdk::export_engine!(WindowEngine);
@@ -263,6 +280,9 @@ mod tests {
             e.set_config(r#"{"max_event": 10}"#),
             Err(ConfigError::UnknownKey("max_event".into()))
         );
-        assert!(matches!(e.set_config(r#"{"max_events": 0}"#), Err(ConfigError::InvalidValue(_))));
+        assert!(matches!(
+            e.set_config(r#"{"max_events": 0}"#),
+            Err(ConfigError::InvalidValue(_))
+        ));
     }
 }

@@ -1,0 +1,394 @@
+//! Configuration: TOML files, `.latch/config.toml` in the workspace layered over
+//! the user's `latch/config.toml`. Every table refuses unknown keys with the
+//! key's name and line, so a typo is never silently ignored.
+
+use crate::engine::SandboxLimits;
+use crate::engine::runtime::EngineSource;
+use latch_engine_sdk::types::{EstimatorProfile, ModelProfile};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Why configuration could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {message}")]
+    Read { path: PathBuf, message: String },
+    /// The file is not valid TOML or has an unknown key or a bad value; the
+    /// message names the key and its line.
+    #[error("config file {path} is invalid: {message}")]
+    Invalid { path: PathBuf, message: String },
+    /// The engine configuration cannot be passed to an engine.
+    #[error("[engine.config] in {path} cannot be passed to the engine: {message}")]
+    EngineConfig { path: String, message: String },
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// The context engine.
+    #[serde(default)]
+    pub engine: EngineConfig,
+    /// Context settings the host applies to every engine's budget.
+    #[serde(default)]
+    pub context: ContextConfig,
+    /// The model provider.
+    #[serde(default)]
+    pub provider: ProviderConfig,
+    /// Per-model overrides, keyed by model name.
+    #[serde(default)]
+    pub models: BTreeMap<String, ModelOverride>,
+}
+
+/// `[engine]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// `builtin:continuity` (the default) or a path to a component.
+    #[serde(default = "default_engine")]
+    pub component: String,
+    /// Passed to the engine's `set-config` as a JSON object.
+    #[serde(default)]
+    pub config: Option<toml::Table>,
+    /// Sandbox limits.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// The engine policy for child agents (required when `component` is not
+    /// the default).
+    #[serde(default)]
+    pub child_policy: Option<ChildPolicyConfig>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            component: default_engine(),
+            config: None,
+            limits: LimitsConfig::default(),
+            child_policy: None,
+        }
+    }
+}
+
+fn default_engine() -> String {
+    crate::engine::builtin::DEFAULT_ENGINE.to_string()
+}
+
+/// `[engine.limits]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Deadline of one engine call in milliseconds (default 5000).
+    #[serde(default = "default_deadline")]
+    pub deadline_ms: u64,
+    /// Memory cap of one engine instance in MiB (default 512).
+    #[serde(default = "default_memory")]
+    pub memory_mib: u64,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            deadline_ms: default_deadline(),
+            memory_mib: default_memory(),
+        }
+    }
+}
+
+fn default_deadline() -> u64 {
+    SandboxLimits::default().deadline_ms
+}
+fn default_memory() -> u64 {
+    SandboxLimits::default().memory_mib
+}
+
+/// `[engine.child_policy]`.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ChildPolicyConfig {
+    /// A child-policy component path, or `builtin:same` to give children the
+    /// root's engine and configuration.
+    pub component: String,
+}
+
+/// `[context]`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ContextConfig {
+    /// Working-memory high-water mark in tokens (default 64,000).
+    pub recent_tokens: Option<u64>,
+}
+
+/// `[provider]`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// `anthropic`, `openai` or `openai-compatible`.
+    pub kind: Option<String>,
+    /// Model name.
+    pub model: Option<String>,
+    /// Base URL (e.g. `http://localhost:11434/v1` for Ollama).
+    pub base_url: Option<String>,
+    /// API key (prefer the `ANTHROPIC_API_KEY` / `OPENAI_API_KEY` variables).
+    pub api_key: Option<String>,
+    /// Most output tokens per response.
+    pub max_tokens: Option<u32>,
+}
+
+/// `[models.<name>]`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ModelOverride {
+    /// Context window in tokens (default 256,000).
+    pub context_window_tokens: Option<u64>,
+    /// Reserve for output plus safety.
+    pub reserve_tokens: Option<u64>,
+    /// `openai`, `anthropic` or `cjk-optimized`.
+    pub estimator: Option<String>,
+}
+
+/// A configuration and the files it came from.
+#[derive(Clone, Debug, Default)]
+pub struct LoadedConfig {
+    /// The merged configuration.
+    pub config: Config,
+    /// Files read, lowest precedence first.
+    pub sources: Vec<PathBuf>,
+}
+
+impl Config {
+    /// Parse one TOML document; `path` names it in errors.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Load the configuration for `workspace`: the user file, then
+    /// `.latch/config.toml` in the workspace (later wins). With `explicit`,
+    /// only that file is read.
+    pub fn load(workspace: &Path, explicit: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
+        let candidates: Vec<PathBuf> = match explicit {
+            Some(p) => vec![p.to_path_buf()],
+            None => {
+                let mut v = Vec::new();
+                if let Some(dir) = user_config_dir() {
+                    v.push(dir.join("config.toml"));
+                }
+                v.push(workspace.join(".latch").join("config.toml"));
+                v
+            }
+        };
+        let mut merged = toml::Table::new();
+        let mut sources = Vec::new();
+        for path in candidates {
+            let text = match std::fs::read_to_string(&path) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
+                    continue;
+                }
+                Err(e) => {
+                    return Err(ConfigError::Read {
+                        path,
+                        message: e.to_string(),
+                    });
+                }
+            };
+            // Validate each file alone so errors carry its own line numbers.
+            Config::parse(&text, &path)?;
+            let table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+            merge(&mut merged, table);
+            sources.push(path);
+        }
+        let config: Config =
+            toml::Value::Table(merged)
+                .try_into()
+                .map_err(|e: toml::de::Error| ConfigError::Invalid {
+                    path: sources.last().cloned().unwrap_or_default(),
+                    message: e.to_string(),
+                })?;
+        Ok(LoadedConfig { config, sources })
+    }
+
+    /// The engine source, relative paths resolved against `base`.
+    pub fn engine_source(&self, base: &Path) -> EngineSource {
+        EngineSource::parse(&self.engine.component, base)
+    }
+
+    /// True when the root engine is the embedded default.
+    pub fn engine_is_default(&self) -> bool {
+        self.engine.component == crate::engine::builtin::DEFAULT_ENGINE
+    }
+
+    /// `[engine.config]` as a JSON object, if set.
+    pub fn engine_config_json(&self) -> Result<Option<String>, ConfigError> {
+        match &self.engine.config {
+            None => Ok(None),
+            Some(table) => {
+                serde_json::to_string(table)
+                    .map(Some)
+                    .map_err(|e| ConfigError::EngineConfig {
+                        path: "[engine.config]".into(),
+                        message: e.to_string(),
+                    })
+            }
+        }
+    }
+
+    /// The sandbox limits.
+    pub fn limits(&self) -> SandboxLimits {
+        SandboxLimits {
+            deadline_ms: self.engine.limits.deadline_ms,
+            memory_mib: self.engine.limits.memory_mib,
+            ..SandboxLimits::default()
+        }
+    }
+
+    /// The model profile for `provider` / `model`, with `[models.<model>]`
+    /// overrides applied.
+    pub fn model_profile(&self, provider: &str, model: &str) -> Result<ModelProfile, ConfigError> {
+        let mut profile = ModelProfile::with_defaults(provider, model);
+        if let Some(o) = self.models.get(model) {
+            if let Some(w) = o.context_window_tokens {
+                profile.context_window_tokens = w;
+            }
+            if let Some(r) = o.reserve_tokens {
+                profile.reserve_tokens = r;
+            }
+            if let Some(e) = &o.estimator {
+                profile.estimator = parse_estimator(e).ok_or_else(|| ConfigError::Invalid {
+                    path: PathBuf::from(format!("[models.{model}]")),
+                    message: format!(
+                        "estimator `{e}` is not one of openai, anthropic, cjk-optimized"
+                    ),
+                })?;
+            }
+        }
+        Ok(profile)
+    }
+}
+
+/// Parse an estimator profile name.
+pub fn parse_estimator(name: &str) -> Option<EstimatorProfile> {
+    match name {
+        "openai" => Some(EstimatorProfile::Openai),
+        "anthropic" => Some(EstimatorProfile::Anthropic),
+        "cjk-optimized" => Some(EstimatorProfile::CjkOptimized),
+        _ => None,
+    }
+}
+
+/// The user's Latch config directory: `$LATCH_CONFIG_DIR`, else
+/// `<config dir>/latch`.
+pub fn user_config_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("LATCH_CONFIG_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    dirs::config_dir().map(|d| d.join("latch"))
+}
+
+fn merge(into: &mut toml::Table, from: toml::Table) {
+    for (key, value) in from {
+        match (into.get_mut(&key), value) {
+            (Some(toml::Value::Table(a)), toml::Value::Table(b)) => merge(a, b),
+            (_, v) => {
+                into.insert(key, v);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_select_the_embedded_engine() {
+        let c = Config::parse("", Path::new("c.toml")).unwrap();
+        assert!(c.engine_is_default());
+        assert_eq!(c.limits(), SandboxLimits::default());
+        assert_eq!(
+            c.model_profile("openai", "gpt")
+                .unwrap()
+                .context_window_tokens,
+            256_000
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_refused_with_name_and_line() {
+        let text = "[engine]\ncomponent = \"builtin:continuity\"\ndeadline = 3\n";
+        let err = Config::parse(text, Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("deadline"), "{err}");
+        assert!(err.contains("line 3"), "{err}");
+        let err = Config::parse("[engine.limits]\nmemory_mb = 3\n", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("memory_mb") && err.contains("line 2"), "{err}");
+    }
+
+    #[test]
+    fn full_config_parses() {
+        let text = r#"
+[engine]
+component = "engines/x.wasm"
+[engine.config]
+recent_tokens = 1000
+[engine.limits]
+deadline_ms = 100
+memory_mib = 64
+[engine.child_policy]
+component = "builtin:same"
+[models.small]
+context_window_tokens = 8000
+estimator = "cjk-optimized"
+"#;
+        let c = Config::parse(text, Path::new("c.toml")).unwrap();
+        assert_eq!(
+            c.engine_source(Path::new("/w")),
+            EngineSource::Path("/w/engines/x.wasm".into())
+        );
+        assert_eq!(
+            c.engine_config_json().unwrap().unwrap(),
+            r#"{"recent_tokens":1000}"#
+        );
+        assert_eq!(c.limits().deadline_ms, 100);
+        let m = c.model_profile("openai", "small").unwrap();
+        assert_eq!(m.context_window_tokens, 8000);
+        assert_eq!(m.estimator, EstimatorProfile::CjkOptimized);
+    }
+
+    #[test]
+    fn workspace_file_overrides_user_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let user = dir.path().join("user");
+        std::fs::create_dir_all(&user).unwrap();
+        std::fs::write(
+            user.join("config.toml"),
+            "[engine.limits]\ndeadline_ms = 1\nmemory_mib = 9\n",
+        )
+        .unwrap();
+        let ws = dir.path().join("ws");
+        std::fs::create_dir_all(ws.join(".latch")).unwrap();
+        std::fs::write(
+            ws.join(".latch/config.toml"),
+            "[engine.limits]\ndeadline_ms = 2\n",
+        )
+        .unwrap();
+        // SAFETY: single-threaded use of this variable within this test binary.
+        unsafe { std::env::set_var("LATCH_CONFIG_DIR", &user) };
+        let loaded = Config::load(&ws, None).unwrap();
+        unsafe { std::env::remove_var("LATCH_CONFIG_DIR") };
+        assert_eq!(loaded.config.engine.limits.deadline_ms, 2);
+        assert_eq!(loaded.config.engine.limits.memory_mib, 9);
+        assert_eq!(loaded.sources.len(), 2);
+    }
+}

@@ -1,0 +1,156 @@
+//! Context engines: the port the agent loop talks to, and everything that runs
+//! an engine behind it.
+//!
+//! * [`ContextEngine`] — the port: `materialize(request) -> view` and the rest
+//!   of the contract, one instance per session, no store handle.
+//! * [`ContextEngineFactory`] — builds the engine of every session (root,
+//!   child, resumed); [`ComponentFactory`] is the default, over the embedded
+//!   ContinuityEngine component.
+//! * [`runtime::EngineRuntime`] — wasmtime, the precompiled-component cache
+//!   and the epoch ticker; [`component::ComponentEngine`] — one sandboxed
+//!   instance; [`native::NativeEngine`] — an SDK engine linked natively.
+//! * [`validate`] — the host's checks on every view (hard budget, protocol
+//!   safety), applied whatever engine produced it.
+
+pub mod bindings;
+pub mod builtin;
+pub mod component;
+mod convert;
+pub mod native;
+pub mod runtime;
+pub mod sandbox;
+pub mod session_host;
+pub mod validate;
+
+pub use component::{ComponentEngine, ComponentFactory};
+pub use native::{NativeEngine, NativeFactory};
+pub use runtime::{EngineRuntime, LoadError, LoadedComponent};
+pub use sandbox::SandboxLimits;
+pub use validate::{ViewRule, check_view};
+
+use latch_engine_sdk::SessionView;
+use latch_engine_sdk::types::{
+    ConfigError, ContextBudget, ContextRequest, ContextView, EngineError, EstimatorProfile, Event,
+    KernelContextEntry, ModelProfile,
+};
+
+/// How an engine call failed. Every variant names the engine.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineFailure {
+    /// The engine returned an error of its own.
+    #[error("engine `{engine}` failed: {error}")]
+    Engine { engine: String, error: EngineError },
+    /// The engine refused its configuration.
+    #[error("engine `{engine}` refused its configuration: {error}")]
+    Config { engine: String, error: ConfigError },
+    /// The call ran past its deadline and was interrupted.
+    #[error(
+        "engine `{engine}` did not answer within its {deadline_ms} ms deadline and was stopped; raise [engine.limits] deadline_ms or fix the engine"
+    )]
+    Timeout { engine: String, deadline_ms: u64 },
+    /// The instance tried to grow its memory past the cap.
+    #[error(
+        "engine `{engine}` ran out of memory (limit {limit_mib} MiB) and was stopped; raise [engine.limits] memory_mib or fix the engine"
+    )]
+    OutOfMemory { engine: String, limit_mib: u64 },
+    /// The guest panicked.
+    #[error("engine `{engine}` panicked: {message}")]
+    Panic { engine: String, message: String },
+    /// The guest trapped for another reason.
+    #[error("engine `{engine}` crashed (trap): {message}")]
+    Trap { engine: String, message: String },
+    /// A new instance could not be created.
+    #[error("engine `{engine}` could not be instantiated: {message}")]
+    Instantiate { engine: String, message: String },
+    /// The engine returned a view the host refuses.
+    #[error("engine `{engine}` returned a view that breaks the {rule} rule: {detail}")]
+    Rejected {
+        engine: String,
+        rule: ViewRule,
+        detail: String,
+    },
+}
+
+impl EngineFailure {
+    /// A short, stable name of the variant (for tests and JSON output).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            EngineFailure::Engine { .. } => "engine",
+            EngineFailure::Config { .. } => "config",
+            EngineFailure::Timeout { .. } => "timeout",
+            EngineFailure::OutOfMemory { .. } => "out-of-memory",
+            EngineFailure::Panic { .. } => "panic",
+            EngineFailure::Trap { .. } => "trap",
+            EngineFailure::Instantiate { .. } => "instantiate",
+            EngineFailure::Rejected { .. } => "rejected",
+        }
+    }
+}
+
+/// The port: one session's context engine, as the agent loop sees it.
+///
+/// Implementations hold no store handle: every call gets a read-only
+/// [`SessionView`]. The loop never falls back to another engine when a call
+/// fails.
+pub trait ContextEngine: Send {
+    /// The engine's name as configured (`builtin:continuity`, a path, ...).
+    fn name(&self) -> &str;
+    /// The current configuration as a JSON object.
+    fn config(&mut self) -> Result<String, EngineFailure>;
+    /// Apply configuration keys (validated by the engine).
+    fn set_config(&mut self, json: &str) -> Result<(), EngineFailure>;
+    /// Choose the estimator profile.
+    fn set_estimator(&mut self, profile: EstimatorProfile) -> Result<(), EngineFailure>;
+    /// The engine's default budget for its model.
+    fn default_budget(&mut self) -> Result<ContextBudget, EngineFailure>;
+    /// Materialize the view for the next model request (unchecked; see
+    /// [`check_view`]).
+    fn materialize(
+        &mut self,
+        session: &dyn SessionView,
+        request: &ContextRequest,
+    ) -> Result<ContextView, EngineFailure>;
+    /// `/compact`: the entries starting a fresh epoch.
+    fn manual_compact(
+        &mut self,
+        session: &dyn SessionView,
+    ) -> Result<Vec<KernelContextEntry>, EngineFailure>;
+    /// Recall original events for a query.
+    fn recall(
+        &mut self,
+        session: &dyn SessionView,
+        query: &str,
+        limit: u32,
+    ) -> Result<Vec<Event>, EngineFailure>;
+}
+
+/// Builds the engine of a session. The supervisor holds exactly one and builds
+/// every root, child and resumed session's engine through it.
+pub trait ContextEngineFactory: Send + Sync {
+    /// What this factory builds, e.g. `builtin:continuity`.
+    fn describe(&self) -> String;
+    /// A configured engine for `session_id` talking to `model`.
+    fn create(
+        &self,
+        session_id: &str,
+        model: &ModelProfile,
+    ) -> Result<Box<dyn ContextEngine>, EngineFailure>;
+}
+
+/// Materialize and check the view with [`check_view`]: what the agent loop
+/// does before every request. A view breaking a rule becomes
+/// [`EngineFailure::Rejected`] naming the engine and the rule.
+pub fn materialize_checked(
+    engine: &mut dyn ContextEngine,
+    session: &dyn SessionView,
+    request: &ContextRequest,
+    profile: EstimatorProfile,
+) -> Result<ContextView, EngineFailure> {
+    let view = engine.materialize(session, request)?;
+    check_view(profile, request, &view).map_err(|(rule, detail)| EngineFailure::Rejected {
+        engine: engine.name().to_string(),
+        rule,
+        detail,
+    })?;
+    Ok(view)
+}

@@ -1,0 +1,118 @@
+//! [`NativeEngine`]: an SDK [`Engine`] linked into the host, behind the same
+//! port as a component. Used to pin that an engine behaves identically linked
+//! natively and sandboxed, and for benchmarks.
+
+use super::{ContextEngine, ContextEngineFactory, EngineFailure};
+use latch_engine_sdk::types::*;
+use latch_engine_sdk::{Engine, SessionView};
+
+/// An SDK engine linked natively.
+pub struct NativeEngine<E: Engine + Send> {
+    name: String,
+    engine: E,
+}
+
+impl<E: Engine + Send> NativeEngine<E> {
+    /// Wrap an engine under `name`.
+    pub fn new(name: &str, engine: E) -> Self {
+        NativeEngine {
+            name: name.to_string(),
+            engine,
+        }
+    }
+}
+
+impl<E: Engine + Send> ContextEngine for NativeEngine<E> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn config(&mut self) -> Result<String, EngineFailure> {
+        Ok(self.engine.config())
+    }
+    fn set_config(&mut self, json: &str) -> Result<(), EngineFailure> {
+        self.engine
+            .set_config(json)
+            .map_err(|error| EngineFailure::Config {
+                engine: self.name.clone(),
+                error,
+            })
+    }
+    fn set_estimator(&mut self, profile: EstimatorProfile) -> Result<(), EngineFailure> {
+        self.engine.set_estimator(profile);
+        Ok(())
+    }
+    fn default_budget(&mut self) -> Result<ContextBudget, EngineFailure> {
+        Ok(self.engine.default_budget())
+    }
+    fn materialize(
+        &mut self,
+        session: &dyn SessionView,
+        request: &ContextRequest,
+    ) -> Result<ContextView, EngineFailure> {
+        self.engine
+            .materialize(session, request)
+            .map_err(|error| EngineFailure::Engine {
+                engine: self.name.clone(),
+                error,
+            })
+    }
+    fn manual_compact(
+        &mut self,
+        session: &dyn SessionView,
+    ) -> Result<Vec<KernelContextEntry>, EngineFailure> {
+        self.engine
+            .manual_compact(session)
+            .map_err(|error| EngineFailure::Engine {
+                engine: self.name.clone(),
+                error,
+            })
+    }
+    fn recall(
+        &mut self,
+        session: &dyn SessionView,
+        query: &str,
+        limit: u32,
+    ) -> Result<Vec<Event>, EngineFailure> {
+        self.engine
+            .recall(session, query, limit)
+            .map_err(|error| EngineFailure::Engine {
+                engine: self.name.clone(),
+                error,
+            })
+    }
+}
+
+/// Builds [`NativeEngine`]s of one SDK engine type.
+pub struct NativeFactory<E> {
+    name: String,
+    config_json: Option<String>,
+    _engine: std::marker::PhantomData<fn() -> E>,
+}
+
+impl<E: Engine + Send> NativeFactory<E> {
+    /// A factory naming its engines `name`, configured with `config_json`.
+    pub fn new(name: &str, config_json: Option<String>) -> Self {
+        NativeFactory {
+            name: name.to_string(),
+            config_json,
+            _engine: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<E: Engine + Send> ContextEngineFactory for NativeFactory<E> {
+    fn describe(&self) -> String {
+        self.name.clone()
+    }
+    fn create(
+        &self,
+        _session_id: &str,
+        model: &ModelProfile,
+    ) -> Result<Box<dyn ContextEngine>, EngineFailure> {
+        let mut engine = NativeEngine::new(&self.name, E::new(model.clone()));
+        if let Some(json) = &self.config_json {
+            engine.set_config(json)?;
+        }
+        Ok(Box::new(engine))
+    }
+}

@@ -1,0 +1,270 @@
+//! The host's checks on every view, whatever engine produced it: the hard
+//! budget invariant under the canonical estimator and protocol safety. A view
+//! that fails is refused with the rule it broke; the host never repairs it and
+//! never falls back to another engine.
+
+use latch_engine_sdk::estimate::{estimate, message_tokens};
+use latch_engine_sdk::types::*;
+use std::collections::BTreeSet;
+
+/// The rule a refused view broke.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum ViewRule {
+    /// `system + messages + tools <= context_window - reserve`.
+    HardBudget,
+    /// Every tool call is answered by results before the next assistant turn.
+    UnansweredToolCall,
+    /// A tool result with no open call before it.
+    OrphanToolResult,
+    /// A tool call in a user message, or a result in an assistant message.
+    MisplacedPart,
+    /// Two tool calls share an id.
+    DuplicateToolCall,
+    /// Persisted kernel-context entries must have rising revisions and text.
+    KernelContext,
+    /// The view has no messages at all.
+    Empty,
+}
+
+impl std::fmt::Display for ViewRule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ViewRule::HardBudget => "hard budget",
+            ViewRule::UnansweredToolCall => "unanswered tool call",
+            ViewRule::OrphanToolResult => "orphan tool result",
+            ViewRule::MisplacedPart => "misplaced part",
+            ViewRule::DuplicateToolCall => "duplicate tool call",
+            ViewRule::KernelContext => "kernel context",
+            ViewRule::Empty => "non-empty view",
+        })
+    }
+}
+
+/// Tokens of the request the view describes, under the canonical estimator:
+/// the system prompt, every message and the reserved tool schemas.
+pub fn request_tokens(profile: EstimatorProfile, view: &ContextView, tools_tokens: u64) -> u64 {
+    estimate(profile, &view.system) as u64
+        + view
+            .messages
+            .iter()
+            .map(|m| message_tokens(profile, m))
+            .sum::<u64>()
+        + tools_tokens
+}
+
+/// Check a view against the request it answers.
+pub fn check_view(
+    profile: EstimatorProfile,
+    request: &ContextRequest,
+    view: &ContextView,
+) -> Result<(), (ViewRule, String)> {
+    if view.messages.is_empty() {
+        return Err((ViewRule::Empty, "the view has no messages".into()));
+    }
+    let limit = request.budget.limit_tokens();
+    let total = request_tokens(profile, view, request.budget.tools_tokens);
+    if total > limit {
+        return Err((
+            ViewRule::HardBudget,
+            format!(
+                "the request costs ≈{total} tokens (system + messages + {} for tools) but the limit is {limit} (window {} - reserve {})",
+                request.budget.tools_tokens,
+                request.budget.context_window_tokens,
+                request.budget.reserve_tokens
+            ),
+        ));
+    }
+    check_protocol(&view.messages)?;
+    let mut last_revision = None;
+    for entry in &view.persist {
+        if entry.text.trim().is_empty() {
+            return Err((
+                ViewRule::KernelContext,
+                format!("entry at revision {} has no text", entry.revision),
+            ));
+        }
+        if let Some(prev) = last_revision
+            && entry.revision <= prev
+        {
+            return Err((
+                ViewRule::KernelContext,
+                format!(
+                    "revision {} follows revision {prev}; revisions must rise",
+                    entry.revision
+                ),
+            ));
+        }
+        last_revision = Some(entry.revision);
+    }
+    Ok(())
+}
+
+/// Protocol safety over a message list: every tool call is answered before the
+/// next assistant message, no result is an orphan, ids are unique.
+pub fn check_protocol(messages: &[Message]) -> Result<(), (ViewRule, String)> {
+    let mut open: Vec<String> = Vec::new();
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for (i, m) in messages.iter().enumerate() {
+        match m.role {
+            Role::Assistant => {
+                if let Some(id) = open.first() {
+                    return Err((
+                        ViewRule::UnansweredToolCall,
+                        format!("tool call `{id}` has no result before assistant message {i}"),
+                    ));
+                }
+                for p in &m.parts {
+                    match p {
+                        Part::ToolCall(c) => {
+                            if !seen.insert(c.id.clone()) {
+                                return Err((
+                                    ViewRule::DuplicateToolCall,
+                                    format!("tool call id `{}` appears twice", c.id),
+                                ));
+                            }
+                            open.push(c.id.clone());
+                        }
+                        Part::ToolResult(r) => {
+                            return Err((
+                                ViewRule::MisplacedPart,
+                                format!(
+                                    "assistant message {i} carries a result for `{}`",
+                                    r.call_id
+                                ),
+                            ));
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Role::User => {
+                for p in &m.parts {
+                    match p {
+                        Part::ToolResult(r) => match open.iter().position(|id| *id == r.call_id) {
+                            Some(pos) => {
+                                open.remove(pos);
+                            }
+                            None => {
+                                return Err((
+                                    ViewRule::OrphanToolResult,
+                                    format!(
+                                        "message {i} answers `{}`, which no open tool call made",
+                                        r.call_id
+                                    ),
+                                ));
+                            }
+                        },
+                        Part::ToolCall(c) => {
+                            return Err((
+                                ViewRule::MisplacedPart,
+                                format!("user message {i} carries tool call `{}`", c.id),
+                            ));
+                        }
+                        _ => {}
+                    }
+                }
+                if !open.is_empty() && !m.parts.iter().any(|p| matches!(p, Part::ToolResult(_))) {
+                    return Err((
+                        ViewRule::UnansweredToolCall,
+                        format!(
+                            "message {i} comes between tool call `{}` and its result",
+                            open[0]
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    if let Some(id) = open.first() {
+        return Err((
+            ViewRule::UnansweredToolCall,
+            format!("tool call `{id}` has no result"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(id: &str) -> Message {
+        Message {
+            role: Role::Assistant,
+            parts: vec![Part::ToolCall(ToolCall {
+                id: id.into(),
+                name: "t".into(),
+                arguments_json: "{}".into(),
+            })],
+            kernel: None,
+            source_seqs: vec![],
+        }
+    }
+
+    fn result(id: &str) -> Message {
+        Message {
+            role: Role::User,
+            parts: vec![Part::ToolResult(ToolResult {
+                call_id: id.into(),
+                name: "t".into(),
+                content: "ok".into(),
+                is_error: false,
+                images: vec![],
+            })],
+            kernel: None,
+            source_seqs: vec![],
+        }
+    }
+
+    #[test]
+    fn whole_units_pass() {
+        let msgs = vec![
+            Message::text(Role::User, "hi"),
+            call("a"),
+            result("a"),
+            Message::text(Role::Assistant, "done"),
+        ];
+        assert_eq!(check_protocol(&msgs), Ok(()));
+    }
+
+    #[test]
+    fn orphan_result_is_refused() {
+        let msgs = vec![Message::text(Role::User, "hi"), result("a")];
+        assert_eq!(
+            check_protocol(&msgs).unwrap_err().0,
+            ViewRule::OrphanToolResult
+        );
+    }
+
+    #[test]
+    fn unanswered_call_is_refused() {
+        let msgs = vec![Message::text(Role::User, "hi"), call("a")];
+        assert_eq!(
+            check_protocol(&msgs).unwrap_err().0,
+            ViewRule::UnansweredToolCall
+        );
+        let msgs = vec![
+            call("a"),
+            Message::text(Role::User, "interjection"),
+            result("a"),
+        ];
+        assert_eq!(
+            check_protocol(&msgs).unwrap_err().0,
+            ViewRule::UnansweredToolCall
+        );
+        let msgs = vec![call("a"), call("b"), result("a"), result("b")];
+        assert_eq!(
+            check_protocol(&msgs).unwrap_err().0,
+            ViewRule::UnansweredToolCall
+        );
+    }
+
+    #[test]
+    fn duplicate_ids_are_refused() {
+        let msgs = vec![call("a"), result("a"), call("a"), result("a")];
+        assert_eq!(
+            check_protocol(&msgs).unwrap_err().0,
+            ViewRule::DuplicateToolCall
+        );
+    }
+}
