@@ -6,5 +6,6 @@
 //! sees on the next request. [`engine`] runs engines (embedded, native or any
 //! component) behind the [`engine::ContextEngine`] port; [`config`] selects them.
 
+pub mod cli;
 pub mod config;
 pub mod engine;
