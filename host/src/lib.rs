@@ -6,6 +6,7 @@
 //! sees on the next request. [`engine`] runs engines (embedded, native or any
 //! component) behind the [`engine::ContextEngine`] port; [`config`] selects them.
 
+pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod engine;

@@ -1,0 +1,73 @@
+//! The system prompt, compiled from modular instruction files in
+//! `host/prompts/` (in file-name order). It is session-independent, so the
+//! provider's system field and the tool schemas stay one cacheable prefix
+//! across sessions; everything session-specific goes in [`session_context`].
+
+use latch_engine_sdk::types::SessionContext;
+use std::path::Path;
+
+/// The instruction modules, in order.
+const MODULES: &[&str] = &[
+    include_str!("../../prompts/10-identity.md"),
+    include_str!("../../prompts/20-context.md"),
+    include_str!("../../prompts/30-tools.md"),
+    include_str!("../../prompts/40-completion.md"),
+];
+
+/// The compiled, session-independent system prompt.
+pub fn system_prompt() -> String {
+    MODULES.iter().map(|m| m.trim()).collect::<Vec<_>>().join("\n\n")
+}
+
+/// Files whose contents are the repository's instructions, in order.
+pub const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", ".latch/instructions.md"];
+
+/// Most bytes of repository instructions included.
+pub const MAX_INSTRUCTION_BYTES: usize = 32 * 1024;
+
+/// The session context: workspace, repository instructions, mode.
+pub fn session_context(workspace: &Path, mode: &str) -> SessionContext {
+    let mut instructions = String::new();
+    for name in INSTRUCTION_FILES {
+        if let Ok(text) = std::fs::read_to_string(workspace.join(name)) {
+            if !instructions.is_empty() {
+                instructions.push_str("\n\n");
+            }
+            instructions.push_str(&format!("## {name}\n{}", text.trim()));
+        }
+    }
+    if instructions.len() > MAX_INSTRUCTION_BYTES {
+        let mut cut = MAX_INSTRUCTION_BYTES;
+        while !instructions.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        instructions.truncate(cut);
+        instructions.push_str("\n[repository instructions truncated]");
+    }
+    SessionContext {
+        workspace: workspace.display().to_string(),
+        repository_instructions: instructions,
+        mode: mode.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_prompt_is_stable_and_session_independent() {
+        assert_eq!(system_prompt(), system_prompt());
+        assert!(!system_prompt().contains("/tmp"));
+        assert!(system_prompt().contains("validate"));
+    }
+
+    #[test]
+    fn repository_instructions_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("AGENTS.md"), "Use tabs.").unwrap();
+        let ctx = session_context(dir.path(), "run");
+        assert!(ctx.repository_instructions.contains("Use tabs."));
+        assert_eq!(ctx.mode, "run");
+    }
+}
