@@ -49,7 +49,10 @@ impl MemorySession {
         self.next_seq += 1;
         self.clock_ms += 1000;
         if let EventBody::Kernel(note) = &body
-            && note.kind == KernelNoteKind::Mutation
+            && matches!(
+                note.kind,
+                KernelNoteKind::Mutation | KernelNoteKind::ExternalChange
+            )
         {
             self.info.workspace_generation += 1;
         }

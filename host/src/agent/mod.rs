@@ -8,6 +8,7 @@
 //! schemas and nothing else.
 
 pub mod prompt;
+pub mod tools;
 
 use crate::engine::{ContextEngine, EngineFailure, check_view};
 use latch_engine_sdk::estimate::estimate;
@@ -33,7 +34,9 @@ pub enum AgentError {
     #[error("event store: {0}")]
     Store(#[from] StoreError),
     /// The model kept calling tools past the step limit.
-    #[error("the turn stopped after {0} model requests without finishing; continue with another message")]
+    #[error(
+        "the turn stopped after {0} model requests without finishing; continue with another message"
+    )]
     StepLimit(usize),
     /// The async runtime could not start.
     #[error("could not start the I/O runtime: {0}")]
@@ -56,7 +59,12 @@ pub struct AgentOptions {
 
 impl Default for AgentOptions {
     fn default() -> Self {
-        AgentOptions { mode: "interactive".into(), max_steps: 50, max_tokens: 8_192, recent_tokens: None }
+        AgentOptions {
+            mode: "interactive".into(),
+            max_steps: 50,
+            max_tokens: 8_192,
+            recent_tokens: None,
+        }
     }
 }
 
@@ -155,7 +163,11 @@ impl Agent {
         Ok(StoreSessionView::new(self.store.clone(), &self.session.id)?)
     }
 
-    fn append(&self, event: EventKind, observer: &mut (dyn FnMut(AgentEvent) + Send)) -> Result<u64, AgentError> {
+    fn append(
+        &self,
+        event: EventKind,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<u64, AgentError> {
         let seq = self.store.append(&self.session.id, event.clone())?;
         observer(AgentEvent::Committed { seq, event: &event });
         Ok(seq)
@@ -201,13 +213,20 @@ impl Agent {
     }
 
     /// Materialize and check the next view (without persisting anything).
-    pub fn materialize(&mut self, query: &str) -> Result<(ContextRequest, ContextView), AgentError> {
+    pub fn materialize(
+        &mut self,
+        query: &str,
+    ) -> Result<(ContextRequest, ContextView), AgentError> {
         let request = self.next_request(query)?;
         let view = self.view()?;
         let ctx_view = self.engine.materialize(&view, &request)?;
-        check_view(self.session.model.estimator, &request, &ctx_view).map_err(|(rule, detail)| {
-            EngineFailure::Rejected { engine: self.engine.name().to_string(), rule, detail }
-        })?;
+        check_view(self.session.model.estimator, &request, &ctx_view).map_err(
+            |(rule, detail)| EngineFailure::Rejected {
+                engine: self.engine.name().to_string(),
+                rule,
+                detail,
+            },
+        )?;
         Ok((request, ctx_view))
     }
 
@@ -222,12 +241,18 @@ impl Agent {
     }
 
     /// `/compact`: append the reset, then persist the engine's fresh epoch.
-    pub fn compact(&mut self, observer: &mut (dyn FnMut(AgentEvent) + Send)) -> Result<usize, AgentError> {
+    pub fn compact(
+        &mut self,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<usize, AgentError> {
         self.append(EventKind::ManualCompact, observer)?;
         let view = self.view()?;
         let entries = self.engine.manual_compact(&view)?;
         let n = entries.len();
-        self.append_batch(entries.into_iter().map(EventKind::KernelContext).collect(), observer)?;
+        self.append_batch(
+            entries.into_iter().map(EventKind::KernelContext).collect(),
+            observer,
+        )?;
         Ok(n)
     }
 
@@ -240,14 +265,19 @@ impl Agent {
     /// Make the log a valid continuation after a crash: an unfinished run is
     /// marked interrupted and every unanswered tool call gets an error result.
     /// Returns how many events were appended.
-    pub fn repair_interrupted(&mut self, observer: &mut (dyn FnMut(AgentEvent) + Send)) -> Result<usize, AgentError> {
+    pub fn repair_interrupted(
+        &mut self,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<usize, AgentError> {
         let events = self.store.events(&self.session.id, 0, u64::MAX, u32::MAX)?;
         let mut open_run = false;
         let mut open_calls: Vec<ToolCall> = Vec::new();
         for e in &events {
             match &e.kind {
                 EventKind::RunStarted { .. } => open_run = true,
-                EventKind::RunFinished { .. } | EventKind::RunInterrupted { .. } => open_run = false,
+                EventKind::RunFinished { .. } | EventKind::RunInterrupted { .. } => {
+                    open_run = false
+                }
                 EventKind::AssistantMessage { parts } => {
                     open_calls = parts
                         .iter()
@@ -275,7 +305,9 @@ impl Agent {
             })
             .collect();
         if open_run {
-            repairs.push(EventKind::RunInterrupted { reason: "the previous run stopped before it finished (found on resume)".into() });
+            repairs.push(EventKind::RunInterrupted {
+                reason: "the previous run stopped before it finished (found on resume)".into(),
+            });
         }
         let n = repairs.len();
         self.append_batch(repairs, observer)?;
@@ -289,27 +321,58 @@ impl Agent {
         observer: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<TurnOutcome, AgentError> {
         self.repair_interrupted(observer)?;
-        self.append(EventKind::RunStarted { mode: self.options.mode.clone() }, observer)?;
-        self.append(EventKind::UserMessage { parts: vec![Part::Text(input.to_string())] }, observer)?;
+        self.append(
+            EventKind::RunStarted {
+                mode: self.options.mode.clone(),
+            },
+            observer,
+        )?;
+        self.append(
+            EventKind::UserMessage {
+                parts: vec![Part::Text(input.to_string())],
+            },
+            observer,
+        )?;
         match self.drive(input, observer) {
             Ok(outcome) => {
-                self.append(EventKind::RunFinished { outcome: "completed".into() }, observer)?;
+                self.append(
+                    EventKind::RunFinished {
+                        outcome: "completed".into(),
+                    },
+                    observer,
+                )?;
                 Ok(outcome)
             }
             Err(e) => {
                 // Committed history stays; the run is marked interrupted.
-                let _ = self.append(EventKind::RunInterrupted { reason: e.to_string() }, observer);
+                let _ = self.append(
+                    EventKind::RunInterrupted {
+                        reason: e.to_string(),
+                    },
+                    observer,
+                );
                 Err(e)
             }
         }
     }
 
-    fn drive(&mut self, query: &str, observer: &mut (dyn FnMut(AgentEvent) + Send)) -> Result<TurnOutcome, AgentError> {
+    fn drive(
+        &mut self,
+        query: &str,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<TurnOutcome, AgentError> {
         let schemas = self.tools.schemas();
         for step in 1..=self.options.max_steps {
             let (_, view) = self.materialize(query)?;
             // Kernel context is durable before the request that shows it.
-            self.append_batch(view.persist.iter().cloned().map(EventKind::KernelContext).collect(), observer)?;
+            self.append_batch(
+                view.persist
+                    .iter()
+                    .cloned()
+                    .map(EventKind::KernelContext)
+                    .collect(),
+                observer,
+            )?;
             let request = ProviderRequest {
                 model: self.session.model.model.clone(),
                 system: view.system.clone(),
@@ -324,18 +387,24 @@ impl Agent {
                 let mut on_event = |e: StreamEvent| match e {
                     StreamEvent::TextDelta(t) => observer(AgentEvent::TextDelta(&t)),
                     StreamEvent::ReasoningActivity => observer(AgentEvent::Reasoning),
-                    StreamEvent::Retrying { attempt, reason, .. } => {
-                        observer(AgentEvent::Retrying { attempt, reason: &reason })
-                    }
+                    StreamEvent::Retrying {
+                        attempt, reason, ..
+                    } => observer(AgentEvent::Retrying {
+                        attempt,
+                        reason: &reason,
+                    }),
                     _ => {}
                 };
-                self.runtime.block_on(provider.complete(&request, &media, &mut on_event))?
+                self.runtime
+                    .block_on(provider.complete(&request, &media, &mut on_event))?
             };
             let calls: Vec<ToolCall> = turn.tool_calls().cloned().collect();
             let usage = &turn.usage;
             self.append_batch(
                 vec![
-                    EventKind::AssistantMessage { parts: turn.parts.clone() },
+                    EventKind::AssistantMessage {
+                        parts: turn.parts.clone(),
+                    },
                     EventKind::ProviderUsage {
                         input_tokens: usage.input_tokens.unwrap_or(0),
                         output_tokens: usage.output_tokens.unwrap_or(0),
@@ -348,9 +417,14 @@ impl Agent {
                 observer,
             )?;
             if calls.is_empty() || turn.stop_reason == StopReason::EndTurn && calls.is_empty() {
+                let prefix = view.report.common_prefix_tokens;
                 let mut report = view.report;
-                fill_provider_metrics(&mut report, Some(usage.clone()));
-                return Ok(TurnOutcome { steps: step, final_text: turn.text(), report: Some(report) });
+                fill_provider_metrics(&mut report, Some((usage.clone(), Some(prefix))));
+                return Ok(TurnOutcome {
+                    steps: step,
+                    final_text: turn.text(),
+                    report: Some(report),
+                });
             }
             let mut results = Vec::with_capacity(calls.len());
             for call in &calls {
@@ -382,7 +456,9 @@ impl Agent {
             .unwrap_or_default())
     }
 
-    fn last_usage(&self) -> Result<Option<latch_provider::Usage>, AgentError> {
+    /// The last provider usage and the common prefix estimated for that same
+    /// request.
+    pub fn last_usage(&self) -> Result<Option<(latch_provider::Usage, Option<u64>)>, AgentError> {
         let events = self.store.events_before(&self.session.id, u64::MAX, 200)?;
         Ok(events.iter().find_map(|e| match &e.kind {
             EventKind::ProviderUsage {
@@ -391,14 +467,17 @@ impl Agent {
                 cache_read_tokens,
                 cache_creation_tokens,
                 cache_miss_tokens,
-                ..
-            } => Some(latch_provider::Usage {
-                input_tokens: Some(*input_tokens),
-                output_tokens: Some(*output_tokens),
-                cache_read_tokens: *cache_read_tokens,
-                cache_creation_tokens: *cache_creation_tokens,
-                cache_miss_tokens: *cache_miss_tokens,
-            }),
+                common_prefix_tokens,
+            } => Some((
+                latch_provider::Usage {
+                    input_tokens: Some(*input_tokens),
+                    output_tokens: Some(*output_tokens),
+                    cache_read_tokens: *cache_read_tokens,
+                    cache_creation_tokens: *cache_creation_tokens,
+                    cache_miss_tokens: *cache_miss_tokens,
+                },
+                *common_prefix_tokens,
+            )),
             _ => None,
         }))
     }
@@ -407,11 +486,20 @@ impl Agent {
 /// Fill the provider-reported cache metrics of a report: prefix utilization =
 /// cache reads ÷ the estimated common prefix; hit rate = reads ÷ (reads +
 /// misses). Unknown categories stay unknown, never zero.
-pub fn fill_provider_metrics(report: &mut ContextReport, usage: Option<latch_provider::Usage>) {
-    let Some(usage) = usage else { return };
+///
+/// `usage` is the provider's report of a request together with the common
+/// prefix Latch estimated for that same request, so the two are never paired
+/// across different requests.
+pub fn fill_provider_metrics(
+    report: &mut ContextReport,
+    usage: Option<(latch_provider::Usage, Option<u64>)>,
+) {
+    let Some((usage, common_prefix)) = usage else {
+        return;
+    };
     report.measured_hit_rate = usage.cache_hit_rate();
-    report.provider_prefix_utilization = match usage.cache_read_tokens {
-        Some(read) if report.common_prefix_tokens > 0 => Some(read as f64 / report.common_prefix_tokens as f64),
+    report.provider_prefix_utilization = match (usage.cache_read_tokens, common_prefix) {
+        (Some(read), Some(prefix)) if prefix > 0 => Some(read as f64 / prefix as f64),
         _ => None,
     };
 }

@@ -16,7 +16,11 @@ const MODULES: &[&str] = &[
 
 /// The compiled, session-independent system prompt.
 pub fn system_prompt() -> String {
-    MODULES.iter().map(|m| m.trim()).collect::<Vec<_>>().join("\n\n")
+    MODULES
+        .iter()
+        .map(|m| m.trim())
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }
 
 /// Files whose contents are the repository's instructions, in order.

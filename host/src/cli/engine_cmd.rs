@@ -16,10 +16,12 @@ pub fn info(global: &GlobalArgs, workspace: &Path, spec: &str, json: bool) -> an
     let source = EngineSource::parse(spec, workspace);
     let bytes = match &source {
         EngineSource::Builtin(name) => crate::engine::builtin::builtin_bytes(name)
-            .ok_or_else(|| anyhow::anyhow!(crate::engine::LoadError::UnknownBuiltin {
-                name: name.clone(),
-                available: "builtin:continuity".into(),
-            }))?
+            .ok_or_else(|| {
+                anyhow::anyhow!(crate::engine::LoadError::UnknownBuiltin {
+                    name: name.clone(),
+                    available: "builtin:continuity".into(),
+                })
+            })?
             .to_vec(),
         EngineSource::Path(p) => std::fs::read(p)
             .map_err(|e| anyhow::anyhow!("cannot read engine component `{}`: {e}", p.display()))?,
@@ -44,7 +46,11 @@ pub fn info(global: &GlobalArgs, workspace: &Path, spec: &str, json: bool) -> an
     println!("engine            {source}");
     println!("world             latch:context/{}", info.world);
     println!("contract version  {}", info.contract_version);
-    println!("size              {} bytes (sha256 {})", info.size_bytes, &info.sha256[..16]);
+    println!(
+        "size              {} bytes (sha256 {})",
+        info.size_bytes,
+        &info.sha256[..16]
+    );
     println!("exports");
     for e in &info.exports {
         println!("  {e}");
@@ -56,7 +62,10 @@ pub fn info(global: &GlobalArgs, workspace: &Path, spec: &str, json: bool) -> an
     println!("sandbox limits");
     println!("  deadline        {} ms per call", limits.deadline_ms);
     println!("  memory          {} MiB per instance", limits.memory_mib);
-    println!("  output          {} KiB captured per call", limits.log_bytes / 1024);
+    println!(
+        "  output          {} KiB captured per call",
+        limits.log_bytes / 1024
+    );
     println!("  grants          {}", sandbox_summary());
     Ok(0)
 }
@@ -75,11 +84,21 @@ pub fn check(global: &GlobalArgs, workspace: &Path, spec: &str, json: bool) -> a
     let started = Instant::now();
     let loaded = match runtime.load(&source) {
         Ok(l) => {
-            rows.push(("load".into(), true, format!("contract {}", l.info.contract_version), started.elapsed().as_millis()));
+            rows.push((
+                "load".into(),
+                true,
+                format!("contract {}", l.info.contract_version),
+                started.elapsed().as_millis(),
+            ));
             l
         }
         Err(e) => {
-            rows.push(("load".into(), false, e.to_string(), started.elapsed().as_millis()));
+            rows.push((
+                "load".into(),
+                false,
+                e.to_string(),
+                started.elapsed().as_millis(),
+            ));
             return report(&source.to_string(), &rows, json);
         }
     };
@@ -87,15 +106,30 @@ pub fn check(global: &GlobalArgs, workspace: &Path, spec: &str, json: bool) -> a
     let mut engine = ComponentEngine::new(loaded, config.limits(), "check-session", model.clone());
     let t = Instant::now();
     match engine.ensure_instance() {
-        Ok(()) => rows.push(("instantiate".into(), true, String::new(), t.elapsed().as_millis())),
+        Ok(()) => rows.push((
+            "instantiate".into(),
+            true,
+            String::new(),
+            t.elapsed().as_millis(),
+        )),
         Err(e) => {
-            rows.push(("instantiate".into(), false, e.to_string(), t.elapsed().as_millis()));
+            rows.push((
+                "instantiate".into(),
+                false,
+                e.to_string(),
+                t.elapsed().as_millis(),
+            ));
             return report(&source.to_string(), &rows, json);
         }
     }
     let mut session = MemorySession::new("check-session", model.clone());
     session.user("Fix the failing test in src/lib.rs");
-    session.tool_exchange("call-1", "read_file", r#"{"path":"src/lib.rs"}"#, "fn add(a: i32, b: i32) -> i32 { a - b }");
+    session.tool_exchange(
+        "call-1",
+        "read_file",
+        r#"{"path":"src/lib.rs"}"#,
+        "fn add(a: i32, b: i32) -> i32 { a - b }",
+    );
     session.assistant("The add function subtracts; I will fix it.");
     let request = ContextRequest {
         system_prompt: "You are a coding agent.".into(),
@@ -116,19 +150,39 @@ pub fn check(global: &GlobalArgs, workspace: &Path, spec: &str, json: bool) -> a
                 Ok(()) => rows.push((
                     "materialize".into(),
                     true,
-                    format!("{} messages, ≈{} tokens", view.messages.len(), view.report.total_tokens),
+                    format!(
+                        "{} messages, ≈{} tokens",
+                        view.messages.len(),
+                        view.report.total_tokens
+                    ),
                     elapsed,
                 )),
-                Err((rule, detail)) => rows.push(("materialize".into(), false, format!("{rule}: {detail}"), elapsed)),
+                Err((rule, detail)) => rows.push((
+                    "materialize".into(),
+                    false,
+                    format!("{rule}: {detail}"),
+                    elapsed,
+                )),
             }
         }
-        Err(e) => rows.push(("materialize".into(), false, e.to_string(), t.elapsed().as_millis())),
+        Err(e) => rows.push((
+            "materialize".into(),
+            false,
+            e.to_string(),
+            t.elapsed().as_millis(),
+        )),
     }
     let t = Instant::now();
     match engine.set_config(r#"{"latch_check_unknown_key": 1}"#) {
-        Err(crate::engine::EngineFailure::Config { error: ConfigError::UnknownKey(k), .. }) => {
-            rows.push(("config rejects unknown key".into(), true, format!("refused `{k}`"), t.elapsed().as_millis()))
-        }
+        Err(crate::engine::EngineFailure::Config {
+            error: ConfigError::UnknownKey(k),
+            ..
+        }) => rows.push((
+            "config rejects unknown key".into(),
+            true,
+            format!("refused `{k}`"),
+            t.elapsed().as_millis(),
+        )),
         other => rows.push((
             "config rejects unknown key".into(),
             false,
@@ -146,13 +200,31 @@ fn report(engine: &str, rows: &[(String, bool, String, u128)], json: bool) -> an
             .iter()
             .map(|(case, ok, detail, ms)| serde_json::json!({"case": case, "result": if *ok {"pass"} else {"fail"}, "detail": detail, "ms": ms}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({"engine": engine, "passed": passed, "cases": cases}))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"engine": engine, "passed": passed, "cases": cases})
+            )?
+        );
     } else {
         println!("{:<30} {:<6} {:>8}  detail", "case", "result", "time");
         for (case, ok, detail, ms) in rows {
-            println!("{:<30} {:<6} {:>6}ms  {}", case, if *ok { "pass" } else { "FAIL" }, ms, detail);
+            println!(
+                "{:<30} {:<6} {:>6}ms  {}",
+                case,
+                if *ok { "pass" } else { "FAIL" },
+                ms,
+                detail
+            );
         }
-        println!("{engine}: {}", if passed { "all checks passed" } else { "FAILED" });
+        println!(
+            "{engine}: {}",
+            if passed {
+                "all checks passed"
+            } else {
+                "FAILED"
+            }
+        );
     }
     Ok(if passed { 0 } else { 1 })
 }

@@ -1,7 +1,11 @@
 //! The `latch` command line: argument parsing (clap) and the commands' entry
 //! points. Every command runs on the same store and configuration.
 
+pub mod demo;
 pub mod engine_cmd;
+pub mod render;
+pub mod session_cmd;
+pub mod setup;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -51,9 +55,80 @@ pub struct GlobalArgs {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// An interactive session in the workspace (the default command).
+    #[command(after_help = "Slash commands: /context  /compact  /recall <query>  /exit")]
+    Chat,
+    /// Run one task non-interactively; exits non-zero if the turn fails.
+    #[command(
+        after_help = "Examples:\n  latch run \"make the failing test pass\"\n  latch run --json \"add a --verbose flag\" > events.jsonl"
+    )]
+    Run {
+        /// The task.
+        task: String,
+        /// Stream the durable events as JSON lines instead of a transcript.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resume a session (by id or unique prefix, or the latest one).
+    #[command(after_help = "Examples:\n  latch resume --last\n  latch resume 01jd2k")]
+    Resume {
+        /// Session id or prefix.
+        session: Option<String>,
+        /// Resume the latest session of the workspace.
+        #[arg(long, conflicts_with = "session")]
+        last: bool,
+    },
+    /// List the workspace's sessions (deleted ones are omitted).
+    Sessions,
+    /// Manage session history.
+    #[command(subcommand)]
+    History(HistoryCommand),
+    /// The `/context` report for a session's next request, without calling
+    /// the provider.
+    Context {
+        /// Session id or prefix (default: the latest).
+        session: Option<String>,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Reset a session's working memory (`/compact`); nothing is deleted.
+    Compact {
+        /// Session id or prefix (default: the latest).
+        session: Option<String>,
+    },
+    /// Recall original events of a session by full-text search.
+    #[command(after_help = "Example:\n  latch recall 01jd2k \"E0425 unresolved name\"")]
+    Recall {
+        /// Session id or prefix.
+        session: String,
+        /// Plain words; every word must match.
+        query: String,
+        /// Most events returned.
+        #[arg(long, default_value_t = 10)]
+        limit: u32,
+    },
+    /// A complete offline session on the embedded default engine, with a
+    /// scripted model served in the provider's exact wire format.
+    Demo {
+        /// Keep the demo project directory.
+        #[arg(long)]
+        keep: bool,
+    },
     /// Inspect and check context engines.
     #[command(subcommand)]
     Engine(EngineCommand),
+}
+
+/// `latch history ...`.
+#[derive(Debug, Subcommand)]
+pub enum HistoryCommand {
+    /// Delete a session from history: listing and resume omit it and its
+    /// children; its events, artifacts and mutation evidence remain.
+    Delete {
+        /// Session id or prefix.
+        session: String,
+    },
 }
 
 /// `latch engine ...`.
@@ -61,7 +136,9 @@ pub enum Command {
 pub enum EngineCommand {
     /// Print an engine's world, contract version, exports, imports and the
     /// sandbox limits it will run under.
-    #[command(after_help = "Examples:\n  latch engine info builtin:continuity\n  latch engine info target/wasm32-wasip2/release/my_engine.wasm")]
+    #[command(
+        after_help = "Examples:\n  latch engine info builtin:continuity\n  latch engine info target/wasm32-wasip2/release/my_engine.wasm"
+    )]
     Info {
         /// `builtin:NAME` or a path to a component.
         engine: String,
@@ -71,7 +148,9 @@ pub enum EngineCommand {
     },
     /// Load an engine in the sandbox and exercise it against generated
     /// sessions; exits non-zero when a required check fails.
-    #[command(after_help = "Examples:\n  latch engine check builtin:continuity\n  latch engine check my_engine.wasm --json")]
+    #[command(
+        after_help = "Examples:\n  latch engine check builtin:continuity\n  latch engine check my_engine.wasm --json"
+    )]
     Check {
         /// `builtin:NAME` or a path to a component.
         engine: String,
@@ -94,8 +173,27 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Engine(EngineCommand::Check { engine, json })) => {
             engine_cmd::check(&cli.global, &workspace, &engine, json)
         }
-        None => {
-            anyhow::bail!("interactive sessions are not available in this build; see `latch --help`")
+        None | Some(Command::Chat) => session_cmd::chat(&cli.global, &workspace, None),
+        Some(Command::Run { task, json }) => session_cmd::run(&cli.global, &workspace, &task, json),
+        Some(Command::Resume { session, last }) => {
+            let selector = if last { None } else { session };
+            session_cmd::chat(&cli.global, &workspace, Some(selector))
         }
+        Some(Command::Sessions) => session_cmd::sessions(&cli.global, &workspace),
+        Some(Command::History(HistoryCommand::Delete { session })) => {
+            session_cmd::history_delete(&cli.global, &workspace, &session)
+        }
+        Some(Command::Context { session, json }) => {
+            session_cmd::context(&cli.global, &workspace, session.as_deref(), json)
+        }
+        Some(Command::Compact { session }) => {
+            session_cmd::compact(&cli.global, &workspace, session.as_deref())
+        }
+        Some(Command::Recall {
+            session,
+            query,
+            limit,
+        }) => session_cmd::recall(&cli.global, &workspace, &session, &query, limit),
+        Some(Command::Demo { keep }) => demo::demo(keep),
     }
 }

@@ -1,0 +1,780 @@
+//! The durable event model: every fact the agent loop records about a session,
+//! as [`EventKind`], and its projection into the engine contract
+//! ([`EventKind::to_sdk_body`]).
+//!
+//! An event is stored as a row whose `kind` column is [`EventKind::kind_name`] and
+//! whose body is the JSON of the whole [`EventKind`] (`{"kind": ..., "data": ...}`).
+//! Decoding a row whose kind this build does not know fails loudly with
+//! [`EventDecodeError::UnknownKind`] instead of guessing.
+
+use latch_engine_sdk::types::{
+    EventBody, KernelContextEntry, KernelNote, KernelNoteKind, Part, ToolResult,
+};
+use serde::{Deserialize, Serialize};
+
+/// The outcome of a validation command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The proving command succeeded.
+    Passed,
+    /// The proving command failed.
+    Failed,
+}
+
+impl Outcome {
+    /// The contract's outcome value.
+    pub fn to_sdk(self) -> latch_engine_sdk::types::ValidationOutcome {
+        match self {
+            Outcome::Passed => latch_engine_sdk::types::ValidationOutcome::Passed,
+            Outcome::Failed => latch_engine_sdk::types::ValidationOutcome::Failed,
+        }
+    }
+
+    /// `passed` or `failed`.
+    pub fn label(self) -> &'static str {
+        match self {
+            Outcome::Passed => "passed",
+            Outcome::Failed => "failed",
+        }
+    }
+}
+
+/// The outcome of a certification attempt (the `complete` tool).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CertificationOutcome {
+    /// Every required validation has a Passed entry for the current generation
+    /// and nothing blocks completion.
+    Certified,
+    /// Completion was refused; the event lists the blockers.
+    Refused,
+}
+
+/// A typed change of the canonical task state, emitted by the task-state tools.
+///
+/// Texts are compared exactly (after trimming): adding an entry that already
+/// exists changes nothing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum StateOp {
+    /// Set (or replace) the goal.
+    SetGoal {
+        /// The goal.
+        text: String,
+    },
+    /// Add a constraint.
+    AddConstraint {
+        /// The constraint.
+        text: String,
+    },
+    /// Record a decision.
+    RecordDecision {
+        /// The decision.
+        text: String,
+    },
+    /// Replace an earlier decision, so the old one never stays ambiguously
+    /// current. When `previous` is unknown the new decision is simply added.
+    ReviseDecision {
+        /// The exact text of the decision being replaced.
+        previous: String,
+        /// The decision that replaces it.
+        text: String,
+    },
+    /// Add an active hypothesis. A hypothesis rejected earlier stays rejected.
+    AddHypothesis {
+        /// The hypothesis.
+        text: String,
+    },
+    /// Reject a hypothesis (adding it as rejected if it was never recorded).
+    RejectHypothesis {
+        /// The hypothesis.
+        text: String,
+        /// Why it was rejected.
+        reason: String,
+    },
+    /// Add an open question.
+    AddQuestion {
+        /// The question.
+        text: String,
+    },
+    /// Resolve an open question (it leaves the open list).
+    ResolveQuestion {
+        /// The exact question.
+        text: String,
+        /// The answer, when there is one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        answer: Option<String>,
+    },
+    /// Add a next action.
+    AddAction {
+        /// The action.
+        text: String,
+    },
+    /// Complete a next action (it leaves the list).
+    CompleteAction {
+        /// The exact action.
+        text: String,
+    },
+    /// Add a completion criterion.
+    AddCriterion {
+        /// The criterion.
+        text: String,
+    },
+    /// Add a note (lowest priority memory).
+    AddNote {
+        /// The note.
+        text: String,
+    },
+    /// Require a validation before completion can be certified.
+    RequireValidation {
+        /// The exact requirement string validations must name.
+        requirement: String,
+    },
+    /// Record a durable disproof: a failure that was understood and closed.
+    ///
+    /// Disproofs are workspace-wide: every session on the same workspace
+    /// (later sessions, siblings and children) sees them in canonical state.
+    RecordDisproof {
+        /// What looked like a problem.
+        summary: String,
+        /// Why it is not a real problem.
+        reason: String,
+        /// The failure lineage key this closes in the recording session, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        lineage: Option<String>,
+    },
+}
+
+impl StateOp {
+    /// One-line summary for the kernel note and recall.
+    pub fn summary(&self) -> String {
+        match self {
+            StateOp::SetGoal { text } => format!("goal: {text}"),
+            StateOp::AddConstraint { text } => format!("constraint: {text}"),
+            StateOp::RecordDecision { text } => format!("decision: {text}"),
+            StateOp::ReviseDecision { previous, text } => {
+                format!("decision revised: {text} (was: {previous})")
+            }
+            StateOp::AddHypothesis { text } => format!("hypothesis: {text}"),
+            StateOp::RejectHypothesis { text, reason } => {
+                format!("hypothesis rejected: {text} (because {reason})")
+            }
+            StateOp::AddQuestion { text } => format!("question: {text}"),
+            StateOp::ResolveQuestion { text, answer } => match answer {
+                Some(a) => format!("question resolved: {text} -> {a}"),
+                None => format!("question resolved: {text}"),
+            },
+            StateOp::AddAction { text } => format!("action: {text}"),
+            StateOp::CompleteAction { text } => format!("action completed: {text}"),
+            StateOp::AddCriterion { text } => format!("criterion: {text}"),
+            StateOp::AddNote { text } => format!("note: {text}"),
+            StateOp::RequireValidation { requirement } => {
+                format!("validation required: {requirement}")
+            }
+            StateOp::RecordDisproof {
+                summary, reason, ..
+            } => format!("disproof: {summary} (not a real problem because {reason})"),
+        }
+    }
+}
+
+/// One durable event of a session.
+///
+/// Serialized adjacently tagged (`{"kind": "...", "data": ...}`); the `kind`
+/// column of the row repeats [`EventKind::kind_name`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "data", rename_all = "snake_case")]
+pub enum EventKind {
+    /// User input: text and images (images by [`latch_engine_sdk::types::MediaRef`]).
+    UserMessage {
+        /// Typed parts in order.
+        parts: Vec<Part>,
+    },
+    /// A committed assistant message: text and tool calls.
+    AssistantMessage {
+        /// Typed parts in order.
+        parts: Vec<Part>,
+    },
+    /// The bounded result of one tool call (`is_error` marks a failed call).
+    ToolResult(ToolResult),
+    /// Kernel context persisted from an engine's view before the request.
+    KernelContext(KernelContextEntry),
+    /// A semantic notification delivered at a safe model boundary (a child's
+    /// report, a group message). Durable dedupe marker for the delivery.
+    NotificationDelivered {
+        /// Where it came from (a child session id, a group member).
+        source: String,
+        /// The provider-visible text.
+        text: String,
+    },
+    /// `/compact`: the user reset working memory.
+    ManualCompact,
+    /// A typed change of the canonical task state.
+    StateUpdate(StateOp),
+    /// A possible workspace mutation. Committed **before** it executes; it
+    /// advances the workspace generation for every session of the workspace.
+    Mutation {
+        /// The tool (or MCP server/tool) that may mutate.
+        source: String,
+        /// Workspace-relative paths it writes, when known.
+        paths: Vec<String>,
+        /// The shell command, for shell mutations.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
+    },
+    /// The session observed a file (after reading or writing it).
+    FileObserved {
+        /// Workspace-relative path.
+        path: String,
+        /// SHA-256 of the whole file; only for files within
+        /// [`crate::FILE_HASH_MAX_BYTES`].
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        sha256: Option<String>,
+        /// Size in bytes.
+        size: u64,
+    },
+    /// A guarded write found the file changed since the session last saw it;
+    /// the write was rejected. Advances the workspace generation.
+    ExternalChange {
+        /// Workspace-relative path.
+        path: String,
+        /// The hash the session last observed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expected_sha256: Option<String>,
+        /// The hash on disk just before the write (none when the file is gone).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        actual_sha256: Option<String>,
+    },
+    /// A validation set: one observation per exact requirement, all proven by
+    /// the same command at the same workspace generation.
+    Validation {
+        /// The exact requirements this command proves.
+        requirements: Vec<String>,
+        /// The proving command.
+        command: String,
+        /// What happened.
+        outcome: Outcome,
+        /// The command's exit code, when it exited normally.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        /// A bounded excerpt of the output (diagnostics).
+        output: String,
+        /// The workspace generation the command checked.
+        generation: u64,
+    },
+    /// A managed background process started.
+    ProcessStarted {
+        /// Kernel-assigned process id (unique within the session).
+        id: String,
+        /// The command line.
+        command: String,
+    },
+    /// A managed background process exited (committed on its natural exit,
+    /// without anyone polling).
+    ProcessExited {
+        /// The id from [`EventKind::ProcessStarted`].
+        id: String,
+        /// Exit code, or none when killed by a signal.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        /// A bounded tail of its output.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        output_tail: String,
+    },
+    /// The model asked to complete; the kernel certified or refused.
+    CertificationAttempt {
+        /// Certified or refused.
+        outcome: CertificationOutcome,
+        /// Why it was refused (stable, sorted strings); empty when certified.
+        blockers: Vec<String>,
+        /// The workspace generation at the attempt.
+        generation: u64,
+    },
+    /// A tool call was denied by policy (the model also sees an error result).
+    ToolDenied {
+        /// The tool.
+        tool: String,
+        /// The call id, when the denial answers a call.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// Why.
+        reason: String,
+    },
+    /// Provider-reported usage of one request (authoritative over estimates).
+    ProviderUsage {
+        /// Input tokens.
+        input_tokens: u64,
+        /// Output tokens.
+        output_tokens: u64,
+        /// Tokens read from the provider's prompt cache.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_read_tokens: Option<u64>,
+        /// Tokens written to the provider's prompt cache.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_creation_tokens: Option<u64>,
+        /// Tokens the provider reported as cache misses.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_miss_tokens: Option<u64>,
+        /// Latch's estimate of the prefix shared with the previous request.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        common_prefix_tokens: Option<u64>,
+    },
+    /// A child agent session was spawned from this session.
+    ChildSpawned {
+        /// The child's session id.
+        child: String,
+        /// Its role, e.g. `reviewer`.
+        role: String,
+    },
+    /// A run (one turn loop) started.
+    RunStarted {
+        /// The interaction mode, e.g. `interactive` or `run`.
+        mode: String,
+    },
+    /// A run finished normally.
+    RunFinished {
+        /// How it ended, e.g. `completed`, `stopped`.
+        outcome: String,
+    },
+    /// A run was interrupted (cancelled, crashed, or found unfinished on resume).
+    RunInterrupted {
+        /// Why.
+        reason: String,
+    },
+    /// The session was deleted from history: listing and resume omit it and
+    /// its children; its events remain.
+    Tombstone {
+        /// The tombstoned session (the session this event is appended to).
+        session: String,
+    },
+}
+
+/// Every kind name this build can decode, in declaration order.
+pub const KNOWN_KINDS: &[&str] = &[
+    "user_message",
+    "assistant_message",
+    "tool_result",
+    "kernel_context",
+    "notification_delivered",
+    "manual_compact",
+    "state_update",
+    "mutation",
+    "file_observed",
+    "external_change",
+    "validation",
+    "process_started",
+    "process_exited",
+    "certification_attempt",
+    "tool_denied",
+    "provider_usage",
+    "child_spawned",
+    "run_started",
+    "run_finished",
+    "run_interrupted",
+    "tombstone",
+];
+
+/// Why a stored event could not be decoded.
+#[derive(Debug, thiserror::Error)]
+pub enum EventDecodeError {
+    /// The row's kind is not one this build knows (written by a newer Latch?).
+    #[error(
+        "event {seq} has kind `{kind}`, which this version of Latch does not know \
+         (known kinds: {known})",
+        known = KNOWN_KINDS.join(", ")
+    )]
+    UnknownKind {
+        /// The event's sequence number.
+        seq: u64,
+        /// The unknown kind.
+        kind: String,
+    },
+    /// The body is not valid JSON for its kind.
+    #[error("event {seq} (kind `{kind}`) has a malformed body: {source}")]
+    Malformed {
+        /// The event's sequence number.
+        seq: u64,
+        /// The row's kind.
+        kind: String,
+        /// The JSON error.
+        source: serde_json::Error,
+    },
+    /// The body's own tag disagrees with the row's kind column.
+    #[error("event {seq} is stored as kind `{column}` but its body says `{body}`")]
+    KindMismatch {
+        /// The event's sequence number.
+        seq: u64,
+        /// The kind column.
+        column: String,
+        /// The body's tag.
+        body: String,
+    },
+}
+
+impl EventKind {
+    /// The stable snake-case name stored in the `kind` column.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            EventKind::UserMessage { .. } => "user_message",
+            EventKind::AssistantMessage { .. } => "assistant_message",
+            EventKind::ToolResult(_) => "tool_result",
+            EventKind::KernelContext(_) => "kernel_context",
+            EventKind::NotificationDelivered { .. } => "notification_delivered",
+            EventKind::ManualCompact => "manual_compact",
+            EventKind::StateUpdate(_) => "state_update",
+            EventKind::Mutation { .. } => "mutation",
+            EventKind::FileObserved { .. } => "file_observed",
+            EventKind::ExternalChange { .. } => "external_change",
+            EventKind::Validation { .. } => "validation",
+            EventKind::ProcessStarted { .. } => "process_started",
+            EventKind::ProcessExited { .. } => "process_exited",
+            EventKind::CertificationAttempt { .. } => "certification_attempt",
+            EventKind::ToolDenied { .. } => "tool_denied",
+            EventKind::ProviderUsage { .. } => "provider_usage",
+            EventKind::ChildSpawned { .. } => "child_spawned",
+            EventKind::RunStarted { .. } => "run_started",
+            EventKind::RunFinished { .. } => "run_finished",
+            EventKind::RunInterrupted { .. } => "run_interrupted",
+            EventKind::Tombstone { .. } => "tombstone",
+        }
+    }
+
+    /// True for events that advance the workspace generation (a possible
+    /// mutation, or a change found on disk).
+    pub fn advances_generation(&self) -> bool {
+        matches!(
+            self,
+            EventKind::Mutation { .. } | EventKind::ExternalChange { .. }
+        )
+    }
+
+    /// True for events that matter to every session of the workspace, not
+    /// only their own: generation advances and durable disproofs.
+    pub fn is_workspace_wide(&self) -> bool {
+        self.advances_generation()
+            || matches!(self, EventKind::StateUpdate(StateOp::RecordDisproof { .. }))
+    }
+
+    /// A file observation of `content` at `path`: the SHA-256 is recorded only
+    /// when the file is within [`crate::FILE_HASH_MAX_BYTES`].
+    pub fn file_observed(path: impl Into<String>, content: &[u8]) -> EventKind {
+        let size = content.len() as u64;
+        let sha256 = (content.len() <= crate::FILE_HASH_MAX_BYTES).then(|| sha256_hex(content));
+        EventKind::FileObserved {
+            path: path.into(),
+            sha256,
+            size,
+        }
+    }
+
+    /// A user text message.
+    pub fn user_text(text: impl Into<String>) -> EventKind {
+        EventKind::UserMessage {
+            parts: vec![Part::Text(text.into())],
+        }
+    }
+
+    /// An assistant text message.
+    pub fn assistant_text(text: impl Into<String>) -> EventKind {
+        EventKind::AssistantMessage {
+            parts: vec![Part::Text(text.into())],
+        }
+    }
+
+    /// Encode as the JSON stored in the row.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("event kinds always serialize")
+    }
+
+    /// Decode a stored row (`kind` column and JSON body).
+    pub fn from_row(seq: u64, kind: &str, json: &str) -> Result<EventKind, EventDecodeError> {
+        if !KNOWN_KINDS.contains(&kind) {
+            return Err(EventDecodeError::UnknownKind {
+                seq,
+                kind: kind.to_string(),
+            });
+        }
+        let event: EventKind =
+            serde_json::from_str(json).map_err(|source| EventDecodeError::Malformed {
+                seq,
+                kind: kind.to_string(),
+                source,
+            })?;
+        if event.kind_name() != kind {
+            return Err(EventDecodeError::KindMismatch {
+                seq,
+                column: kind.to_string(),
+                body: event.kind_name().to_string(),
+            });
+        }
+        Ok(event)
+    }
+
+    /// Project into the engine contract's [`EventBody`].
+    ///
+    /// Conversation, kernel context, notifications and `/compact` map directly;
+    /// everything kernel-side becomes an [`EventBody::Kernel`] note whose kind
+    /// engines use as an episode marker.
+    pub fn to_sdk_body(&self) -> EventBody {
+        let note = |kind: KernelNoteKind, summary: String, files: Vec<String>| {
+            EventBody::Kernel(KernelNote {
+                kind,
+                summary,
+                files,
+            })
+        };
+        match self {
+            EventKind::UserMessage { parts } => EventBody::UserMessage(parts.clone()),
+            EventKind::AssistantMessage { parts } => EventBody::AssistantMessage(parts.clone()),
+            EventKind::ToolResult(r) => EventBody::ToolResult(r.clone()),
+            EventKind::KernelContext(k) => EventBody::KernelContext(k.clone()),
+            EventKind::NotificationDelivered { text, .. } => EventBody::Notification(text.clone()),
+            EventKind::ManualCompact => EventBody::ManualCompact,
+            EventKind::StateUpdate(op) => note(KernelNoteKind::StateUpdate, op.summary(), vec![]),
+            EventKind::Mutation {
+                source,
+                paths,
+                command,
+            } => {
+                let summary = match command {
+                    Some(c) => format!("possible mutation by {source}: {c}"),
+                    None => format!("mutation by {source}"),
+                };
+                note(KernelNoteKind::Mutation, summary, paths.clone())
+            }
+            EventKind::FileObserved { path, sha256, size } => {
+                let summary = match sha256 {
+                    Some(h) => format!("observed {path} ({size} bytes, sha256 {})", short(h)),
+                    None => format!("observed {path} ({size} bytes, not hashed)"),
+                };
+                note(KernelNoteKind::Other, summary, vec![path.clone()])
+            }
+            EventKind::ExternalChange {
+                path,
+                expected_sha256,
+                actual_sha256,
+            } => note(
+                KernelNoteKind::ExternalChange,
+                format!(
+                    "{path} changed outside the session (expected {}, found {}); re-read it before editing",
+                    expected_sha256.as_deref().map(short).unwrap_or("nothing"),
+                    actual_sha256.as_deref().map(short).unwrap_or("no file"),
+                ),
+                vec![path.clone()],
+            ),
+            EventKind::Validation {
+                requirements,
+                command,
+                outcome,
+                exit_code,
+                generation,
+                ..
+            } => {
+                let kind = match outcome {
+                    Outcome::Passed => KernelNoteKind::ValidationPassed,
+                    Outcome::Failed => KernelNoteKind::ValidationFailed,
+                };
+                let exit = exit_code
+                    .map(|c| format!("exit {c}"))
+                    .unwrap_or_else(|| "no exit code".to_string());
+                note(
+                    kind,
+                    format!(
+                        "validation {}: {} via `{command}` ({exit}, generation {generation})",
+                        outcome.label(),
+                        requirements.join("; "),
+                    ),
+                    vec![],
+                )
+            }
+            EventKind::ProcessStarted { id, command } => note(
+                KernelNoteKind::Process,
+                format!("process {id} started: {command}"),
+                vec![],
+            ),
+            EventKind::ProcessExited { id, exit_code, .. } => note(
+                KernelNoteKind::Process,
+                match exit_code {
+                    Some(c) => format!("process {id} exited with code {c}"),
+                    None => format!("process {id} was killed by a signal"),
+                },
+                vec![],
+            ),
+            EventKind::CertificationAttempt {
+                outcome, blockers, ..
+            } => match outcome {
+                CertificationOutcome::Certified => note(
+                    KernelNoteKind::Evidence,
+                    "completion certified".to_string(),
+                    vec![],
+                ),
+                CertificationOutcome::Refused => note(
+                    KernelNoteKind::Failure,
+                    format!("completion refused: {}", blockers.join("; ")),
+                    vec![],
+                ),
+            },
+            EventKind::ToolDenied { tool, reason, .. } => note(
+                KernelNoteKind::Failure,
+                format!("{tool} denied: {reason}"),
+                vec![],
+            ),
+            EventKind::ProviderUsage {
+                input_tokens,
+                output_tokens,
+                cache_read_tokens,
+                ..
+            } => note(
+                KernelNoteKind::Other,
+                match cache_read_tokens {
+                    Some(r) => format!(
+                        "provider usage: {input_tokens} in, {output_tokens} out, {r} cached"
+                    ),
+                    None => format!("provider usage: {input_tokens} in, {output_tokens} out"),
+                },
+                vec![],
+            ),
+            EventKind::ChildSpawned { child, role } => note(
+                KernelNoteKind::Other,
+                format!("child agent {child} spawned as {role}"),
+                vec![],
+            ),
+            EventKind::RunStarted { mode } => note(
+                KernelNoteKind::Other,
+                format!("run started ({mode})"),
+                vec![],
+            ),
+            EventKind::RunFinished { outcome } => note(
+                KernelNoteKind::Other,
+                format!("run finished ({outcome})"),
+                vec![],
+            ),
+            EventKind::RunInterrupted { reason } => note(
+                KernelNoteKind::Other,
+                format!("run interrupted: {reason}"),
+                vec![],
+            ),
+            EventKind::Tombstone { session } => note(
+                KernelNoteKind::Other,
+                format!("session {session} deleted from history"),
+                vec![],
+            ),
+        }
+    }
+}
+
+/// An event as stored: its global sequence number, session and commit time.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredEvent {
+    /// Global, monotone sequence number.
+    pub seq: u64,
+    /// The session it belongs to.
+    pub session: String,
+    /// Milliseconds since the Unix epoch when it was committed.
+    pub time_ms: u64,
+    /// The event.
+    pub kind: EventKind,
+}
+
+impl StoredEvent {
+    /// The contract's view of this event.
+    pub fn to_sdk(&self) -> latch_engine_sdk::types::Event {
+        latch_engine_sdk::types::Event {
+            seq: self.seq,
+            time_ms: self.time_ms,
+            body: self.kind.to_sdk_body(),
+        }
+    }
+}
+
+fn short(h: &str) -> &str {
+    &h[..h.len().min(12)]
+}
+
+/// Lower-case hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_through_the_row_encoding() {
+        let events = [
+            EventKind::user_text("hello"),
+            EventKind::StateUpdate(StateOp::RejectHypothesis {
+                text: "cache is stale".into(),
+                reason: "hash matches".into(),
+            }),
+            EventKind::Mutation {
+                source: "shell".into(),
+                paths: vec![],
+                command: Some("cargo fmt".into()),
+            },
+            EventKind::ManualCompact,
+        ];
+        for (i, e) in events.iter().enumerate() {
+            let back = EventKind::from_row(i as u64, e.kind_name(), &e.to_json()).unwrap();
+            assert_eq!(&back, e);
+            assert!(KNOWN_KINDS.contains(&e.kind_name()));
+        }
+    }
+
+    #[test]
+    fn unknown_kinds_fail_loudly() {
+        let err = EventKind::from_row(7, "teleport", r#"{"kind":"teleport","data":{}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("event 7") && err.contains("teleport"), "{err}");
+        let err = EventKind::from_row(8, "mutation", r#"{"kind":"mutation","data":{}}"#)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("malformed"), "{err}");
+        let err = EventKind::from_row(9, "tombstone", &EventKind::ManualCompact.to_json())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("stored as kind"), "{err}");
+    }
+
+    #[test]
+    fn kernel_side_events_project_to_notes() {
+        let v = EventKind::Validation {
+            requirements: vec!["tests pass".into()],
+            command: "cargo test".into(),
+            outcome: Outcome::Failed,
+            exit_code: Some(101),
+            output: "error[E0425]".into(),
+            generation: 3,
+        };
+        match v.to_sdk_body() {
+            EventBody::Kernel(n) => {
+                assert_eq!(n.kind, KernelNoteKind::ValidationFailed);
+                assert!(n.summary.contains("cargo test"));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(
+            EventKind::ManualCompact.to_sdk_body(),
+            EventBody::ManualCompact
+        );
+    }
+
+    #[test]
+    fn large_files_are_observed_without_a_hash() {
+        let small = EventKind::file_observed("a", b"abc");
+        let big = EventKind::file_observed("b", &vec![0u8; crate::FILE_HASH_MAX_BYTES + 1]);
+        assert!(matches!(
+            small,
+            EventKind::FileObserved {
+                sha256: Some(_),
+                size: 3,
+                ..
+            }
+        ));
+        assert!(matches!(big, EventKind::FileObserved { sha256: None, .. }));
+    }
+}

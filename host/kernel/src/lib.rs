@@ -1,0 +1,37 @@
+//! Durable truth for Latch: the SQLite event store, FTS recall and the
+//! kernel's reducers.
+//!
+//! * [`event`] — the durable event model ([`EventKind`]) and its projection
+//!   into the engine contract.
+//! * [`store`] — the [`Store`]: sessions, the append-only log, artifacts,
+//!   tombstones, schema migrations and full-text recall.
+//! * [`state`] — the reducers ([`KernelState`]): canonical task state,
+//!   workspace generation, evidence, certification, failure supervision,
+//!   durable disproofs and file state, as pure functions of the log.
+//! * [`ops`] — the write-side operations tools call (mutation commit, the
+//!   write guard, validation records, certification attempts).
+//! * [`view`] — [`StoreSessionView`], the read-only session engines receive.
+//! * [`bounds`] — the byte and token bounds on stored tool output.
+
+#![warn(missing_docs)]
+
+pub mod bounds;
+pub mod event;
+pub mod ops;
+pub mod state;
+pub mod store;
+pub mod view;
+
+pub use bounds::{
+    FILE_HASH_MAX_BYTES, READ_MAX_BYTES, READ_MAX_TOKENS, bound_head, bound_tool_output,
+};
+pub use event::{
+    CertificationOutcome, EventDecodeError, EventKind, Outcome, StateOp, StoredEvent, sha256_hex,
+};
+pub use ops::{
+    GuardError, MutationReceipt, attempt_certification, check_guarded_write, commit_mutation,
+    record_validation,
+};
+pub use state::{Certification, FileKnowledge, GuardVerdict, KernelState};
+pub use store::{SearchRow, SessionRecord, Store, StoreError, default_store_path};
+pub use view::StoreSessionView;

@@ -1,0 +1,182 @@
+//! The kernel's write-side operations, as the agent loop's tools use them.
+//!
+//! * A tool that may mutate the workspace calls [`commit_mutation`] **before**
+//!   it executes, so the generation has advanced even if the process dies
+//!   mid-write.
+//! * A guarded file edit calls [`check_guarded_write`] with the hash of the
+//!   file's current bytes just before writing; on a mismatch the change is
+//!   recorded and the edit rejected, so the model must re-read. After writing,
+//!   the tool appends [`EventKind::file_observed`] of the new contents with its
+//!   result.
+//! * `validate` reads [`Store::generation_of`] before running its command and
+//!   records the set with [`record_validation`]; `complete` calls
+//!   [`attempt_certification`].
+
+use crate::bounds::bound_tool_output;
+use crate::event::{CertificationOutcome, EventKind, Outcome};
+use crate::state::{Certification, GuardVerdict};
+use crate::store::{Result, Store, StoreError};
+
+/// What [`commit_mutation`] committed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MutationReceipt {
+    /// Sequence number of the mutation event.
+    pub seq: u64,
+    /// The workspace generation after it.
+    pub generation: u64,
+}
+
+/// Why a guarded write was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum GuardError {
+    /// The file changed since the session last observed it. The change is
+    /// recorded (once) as an [`EventKind::ExternalChange`].
+    #[error(
+        "{path} changed since this session last read it (expected {}, found {}); \
+         re-read it before editing",
+        expected_sha256.as_deref().unwrap_or("no hash"),
+        actual_sha256.as_deref().unwrap_or("no file")
+    )]
+    ExternalChange {
+        /// Workspace-relative path.
+        path: String,
+        /// The hash the session knew.
+        expected_sha256: Option<String>,
+        /// The hash on disk.
+        actual_sha256: Option<String>,
+        /// The external-change event appended now, if this call recorded one.
+        seq: Option<u64>,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Commit a possible workspace mutation before executing it.
+pub fn commit_mutation(
+    store: &Store,
+    session: &str,
+    source: &str,
+    paths: Vec<String>,
+    command: Option<String>,
+) -> Result<MutationReceipt> {
+    let seq = store.append(
+        session,
+        EventKind::Mutation {
+            source: source.to_string(),
+            paths,
+            command,
+        },
+    )?;
+    let generation = store.generation_of(session)?;
+    Ok(MutationReceipt { seq, generation })
+}
+
+/// The write guard: may `session` write `path`, whose current bytes hash to
+/// `current_sha256` (`None` when the file does not exist)?
+///
+/// Allowed when the session never observed the file, observed it without a
+/// hash (larger than [`crate::FILE_HASH_MAX_BYTES`]), or its last-known hash
+/// matches. Otherwise an external-change event is appended (unless this exact
+/// change is already recorded) and the write is refused.
+pub fn check_guarded_write(
+    store: &Store,
+    session: &str,
+    path: &str,
+    current_sha256: Option<&str>,
+) -> Result<(), GuardError> {
+    match store.with_kernel(session, |k| k.guard(path, current_sha256))? {
+        GuardVerdict::Allow => Ok(()),
+        GuardVerdict::Reject {
+            expected_sha256,
+            record,
+        } => {
+            let actual_sha256 = current_sha256.map(str::to_string);
+            let seq = if record {
+                Some(store.append(
+                    session,
+                    EventKind::ExternalChange {
+                        path: path.to_string(),
+                        expected_sha256: expected_sha256.clone(),
+                        actual_sha256: actual_sha256.clone(),
+                    },
+                )?)
+            } else {
+                None
+            };
+            Err(GuardError::ExternalChange {
+                path: path.to_string(),
+                expected_sha256,
+                actual_sha256,
+                seq,
+            })
+        }
+    }
+}
+
+/// Record a validation set: one observation per exact requirement, proven by
+/// `command` at `generation` (read before the command ran). Passed when the
+/// command exited with 0. The output is bounded before it is stored.
+pub fn record_validation(
+    store: &Store,
+    session: &str,
+    requirements: Vec<String>,
+    command: &str,
+    exit_code: Option<i32>,
+    output: &str,
+    generation: u64,
+) -> Result<u64> {
+    let profile = store.session(session)?.model.estimator;
+    let outcome = if exit_code == Some(0) {
+        Outcome::Passed
+    } else {
+        Outcome::Failed
+    };
+    store.append(
+        session,
+        EventKind::Validation {
+            requirements,
+            command: command.to_string(),
+            outcome,
+            exit_code,
+            output: bound_tool_output(output, profile),
+            generation,
+        },
+    )
+}
+
+/// Decide certification now and record the attempt. A refusal with the same
+/// blockers as the previous attempt extends a failure lineage.
+pub fn attempt_certification(store: &Store, session: &str) -> Result<Certification> {
+    let cert = store.certification(session)?;
+    store.append(
+        session,
+        EventKind::CertificationAttempt {
+            outcome: cert.outcome,
+            blockers: cert.blockers.clone(),
+            generation: cert.generation,
+        },
+    )?;
+    debug_assert!(cert.outcome == CertificationOutcome::Certified || !cert.blockers.is_empty());
+    Ok(cert)
+}
+
+impl Store {
+    /// The workspace generation as `session` sees it (its workspace's).
+    pub fn generation_of(&self, session: &str) -> Result<u64> {
+        self.with_kernel(session, |k| k.generation())
+    }
+
+    /// Whether `session` may complete now (without recording an attempt).
+    pub fn certification(&self, session: &str) -> Result<Certification> {
+        self.with_kernel(session, |k| k.certification())
+    }
+
+    /// The canonical task state of `session`.
+    pub fn canonical_state(
+        &self,
+        session: &str,
+    ) -> Result<latch_engine_sdk::types::CanonicalState> {
+        self.with_kernel(session, |k| k.canonical())
+    }
+}

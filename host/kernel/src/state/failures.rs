@@ -1,0 +1,171 @@
+//! Failure supervision: streaks of repeated failures, rebuilt from the
+//! session's own raw events. Only lineages still active are kept (and
+//! rendered); a success of the same tool or command, a certified completion or
+//! a disproof naming the lineage closes it.
+
+use latch_engine_sdk::types::FailureLineage;
+
+/// One supervised streak.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Lineage {
+    /// Stable key (group plus normalized error).
+    pub(crate) key: String,
+    /// What closes it (the tool, the validation command, or certification).
+    pub(crate) group: String,
+    pub(crate) summary: String,
+    pub(crate) count: u32,
+    pub(crate) first_seq: u64,
+    pub(crate) last_seq: u64,
+}
+
+/// The active lineages, in order of first occurrence.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct FailureState {
+    active: Vec<Lineage>,
+}
+
+/// The group of a failing tool.
+pub(crate) fn tool_group(tool: &str) -> String {
+    format!("tool:{tool}")
+}
+
+/// The group of a validation command.
+pub(crate) fn validation_group(command: &str) -> String {
+    format!("validation:{}", command.trim())
+}
+
+/// The group of certification attempts.
+pub(crate) const CERTIFICATION_GROUP: &str = "certification";
+
+/// A stable, short form of an error message: its first non-empty line,
+/// lower-cased, digits replaced by `#`, whitespace collapsed, at most 120
+/// characters. Line numbers and counts therefore do not split a streak.
+pub fn normalize_error(text: &str) -> String {
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
+    let mut out = String::new();
+    let mut space = false;
+    for c in line.chars() {
+        if c.is_whitespace() {
+            space = !out.is_empty();
+            continue;
+        }
+        if space {
+            out.push(' ');
+            space = false;
+        }
+        if c.is_ascii_digit() {
+            if !out.ends_with('#') {
+                out.push('#');
+            }
+        } else {
+            out.extend(c.to_lowercase());
+        }
+        if out.chars().count() >= 120 {
+            break;
+        }
+    }
+    out
+}
+
+/// The first non-empty line of `text`, at most 200 characters.
+pub(crate) fn first_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("")
+        .chars()
+        .take(200)
+        .collect()
+}
+
+impl FailureState {
+    /// Record one failure; always changes the rendering.
+    pub(crate) fn failure(&mut self, group: &str, key: String, summary: String, seq: u64) -> bool {
+        match self.active.iter_mut().find(|l| l.key == key) {
+            Some(l) => {
+                l.count = l.count.saturating_add(1);
+                l.last_seq = seq;
+                l.summary = summary;
+            }
+            None => self.active.push(Lineage {
+                key,
+                group: group.to_string(),
+                summary,
+                count: 1,
+                first_seq: seq,
+                last_seq: seq,
+            }),
+        }
+        true
+    }
+
+    /// Close every lineage of `group`.
+    pub(crate) fn close_group(&mut self, group: &str) -> bool {
+        let before = self.active.len();
+        self.active.retain(|l| l.group != group);
+        before != self.active.len()
+    }
+
+    /// Close every lineage of `group` except `keep`.
+    pub(crate) fn close_group_except(&mut self, group: &str, keep: &str) -> bool {
+        let before = self.active.len();
+        self.active.retain(|l| l.group != group || l.key == keep);
+        before != self.active.len()
+    }
+
+    /// Close the lineage with `key`.
+    pub(crate) fn close_key(&mut self, key: &str) -> bool {
+        let before = self.active.len();
+        self.active.retain(|l| l.key != key);
+        before != self.active.len()
+    }
+
+    /// The active lineages.
+    pub(crate) fn active(&self) -> &[Lineage] {
+        &self.active
+    }
+
+    /// The contract's rendering.
+    pub(crate) fn render(&self) -> Vec<FailureLineage> {
+        self.active
+            .iter()
+            .map(|l| FailureLineage {
+                key: l.key.clone(),
+                summary: l.summary.clone(),
+                count: l.count,
+                first_seq: l.first_seq,
+                last_seq: l.last_seq,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn normalization_ignores_numbers_and_spacing() {
+        assert_eq!(
+            normalize_error("\n  error[E0425]: cannot find `x` at line 12  \nmore"),
+            normalize_error("error[E0433]:   cannot find `x` at line 99")
+        );
+        assert_eq!(normalize_error("Error  A"), "error a");
+    }
+
+    #[test]
+    fn streaks_count_and_close() {
+        let mut f = FailureState::default();
+        f.failure("tool:shell", "k".into(), "s1".into(), 1);
+        f.failure("tool:shell", "k".into(), "s2".into(), 5);
+        assert_eq!(f.render()[0].count, 2);
+        assert_eq!((f.render()[0].first_seq, f.render()[0].last_seq), (1, 5));
+        assert!(!f.close_group("tool:read"));
+        assert!(f.close_group("tool:shell"));
+        assert!(f.render().is_empty());
+    }
+}

@@ -1,0 +1,280 @@
+//! The kernel's reducers: pure functions of the ordered event log.
+//!
+//! [`KernelState`] reduces, for one session, the ordered log of its
+//! **workspace** (every session sharing the workspace): the session's own
+//! events drive canonical task state, files, evidence, processes, failure
+//! supervision and certification; events of other sessions of the workspace
+//! count only where the spec makes them workspace-wide (the workspace
+//! generation, and durable disproofs). [`KernelState::apply`] is the
+//! incremental form and [`KernelState::replay`] the full one; they agree at
+//! every prefix of any log.
+
+mod evidence;
+mod failures;
+mod files;
+mod task;
+
+pub use evidence::Certification;
+pub use failures::normalize_error;
+pub use files::{FileKnowledge, GuardVerdict};
+
+use crate::event::{CertificationOutcome, EventKind, Outcome, StateOp, StoredEvent};
+use evidence::{EvidenceState, ProcessState};
+use failures::{CERTIFICATION_GROUP, FailureState, first_line, tool_group, validation_group};
+use files::FileTable;
+use latch_engine_sdk::types::CanonicalState;
+use task::{EntryList, TaskState, disproof_text};
+
+/// The reduced kernel state of one session.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KernelState {
+    session: String,
+    watermark: u64,
+    own_events: u64,
+    generation: u64,
+    revision: u64,
+    task: TaskState,
+    files: FileTable,
+    evidence: EvidenceState,
+    processes: ProcessState,
+    failures: FailureState,
+    disproofs: EntryList,
+}
+
+impl KernelState {
+    /// The empty state of `session` (before any event).
+    pub fn new(session: impl Into<String>) -> Self {
+        KernelState {
+            session: session.into(),
+            watermark: 0,
+            own_events: 0,
+            generation: 0,
+            revision: 0,
+            task: TaskState::default(),
+            files: FileTable::default(),
+            evidence: EvidenceState::default(),
+            processes: ProcessState::default(),
+            failures: FailureState::default(),
+            disproofs: EntryList::default(),
+        }
+    }
+
+    /// Full replay of the workspace's ordered log for `session`.
+    pub fn replay<'a>(
+        session: impl Into<String>,
+        events: impl IntoIterator<Item = &'a StoredEvent>,
+    ) -> Self {
+        let mut state = KernelState::new(session);
+        for e in events {
+            state.apply(e);
+        }
+        state
+    }
+
+    /// Apply the next event of the workspace log. Events at or below the
+    /// watermark are ignored, so applying a page twice is harmless. Returns
+    /// true when the canonical state changed (and the revision moved).
+    pub fn apply(&mut self, event: &StoredEvent) -> bool {
+        if event.seq <= self.watermark {
+            return false;
+        }
+        self.watermark = event.seq;
+        let own = event.session == self.session;
+        let seq = event.seq;
+        let mut changed = false;
+
+        if event.kind.advances_generation() {
+            let old = self.generation;
+            self.generation += 1;
+            changed |= self.evidence.generation_moves(old, self.generation);
+        }
+        if let EventKind::StateUpdate(StateOp::RecordDisproof {
+            summary,
+            reason,
+            lineage,
+        }) = &event.kind
+        {
+            changed |= self.disproofs.add(&disproof_text(summary, reason), seq);
+            if let (true, Some(key)) = (own, lineage) {
+                changed |= self.failures.close_key(key);
+            }
+        }
+        if !own {
+            if changed {
+                self.revision += 1;
+            }
+            return changed;
+        }
+        self.own_events += 1;
+
+        changed |= match &event.kind {
+            EventKind::StateUpdate(op) => self.task.apply(op, seq),
+            EventKind::Mutation { paths, .. } => self.files.written(paths, seq),
+            EventKind::FileObserved { path, sha256, size } => {
+                self.files.observed(path, sha256.as_deref(), *size, seq)
+            }
+            EventKind::ExternalChange {
+                path,
+                actual_sha256,
+                ..
+            } => self
+                .files
+                .changed_externally(path, actual_sha256.as_deref(), seq),
+            EventKind::Validation {
+                requirements,
+                command,
+                outcome,
+                output,
+                generation,
+                ..
+            } => {
+                let mut c =
+                    self.evidence
+                        .validation(requirements, command, *outcome, *generation, seq);
+                let group = validation_group(command);
+                c |= match outcome {
+                    Outcome::Passed => self.failures.close_group(&group),
+                    Outcome::Failed => {
+                        let diag = first_line(output);
+                        let summary = if diag.is_empty() {
+                            format!("validation failed: `{}`", command.trim())
+                        } else {
+                            format!("validation failed: `{}`: {diag}", command.trim())
+                        };
+                        self.failures.failure(&group, group.clone(), summary, seq)
+                    }
+                };
+                c
+            }
+            EventKind::ToolResult(r) => {
+                let group = tool_group(&r.name);
+                if r.is_error {
+                    let key = format!("{group}:{}", normalize_error(&r.content));
+                    let summary = format!("{} failed: {}", r.name, first_line(&r.content));
+                    self.failures.failure(&group, key, summary, seq)
+                } else {
+                    self.failures.close_group(&group)
+                }
+            }
+            EventKind::CertificationAttempt {
+                outcome, blockers, ..
+            } => match outcome {
+                CertificationOutcome::Certified => self.failures.close_group(CERTIFICATION_GROUP),
+                CertificationOutcome::Refused => {
+                    let key = format!("{CERTIFICATION_GROUP}:{}", blockers.join("; "));
+                    self.failures.close_group_except(CERTIFICATION_GROUP, &key);
+                    let summary = format!("completion refused: {}", blockers.join("; "));
+                    self.failures
+                        .failure(CERTIFICATION_GROUP, key, summary, seq)
+                }
+            },
+            EventKind::ProcessStarted { id, command } => {
+                self.processes.started(id, command, seq);
+                false
+            }
+            EventKind::ProcessExited { id, .. } => {
+                self.processes.exited(id, seq);
+                false
+            }
+            _ => false,
+        };
+        if changed {
+            self.revision += 1;
+        }
+        changed
+    }
+
+    /// The session this state belongs to.
+    pub fn session(&self) -> &str {
+        &self.session
+    }
+
+    /// Sequence number of the last event applied (0 before any).
+    pub fn watermark(&self) -> u64 {
+        self.watermark
+    }
+
+    /// The workspace generation: generation-advancing events of every session
+    /// of the workspace seen so far.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// Monotone revision of the canonical state; moves on each effective change.
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Number of the session's own events applied.
+    pub fn own_event_count(&self) -> u64 {
+        self.own_events
+    }
+
+    /// The canonical task state (L1) in the contract's shape.
+    pub fn canonical(&self) -> CanonicalState {
+        let t = &self.task;
+        CanonicalState {
+            revision: self.revision,
+            goal: t.goal.clone(),
+            constraints: t.constraints.entries().to_vec(),
+            decisions: t.decisions.entries().to_vec(),
+            hypotheses: t.hypotheses.clone(),
+            files: self.files.render(),
+            validations: t.validations.entries().to_vec(),
+            evidence: self.evidence.render(self.generation),
+            failures: self.failures.render(),
+            disproofs: self.disproofs.entries().to_vec(),
+            questions: t.questions.entries().to_vec(),
+            actions: t.actions.entries().to_vec(),
+            criteria: t.criteria.entries().to_vec(),
+            notes: t.notes.entries().to_vec(),
+        }
+    }
+
+    /// May the session complete now? Passed evidence for the current
+    /// generation of every required validation, no running managed process,
+    /// and evidence newer than the last process exit.
+    pub fn certification(&self) -> Certification {
+        evidence::certify(
+            self.task
+                .validations
+                .entries()
+                .iter()
+                .map(|e| e.text.as_str()),
+            &self.evidence,
+            &self.processes,
+            self.generation,
+        )
+    }
+
+    /// Ids and commands of the managed processes still running.
+    pub fn running_processes(&self) -> Vec<(String, String)> {
+        self.processes
+            .running
+            .iter()
+            .map(|(id, (cmd, _))| (id.clone(), cmd.clone()))
+            .collect()
+    }
+
+    /// What the session knows about `path`.
+    pub fn file(&self, path: &str) -> Option<&FileKnowledge> {
+        self.files.knowledge(path)
+    }
+
+    /// The write guard for `path` whose current on-disk hash is `current`.
+    pub fn guard(&self, path: &str, current_sha256: Option<&str>) -> GuardVerdict {
+        self.files.guard(path, current_sha256)
+    }
+
+    /// Keys of the active failure lineages with their counts.
+    pub fn active_failures(&self) -> Vec<(String, u32)> {
+        self.failures
+            .active()
+            .iter()
+            .map(|l| (l.key.clone(), l.count))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,221 @@
+//! Appending and reading events. Appends are the only writes to the `events`
+//! table; each append (or batch) is one immediate transaction that also
+//! indexes the event's search text.
+
+use super::{Result, Store, StoreError, now_ms};
+use crate::event::{EventKind, StoredEvent};
+use crate::state::KernelState;
+use latch_engine_sdk::event_search_text;
+use rusqlite::{Connection, Row, TransactionBehavior, params};
+
+/// Events read per query while catching a reducer up.
+const CATCH_UP_PAGE: u32 = 5000;
+
+const EVENT_COLUMNS: &str = "seq, session, kind, body, time_ms";
+
+/// Decode one `events` row selected with [`EVENT_COLUMNS`].
+pub(crate) fn read_event(row: &Row<'_>) -> rusqlite::Result<(u64, String, String, String, u64)> {
+    Ok((
+        row.get(0)?,
+        row.get(1)?,
+        row.get(2)?,
+        row.get(3)?,
+        row.get(4)?,
+    ))
+}
+
+/// Finish decoding a row: parse the body.
+pub(crate) fn decode(raw: (u64, String, String, String, u64)) -> Result<StoredEvent> {
+    let (seq, session, kind, body, time_ms) = raw;
+    let kind = EventKind::from_row(seq, &kind, &body)?;
+    Ok(StoredEvent {
+        seq,
+        session,
+        time_ms,
+        kind,
+    })
+}
+
+fn query_events(
+    conn: &Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Result<Vec<StoredEvent>> {
+    let mut stmt = conn.prepare_cached(sql)?;
+    let rows = stmt.query_map(params, read_event)?;
+    rows.map(|r| decode(r?)).collect()
+}
+
+impl Store {
+    /// Append one event to `session`; returns its sequence number.
+    pub fn append(&self, session: &str, event: EventKind) -> Result<u64> {
+        Ok(self.append_batch(session, vec![event])?[0])
+    }
+
+    /// Append events that belong together (an assistant tool-call turn and its
+    /// results, a mutation and its observation) in one immediate transaction:
+    /// all of them are committed, or none. Returns their sequence numbers.
+    pub fn append_batch(&self, session: &str, events: Vec<EventKind>) -> Result<Vec<u64>> {
+        self.append_across(
+            events
+                .into_iter()
+                .map(|e| (session.to_string(), e))
+                .collect(),
+        )
+    }
+
+    /// Append events to several sessions in one immediate transaction (a
+    /// delivery into a recipient's session together with its marker).
+    pub fn append_across(&self, entries: Vec<(String, EventKind)>) -> Result<Vec<u64>> {
+        let mut conn = self.conn();
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let time = now_ms();
+        let mut seqs = Vec::with_capacity(entries.len());
+        {
+            let mut exists =
+                tx.prepare_cached("SELECT COUNT(*) > 0 FROM sessions WHERE id = ?1")?;
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO events (session, kind, body, time_ms, wide) VALUES (?1, ?2, ?3, ?4, ?5)",
+            )?;
+            let mut index =
+                tx.prepare_cached("INSERT INTO events_fts (rowid, text) VALUES (?1, ?2)")?;
+            let mut checked: Option<String> = None;
+            for (session, event) in &entries {
+                if checked.as_deref() != Some(session.as_str()) {
+                    let ok: bool = exists.query_row([session], |r| r.get(0))?;
+                    if !ok {
+                        return Err(StoreError::UnknownSession(session.clone()));
+                    }
+                    checked = Some(session.clone());
+                }
+                insert.execute(params![
+                    session,
+                    event.kind_name(),
+                    event.to_json(),
+                    time,
+                    event.is_workspace_wide() as i64
+                ])?;
+                let seq = tx.last_insert_rowid() as u64;
+                let text = event_search_text(&event.to_sdk_body());
+                if !text.trim().is_empty() {
+                    index.execute(params![seq, text])?;
+                }
+                seqs.push(seq);
+            }
+        }
+        tx.commit()?;
+        Ok(seqs)
+    }
+
+    /// Events of `session` with `from <= seq < to`, ascending, at most `limit`.
+    pub fn events(
+        &self,
+        session: &str,
+        from: u64,
+        to: u64,
+        limit: u32,
+    ) -> Result<Vec<StoredEvent>> {
+        let to = to.min(i64::MAX as u64);
+        let from = from.min(i64::MAX as u64);
+        query_events(
+            &self.conn(),
+            &format!(
+                "SELECT {EVENT_COLUMNS} FROM events
+                 WHERE session = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq LIMIT ?4"
+            ),
+            params![session, from, to, limit],
+        )
+    }
+
+    /// Events of `session` with `seq < before`, newest first, at most `limit`.
+    pub fn events_before(
+        &self,
+        session: &str,
+        before: u64,
+        limit: u32,
+    ) -> Result<Vec<StoredEvent>> {
+        let before = before.min(i64::MAX as u64);
+        query_events(
+            &self.conn(),
+            &format!(
+                "SELECT {EVENT_COLUMNS} FROM events
+                 WHERE session = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3"
+            ),
+            params![session, before, limit],
+        )
+    }
+
+    /// One event by sequence number.
+    pub fn event(&self, seq: u64) -> Result<Option<StoredEvent>> {
+        let mut found = query_events(
+            &self.conn(),
+            &format!("SELECT {EVENT_COLUMNS} FROM events WHERE seq = ?1"),
+            [seq.min(i64::MAX as u64)],
+        )?;
+        Ok(found.pop())
+    }
+
+    /// Number of events of `session` (tombstoned sessions included).
+    pub fn event_count(&self, session: &str) -> Result<u64> {
+        Ok(self.conn().query_row(
+            "SELECT COUNT(*) FROM events WHERE session = ?1",
+            [session],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// Number of events in the whole store.
+    pub fn total_event_count(&self) -> Result<u64> {
+        Ok(self
+            .conn()
+            .query_row("SELECT COUNT(*) FROM events", [], |r| r.get(0))?)
+    }
+
+    /// Sequence number of the session's latest event, or 0.
+    pub fn latest_seq(&self, session: &str) -> Result<u64> {
+        Ok(self.conn().query_row(
+            "SELECT COALESCE(MAX(seq), 0) FROM events WHERE session = ?1",
+            [session],
+            |r| r.get(0),
+        )?)
+    }
+
+    /// The reducer input after `after`: the session's own events and the
+    /// workspace-wide events of the other sessions of `workspace`, ascending,
+    /// at most `limit`.
+    pub fn workspace_log(
+        &self,
+        session: &str,
+        workspace: &str,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<StoredEvent>> {
+        query_events(
+            &self.conn(),
+            &format!(
+                "SELECT {EVENT_COLUMNS} FROM (
+                    SELECT {EVENT_COLUMNS} FROM events WHERE session = ?1 AND seq > ?3
+                    UNION ALL
+                    SELECT e.seq, e.session, e.kind, e.body, e.time_ms
+                    FROM events e JOIN sessions s ON s.id = e.session
+                    WHERE e.wide = 1 AND e.seq > ?3 AND s.workspace = ?2 AND e.session <> ?1
+                 ) ORDER BY seq LIMIT ?4"
+            ),
+            params![session, workspace, after.min(i64::MAX as u64), limit],
+        )
+    }
+
+    /// Apply to `state` every event of its workspace log past its watermark.
+    pub(crate) fn catch_up(&self, workspace: &str, state: &mut KernelState) -> Result<()> {
+        loop {
+            let page =
+                self.workspace_log(state.session(), workspace, state.watermark(), CATCH_UP_PAGE)?;
+            for e in &page {
+                state.apply(e);
+            }
+            if page.len() < CATCH_UP_PAGE as usize {
+                return Ok(());
+            }
+        }
+    }
+}

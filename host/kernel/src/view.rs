@@ -1,0 +1,128 @@
+//! [`StoreSessionView`]: the contract's read-only `session-view` over the
+//! store, for one session. Engines get this and nothing else: bounded pages of
+//! events, search, canonical state from the cached reducers, artifact metadata
+//! and session facts.
+
+use crate::store::{Result, SessionRecord, Store};
+use latch_engine_sdk::types::{CanonicalState, Event, MediaRef, SearchHit, SessionInfo};
+use latch_engine_sdk::{MAX_PAGE, MAX_SEARCH, SessionView};
+use std::sync::Arc;
+
+/// A read-only view of one session of a [`Store`].
+///
+/// The fallible `try_*` methods report store errors; the [`SessionView`]
+/// implementation panics on them with a clear message (the contract's methods
+/// cannot fail: a broken store is a host failure, surfaced as a trap).
+#[derive(Clone, Debug)]
+pub struct StoreSessionView {
+    store: Arc<Store>,
+    record: SessionRecord,
+}
+
+impl StoreSessionView {
+    /// A view of `session` (tombstoned sessions included: the host decides
+    /// what it resumes).
+    pub fn new(store: Arc<Store>, session: &str) -> Result<Self> {
+        let record = store.session(session)?;
+        Ok(StoreSessionView { store, record })
+    }
+
+    /// The session's stored record.
+    pub fn record(&self) -> &SessionRecord {
+        &self.record
+    }
+
+    /// The store behind the view.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// Facts about the session, with the current workspace generation and
+    /// event count.
+    pub fn try_info(&self) -> Result<SessionInfo> {
+        let (workspace_generation, event_count) = self
+            .store
+            .with_kernel(&self.record.id, |k| (k.generation(), k.own_event_count()))?;
+        Ok(SessionInfo {
+            id: self.record.id.clone(),
+            parent_id: self.record.parent.clone(),
+            workspace: self.record.workspace.clone(),
+            workspace_generation,
+            model: self.record.model.clone(),
+            event_count,
+        })
+    }
+
+    /// Sequence number of the session's latest event, or 0.
+    pub fn try_latest_seq(&self) -> Result<u64> {
+        self.store.latest_seq(&self.record.id)
+    }
+
+    /// Events with `from <= seq < to`, ascending, at most `min(limit, 1000)`.
+    pub fn try_events(&self, from: u64, to: u64, limit: u32) -> Result<Vec<Event>> {
+        let rows = self
+            .store
+            .events(&self.record.id, from, to, limit.min(MAX_PAGE))?;
+        Ok(rows.iter().map(|e| e.to_sdk()).collect())
+    }
+
+    /// Events with `seq < before`, newest first, at most `min(limit, 1000)`.
+    pub fn try_events_before(&self, before: u64, limit: u32) -> Result<Vec<Event>> {
+        let rows = self
+            .store
+            .events_before(&self.record.id, before, limit.min(MAX_PAGE))?;
+        Ok(rows.iter().map(|e| e.to_sdk()).collect())
+    }
+
+    /// Full-text search, newest first, at most `min(limit, 200)` rows.
+    pub fn try_search(&self, query: &str, limit: u32) -> Result<Vec<SearchHit>> {
+        let rows = self
+            .store
+            .search(&self.record.id, query, limit.min(MAX_SEARCH))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| SearchHit {
+                event: r.event.to_sdk(),
+                snippet: r.snippet,
+            })
+            .collect())
+    }
+
+    /// The canonical task state as of the latest event.
+    pub fn try_canonical_state(&self) -> Result<CanonicalState> {
+        self.store.with_kernel(&self.record.id, |k| k.canonical())
+    }
+
+    /// Artifact metadata by SHA-256.
+    pub fn try_artifact(&self, sha256: &str) -> Result<Option<MediaRef>> {
+        self.store.artifact(sha256)
+    }
+}
+
+fn broken<T>(what: &str, r: Result<T>) -> T {
+    r.unwrap_or_else(|e| panic!("the Latch store failed while serving `{what}` to an engine: {e}"))
+}
+
+impl SessionView for StoreSessionView {
+    fn info(&self) -> SessionInfo {
+        broken("info", self.try_info())
+    }
+    fn latest_seq(&self) -> u64 {
+        broken("latest-seq", self.try_latest_seq())
+    }
+    fn events(&self, from: u64, to: u64, limit: u32) -> Vec<Event> {
+        broken("events", self.try_events(from, to, limit))
+    }
+    fn events_before(&self, before: u64, limit: u32) -> Vec<Event> {
+        broken("events-before", self.try_events_before(before, limit))
+    }
+    fn search(&self, query: &str, limit: u32) -> Vec<SearchHit> {
+        broken("search", self.try_search(query, limit))
+    }
+    fn canonical_state(&self) -> CanonicalState {
+        broken("canonical-state", self.try_canonical_state())
+    }
+    fn artifact(&self, sha256: &str) -> Option<MediaRef> {
+        broken("artifact", self.try_artifact(sha256))
+    }
+}

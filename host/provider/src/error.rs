@@ -1,0 +1,215 @@
+//! The errors a provider call can end with.
+//!
+//! Every error names the provider; rejections quote the provider's own
+//! message, so a user can act on them without reading logs.
+
+use thiserror::Error;
+
+/// Why a provider call failed. No variant carries a partial turn: deltas
+/// streamed before a failure are void.
+#[derive(Debug, Error)]
+pub enum ProviderError {
+    /// The provider refused the request (400, 401, 403, 404, 413, 422, ...).
+    /// Retrying the same request would fail the same way.
+    #[error("{provider} rejected the request ({status} {status_text}): {message}{}", hint_suffix(.hint))]
+    Rejected {
+        /// Provider name (`anthropic`, `openai`, `openai-compatible`).
+        provider: &'static str,
+        /// HTTP status code.
+        status: u16,
+        /// Canonical reason phrase of the status.
+        status_text: String,
+        /// The provider's error message (from its JSON error body when it
+        /// sent one, else the body text).
+        message: String,
+        /// What the user can do about it, when Latch knows.
+        hint: Option<String>,
+    },
+    /// Retryable failures (429, 5xx, connection errors, overload) persisted
+    /// through every allowed attempt.
+    #[error("{provider} failed after {attempts} attempts: {last}")]
+    RetriesExhausted {
+        /// Provider name.
+        provider: &'static str,
+        /// Attempts made.
+        attempts: u32,
+        /// HTTP status of the last attempt, if it got a response.
+        status: Option<u16>,
+        /// Description of the last failure.
+        last: String,
+    },
+    /// The response stream ended before its terminal event; the partial
+    /// response is discarded.
+    #[error("{provider} response was interrupted before the turn completed: {reason}")]
+    Interrupted {
+        /// Provider name.
+        provider: &'static str,
+        /// What was observed.
+        reason: String,
+    },
+    /// The provider reported an error inside the stream that is not retryable.
+    #[error("{provider} reported an error mid-stream ({kind}): {message}")]
+    Stream {
+        /// Provider name.
+        provider: &'static str,
+        /// The provider's error type.
+        kind: String,
+        /// The provider's message.
+        message: String,
+    },
+    /// No API key was configured for a provider that needs one.
+    #[error("no API key for {provider}: set {env_var} or [provider] api_key")]
+    MissingApiKey {
+        /// Provider name.
+        provider: &'static str,
+        /// The environment variable that would supply it.
+        env_var: &'static str,
+    },
+    /// An image referenced by the request could not be read.
+    #[error("cannot send image {sha256} ({mime_type}): {message}")]
+    Media {
+        /// The artifact's hash.
+        sha256: String,
+        /// Its MIME type.
+        mime_type: String,
+        /// Why it could not be resolved.
+        message: String,
+    },
+    /// The provider sent something that is not its documented wire format.
+    #[error("{provider} sent a response Latch cannot parse: {message}")]
+    Protocol {
+        /// Provider name.
+        provider: &'static str,
+        /// What was wrong.
+        message: String,
+    },
+    /// The request could not be sent at all (bad URL, TLS setup, ...).
+    #[error("cannot reach {provider} at {url}: {message}")]
+    Transport {
+        /// Provider name.
+        provider: &'static str,
+        /// The URL the request was for.
+        url: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// The provider configuration is unusable.
+    #[error("invalid provider configuration: {0}")]
+    Config(String),
+}
+
+fn hint_suffix(hint: &Option<String>) -> String {
+    match hint {
+        Some(h) => format!(" — {h}"),
+        None => String::new(),
+    }
+}
+
+impl ProviderError {
+    /// The provider the error concerns, when it names one.
+    pub fn provider(&self) -> Option<&'static str> {
+        match self {
+            ProviderError::Rejected { provider, .. }
+            | ProviderError::RetriesExhausted { provider, .. }
+            | ProviderError::Interrupted { provider, .. }
+            | ProviderError::Stream { provider, .. }
+            | ProviderError::MissingApiKey { provider, .. }
+            | ProviderError::Protocol { provider, .. }
+            | ProviderError::Transport { provider, .. } => Some(provider),
+            ProviderError::Media { .. } | ProviderError::Config(_) => None,
+        }
+    }
+
+    /// True for [`ProviderError::Interrupted`]: the turn was cut short and
+    /// nothing of it was committed.
+    pub fn is_interrupted(&self) -> bool {
+        matches!(self, ProviderError::Interrupted { .. })
+    }
+}
+
+/// Extracts the human message from a provider's JSON error body.
+///
+/// Understands Anthropic (`{"type":"error","error":{"message":..}}`), OpenAI
+/// (`{"error":{"message":..}}`), plain `{"message":..}`, `{"error":"..."}` and
+/// FastAPI-style `{"detail":..}`; anything else is quoted as text, shortened.
+pub fn error_message_from_body(body: &str) -> String {
+    if let Ok(v) = serde_json::from_str::<serde_json::Value>(body) {
+        let candidates = [
+            v.pointer("/error/message"),
+            v.get("message"),
+            v.get("error"),
+            v.get("detail"),
+        ];
+        for c in candidates.into_iter().flatten() {
+            match c {
+                serde_json::Value::String(s) if !s.is_empty() => return s.clone(),
+                serde_json::Value::Null => {}
+                serde_json::Value::Object(_) => {}
+                other => return other.to_string(),
+            }
+        }
+    }
+    let text = body.trim();
+    if text.is_empty() {
+        return "(no error message in the response body)".to_string();
+    }
+    let mut short: String = text.chars().take(500).collect();
+    if short.len() < text.len() {
+        short.push('…');
+    }
+    short
+}
+
+/// The error `type` from a provider's JSON error body, when it has one.
+pub(crate) fn error_kind_from_body(body: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    v.pointer("/error/type")
+        .or_else(|| v.pointer("/error/code"))
+        .and_then(|t| t.as_str())
+        .map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_found_in_every_known_shape() {
+        let anthropic = r#"{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}"#;
+        assert_eq!(error_message_from_body(anthropic), "invalid x-api-key");
+        assert_eq!(
+            error_kind_from_body(anthropic).as_deref(),
+            Some("authentication_error")
+        );
+        let openai = r#"{"error":{"message":"Incorrect API key provided","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}"#;
+        assert_eq!(
+            error_message_from_body(openai),
+            "Incorrect API key provided"
+        );
+        assert_eq!(
+            error_message_from_body(r#"{"error":"model not found"}"#),
+            "model not found"
+        );
+        assert_eq!(
+            error_message_from_body(r#"{"detail":"Not Found"}"#),
+            "Not Found"
+        );
+        assert_eq!(error_message_from_body("upstream down"), "upstream down");
+        assert!(error_message_from_body("").contains("no error message"));
+    }
+
+    #[test]
+    fn rejection_reads_as_one_sentence() {
+        let e = ProviderError::Rejected {
+            provider: "anthropic",
+            status: 401,
+            status_text: "Unauthorized".into(),
+            message: "invalid x-api-key".into(),
+            hint: Some("set ANTHROPIC_API_KEY or [provider] api_key".into()),
+        };
+        assert_eq!(
+            e.to_string(),
+            "anthropic rejected the request (401 Unauthorized): invalid x-api-key — set ANTHROPIC_API_KEY or [provider] api_key"
+        );
+    }
+}

@@ -1,0 +1,422 @@
+//! A local HTTP server that speaks both providers' wire formats from a
+//! script: the offline `latch demo` and every provider test run against it
+//! over real HTTP.
+//!
+//! * `POST /v1/messages` answers as the Anthropic Messages API (SSE with
+//!   `message_start` … `message_stop`, Anthropic error bodies).
+//! * `POST /v1/chat/completions` answers as OpenAI Chat Completions (SSE
+//!   chunks, the usage chunk when `stream_options.include_usage` is set,
+//!   `data: [DONE]`, OpenAI error bodies).
+//!
+//! Each request consumes the next [`ScriptStep`] of the [`Script`]: a
+//! [`ScriptedTurn`] (text, tool calls, usage) or a [`ScriptedFailure`] (429
+//! with `retry-after`, 5xx, a refusal with an error body, a stream cut
+//! mid-way, an error event inside the stream). Requests are checked as the
+//! real services check them (alternating roles, tool results answering the
+//! previous calls, at most four `cache_control` breakpoints, ...) and a
+//! malformed one gets the provider's 400 without consuming a step. Every
+//! request is captured ([`FakeServer::requests`]) for golden tests.
+//!
+//! Usage is computed by a simulated prompt cache (see the `cache` module
+//! notes): the longest common prefix with the previous request, in whole
+//! canonical segments priced with the canonical estimator, is the cache
+//! read, up to the last breakpoint for Anthropic; the rest is cache
+//! creation or uncached input. A cache-friendly (append-only) request
+//! sequence therefore shows a high hit rate, and a prefix-rewriting one a
+//! low rate.
+
+mod cache;
+mod script;
+mod wire;
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use axum::routing::post;
+use latch_engine_sdk::estimate::estimate;
+use latch_engine_sdk::types::EstimatorProfile;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+pub use script::{
+    Responder, Script, ScriptStep, ScriptedFailure, ScriptedTurn, ScriptedUsage, WireUsage,
+};
+
+/// Which API a request was made to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum WireFormat {
+    /// `POST /v1/messages`.
+    Anthropic,
+    /// `POST /v1/chat/completions`.
+    OpenAi,
+}
+
+/// A request the server received.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapturedRequest {
+    /// The endpoint it was sent to.
+    pub format: WireFormat,
+    /// The request path.
+    pub path: String,
+    /// Headers, names in lower case.
+    pub headers: BTreeMap<String, String>,
+    /// The JSON body (a JSON string holding the raw text when the body was
+    /// not JSON).
+    pub body: Value,
+}
+
+/// What a served turn reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServedTurn {
+    /// The endpoint.
+    pub format: WireFormat,
+    /// The usage put on the wire.
+    pub usage: WireUsage,
+}
+
+#[derive(Default)]
+struct ServerState {
+    script: Script,
+    requests: Vec<CapturedRequest>,
+    served: Vec<ServedTurn>,
+    cache: cache::CacheSim,
+    next_id: u64,
+}
+
+type Shared = Arc<Mutex<ServerState>>;
+
+fn lock(s: &Shared) -> MutexGuard<'_, ServerState> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A running fake provider on `127.0.0.1` at an ephemeral port.
+pub struct FakeServer {
+    /// `http://127.0.0.1:PORT`: the Anthropic base URL. The OpenAI base URL
+    /// is [`FakeServer::openai_base_url`] (`…/v1`).
+    pub base_url: String,
+    addr: SocketAddr,
+    state: Shared,
+    handle: Option<JoinHandle<()>>,
+    shutdown: Option<oneshot::Sender<()>>,
+}
+
+impl std::fmt::Debug for FakeServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeServer")
+            .field("base_url", &self.base_url)
+            .finish()
+    }
+}
+
+impl FakeServer {
+    /// Binds `127.0.0.1:0` and serves `script` on the current tokio runtime.
+    pub async fn start(script: Script) -> std::io::Result<FakeServer> {
+        let state: Shared = Arc::new(Mutex::new(ServerState {
+            script,
+            ..ServerState::default()
+        }));
+        let app = Router::new()
+            .route("/v1/messages", post(anthropic_handler))
+            .route("/v1/chat/completions", post(openai_handler))
+            .with_state(state.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (tx, rx) = oneshot::channel::<()>();
+        let handle = tokio::spawn(async move {
+            let serve = axum::serve(listener, app).with_graceful_shutdown(async move {
+                let _ = rx.await;
+            });
+            if let Err(e) = serve.await {
+                tracing::warn!("fake provider server stopped: {e}");
+            }
+        });
+        Ok(FakeServer {
+            base_url: format!("http://{addr}"),
+            addr,
+            state,
+            handle: Some(handle),
+            shutdown: Some(tx),
+        })
+    }
+
+    /// The socket address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The base URL for the Anthropic adapter (same as `base_url`).
+    pub fn anthropic_base_url(&self) -> String {
+        self.base_url.clone()
+    }
+
+    /// The base URL for the OpenAI adapter (`base_url` + `/v1`).
+    pub fn openai_base_url(&self) -> String {
+        format!("{}/v1", self.base_url)
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<CapturedRequest> {
+        lock(&self.state).requests.clone()
+    }
+
+    /// The usage of every turn served so far, in order.
+    pub fn served(&self) -> Vec<ServedTurn> {
+        lock(&self.state).served.clone()
+    }
+
+    /// Appends a step to the script.
+    pub fn push(&self, step: impl Into<ScriptStep>) {
+        lock(&self.state).script.push(step);
+    }
+
+    /// Steps still queued.
+    pub fn remaining(&self) -> usize {
+        lock(&self.state).script.steps.len()
+    }
+
+    /// Stops accepting connections and waits (briefly) for the server task.
+    pub async fn shutdown(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(handle) = self.handle.take() {
+            let abort = handle.abort_handle();
+            if tokio::time::timeout(std::time::Duration::from_secs(2), handle)
+                .await
+                .is_err()
+            {
+                abort.abort();
+            }
+        }
+    }
+}
+
+impl Drop for FakeServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(handle) = self.handle.take() {
+            handle.abort();
+        }
+    }
+}
+
+async fn anthropic_handler(State(s): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    handle(s, WireFormat::Anthropic, "/v1/messages", headers, body)
+}
+
+async fn openai_handler(State(s): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    handle(s, WireFormat::OpenAi, "/v1/chat/completions", headers, body)
+}
+
+fn json_response(status: u16, body: &Value, extra: &[(&str, String)]) -> Response {
+    let mut b = Response::builder()
+        .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
+        .header(header::CONTENT_TYPE, "application/json");
+    for (k, v) in extra {
+        b = b.header(*k, v.as_str());
+    }
+    b.body(Body::from(body.to_string()))
+        .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
+fn error_response(format: WireFormat, status: u16, message: &str) -> Response {
+    json_response(status, &wire::error_body(format, status, message), &[])
+}
+
+fn sse_response(events: Vec<String>, abort: bool) -> Response {
+    use futures::StreamExt;
+    let items: Vec<Result<Bytes, std::io::Error>> =
+        events.into_iter().map(|e| Ok(Bytes::from(e))).collect();
+    // The break comes after a pause, so the events before it are on the
+    // wire first and the client sees a response that stops mid-way.
+    let cut = futures::stream::iter(abort.then_some(())).then(|()| async {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        Err::<Bytes, _>(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "scripted stream cut",
+        ))
+    });
+    let items = futures::stream::iter(items).chain(cut);
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(items))
+        .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
+fn output_tokens(turn: &ScriptedTurn) -> u64 {
+    let p = EstimatorProfile::Anthropic;
+    let text = turn.text.as_deref().map_or(0, |t| estimate(p, t) as u64);
+    text + turn
+        .tool_calls
+        .iter()
+        .map(|(n, a)| estimate(p, n) as u64 + estimate(p, a) as u64)
+        .sum::<u64>()
+}
+
+fn handle(s: Shared, format: WireFormat, path: &str, headers: HeaderMap, raw: Bytes) -> Response {
+    let header_map: BTreeMap<String, String> = headers
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.as_str().to_ascii_lowercase(),
+                String::from_utf8_lossy(v.as_bytes()).into_owned(),
+            )
+        })
+        .collect();
+    let parsed = serde_json::from_slice::<Value>(&raw);
+    let captured = CapturedRequest {
+        format,
+        path: path.to_string(),
+        headers: header_map.clone(),
+        body: match &parsed {
+            Ok(v) => v.clone(),
+            Err(_) => Value::String(String::from_utf8_lossy(&raw).into_owned()),
+        },
+    };
+    let mut st = lock(&s);
+    st.requests.push(captured.clone());
+
+    if let Some(key) = st.script.api_key.clone() {
+        let sent = match format {
+            WireFormat::Anthropic => header_map.get("x-api-key").cloned(),
+            WireFormat::OpenAi => header_map
+                .get("authorization")
+                .and_then(|a| a.strip_prefix("Bearer ").map(str::to_string)),
+        };
+        if sent.as_deref() != Some(key.as_str()) {
+            let message = match format {
+                WireFormat::Anthropic => "invalid x-api-key",
+                WireFormat::OpenAi => "Incorrect API key provided.",
+            };
+            return error_response(format, 401, message);
+        }
+    }
+    let body = match parsed {
+        Ok(v) if v.is_object() => v,
+        _ => return error_response(format, 400, "the request body is not a JSON object"),
+    };
+    let check = match format {
+        WireFormat::Anthropic => {
+            if !header_map.contains_key("anthropic-version") {
+                Err("anthropic-version: header is required".to_string())
+            } else {
+                wire::check_anthropic(&body)
+            }
+        }
+        WireFormat::OpenAi => wire::check_openai(&body),
+    };
+    if let Err(message) = check {
+        return error_response(format, 400, &message);
+    }
+
+    let step = match st.script.steps.pop_front() {
+        Some(step) => step,
+        None => match st.script.responder.clone() {
+            Some(f) => {
+                // The responder runs without the lock so it may be slow.
+                drop(st);
+                let step = f(&captured);
+                st = lock(&s);
+                step
+            }
+            None => {
+                return error_response(
+                    format,
+                    400,
+                    "the fake provider's script is exhausted: no scripted turn is left for this request",
+                );
+            }
+        },
+    };
+    let model = body["model"].as_str().unwrap_or("").to_string();
+    st.next_id += 1;
+    let n = st.next_id;
+    let response_id = match format {
+        WireFormat::Anthropic => format!("msg_fake_{n}"),
+        WireFormat::OpenAi => format!("chatcmpl-fake-{n}"),
+    };
+
+    match step {
+        ScriptStep::Turn(turn) => {
+            let events = turn_events(&mut st, format, &body, &turn, &model, &response_id);
+            sse_response(events, false)
+        }
+        ScriptStep::Fail(ScriptedFailure::RateLimited { retry_after }) => {
+            let body = wire::error_body(format, 429, "Rate limited: too many requests, slow down.");
+            let extra: Vec<(&str, String)> = retry_after
+                .map(|r| vec![("retry-after", r)])
+                .unwrap_or_default();
+            json_response(429, &body, &extra)
+        }
+        ScriptStep::Fail(ScriptedFailure::ServerError { status, message })
+        | ScriptStep::Fail(ScriptedFailure::Reject { status, message }) => {
+            error_response(format, status, &message)
+        }
+        ScriptStep::Fail(ScriptedFailure::CutStream {
+            turn,
+            after_events,
+            abort,
+        }) => {
+            let mut events = turn_events(&mut st, format, &body, &turn, &model, &response_id);
+            events.truncate(after_events);
+            sse_response(events, abort)
+        }
+        ScriptStep::Fail(ScriptedFailure::StreamError { kind, message }) => {
+            let events = match format {
+                WireFormat::Anthropic => {
+                    wire::anthropic_error_events(&model, &response_id, &kind, &message)
+                }
+                WireFormat::OpenAi => {
+                    wire::openai_error_events(&model, &response_id, &kind, &message)
+                }
+            };
+            sse_response(events, false)
+        }
+    }
+}
+
+fn turn_events(
+    st: &mut ServerState,
+    format: WireFormat,
+    body: &Value,
+    turn: &ScriptedTurn,
+    model: &str,
+    response_id: &str,
+) -> Vec<String> {
+    let out = output_tokens(turn);
+    let usage = match turn.usage {
+        ScriptedUsage::Reported(u) => u,
+        ScriptedUsage::Computed => match format {
+            WireFormat::Anthropic => st.cache.anthropic(body, out),
+            WireFormat::OpenAi => st.cache.openai(body, out),
+        },
+    };
+    let mut tool_ids = Vec::new();
+    for _ in &turn.tool_calls {
+        st.next_id += 1;
+        tool_ids.push(match format {
+            WireFormat::Anthropic => format!("toolu_fake_{}", st.next_id),
+            WireFormat::OpenAi => format!("call_fake_{}", st.next_id),
+        });
+    }
+    st.served.push(ServedTurn { format, usage });
+    match format {
+        WireFormat::Anthropic => wire::anthropic_events(turn, model, response_id, &tool_ids, usage),
+        WireFormat::OpenAi => {
+            let include_usage = body["stream_options"]["include_usage"] == Value::Bool(true);
+            wire::openai_events(turn, model, response_id, &tool_ids, usage, include_usage)
+        }
+    }
+}

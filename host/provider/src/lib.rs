@@ -1,0 +1,594 @@
+//! `latch-provider`: Latch's model provider adapters.
+//!
+//! One entry point, [`Provider::complete`], sends a provider-neutral
+//! [`ProviderRequest`] (exactly the context engine's view, plus tool schemas
+//! and cache hints) to one of:
+//!
+//! * the Anthropic Messages API ([`anthropic`]),
+//! * OpenAI Chat Completions or any OpenAI-compatible server such as
+//!   Ollama, vLLM or the llama.cpp server ([`openai`]),
+//!
+//! streams the response as transient [`StreamEvent`]s, and returns the
+//! committed [`AssistantTurn`] only once the provider's terminal event
+//! arrived. Transient failures are retried on a deterministic schedule
+//! ([`RetryPolicy`]); everything else is a typed [`ProviderError`] that
+//! names the provider and quotes its message.
+//!
+//! [`fake`] is a local HTTP server that speaks both wire formats from a
+//! script; tests and the offline `latch demo` use it.
+
+#![warn(missing_docs)]
+
+pub mod anthropic;
+pub mod error;
+pub mod fake;
+pub mod openai;
+pub mod request;
+pub mod retry;
+pub mod sse;
+mod wire;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use futures::StreamExt;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
+use serde::{Deserialize, Serialize};
+
+pub use error::ProviderError;
+pub use request::{
+    AssistantTurn, CacheHints, MediaResolver, NoMedia, ProviderRequest, StopReason, StreamEvent,
+    ToolSchema, Usage,
+};
+pub use retry::RetryPolicy;
+
+use openai::MaxTokensField;
+use sse::SseParser;
+use wire::{Failure, WireStream};
+
+/// Which API a provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderKind {
+    /// Anthropic's Messages API.
+    Anthropic,
+    /// OpenAI's Chat Completions API (an API key is required).
+    OpenAi,
+    /// A server speaking OpenAI's Chat Completions (Ollama, vLLM, llama.cpp
+    /// server, ...): a base URL is required, an API key is optional.
+    OpenAiCompatible,
+}
+
+impl ProviderKind {
+    /// The provider's name in errors, config and model profiles.
+    pub fn name(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::OpenAiCompatible => "openai-compatible",
+        }
+    }
+
+    /// The environment variable holding the API key.
+    pub fn api_key_env(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => "OPENAI_API_KEY",
+        }
+    }
+
+    /// The environment variable holding the base URL.
+    pub fn base_url_env(self) -> &'static str {
+        match self {
+            ProviderKind::Anthropic => "ANTHROPIC_BASE_URL",
+            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => "OPENAI_BASE_URL",
+        }
+    }
+
+    /// The base URL used when none is configured (none for compatible
+    /// servers: they must be named).
+    pub fn default_base_url(self) -> Option<&'static str> {
+        match self {
+            ProviderKind::Anthropic => Some(anthropic::DEFAULT_BASE_URL),
+            ProviderKind::OpenAi => Some(openai::DEFAULT_BASE_URL),
+            ProviderKind::OpenAiCompatible => None,
+        }
+    }
+
+    /// True when requests are refused without an API key.
+    pub fn requires_api_key(self) -> bool {
+        !matches!(self, ProviderKind::OpenAiCompatible)
+    }
+}
+
+impl std::fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ProviderKind {
+    type Err = ProviderError;
+
+    /// Parses `anthropic`, `openai`, or `openai-compatible` (also
+    /// `ollama`, `vllm`, `llamacpp`/`llama.cpp`, which are compatible servers).
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "anthropic" => Ok(ProviderKind::Anthropic),
+            "openai" => Ok(ProviderKind::OpenAi),
+            "openai-compatible" | "openai_compatible" | "ollama" | "vllm" | "llamacpp"
+            | "llama.cpp" | "local" => Ok(ProviderKind::OpenAiCompatible),
+            other => Err(ProviderError::Config(format!(
+                "unknown provider {other:?}: expected anthropic, openai or openai-compatible"
+            ))),
+        }
+    }
+}
+
+/// How to reach a provider.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderConfig {
+    /// Which API.
+    pub kind: ProviderKind,
+    /// Base URL (`https://api.anthropic.com`, `https://api.openai.com/v1`,
+    /// `http://localhost:11434/v1`, ...); `None` uses the kind's default.
+    pub base_url: Option<String>,
+    /// API key; `None` sends none (refused up front where one is required).
+    pub api_key: Option<String>,
+    /// Retry schedule.
+    pub retry: RetryPolicy,
+    /// Most time to establish a connection.
+    pub connect_timeout: Duration,
+    /// Most time without any bytes from a streaming response before the turn
+    /// counts as interrupted.
+    pub idle_timeout: Duration,
+}
+
+impl ProviderConfig {
+    /// A configuration with defaults and nothing read from the environment.
+    pub fn new(kind: ProviderKind) -> Self {
+        ProviderConfig {
+            kind,
+            base_url: None,
+            api_key: None,
+            retry: RetryPolicy::default(),
+            connect_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(300),
+        }
+    }
+
+    /// A configuration whose key and base URL come from explicit values
+    /// (config file, command line) or else the conventional environment
+    /// variables ([`ProviderKind::api_key_env`], [`ProviderKind::base_url_env`]).
+    pub fn from_env(kind: ProviderKind, api_key: Option<&str>, base_url: Option<&str>) -> Self {
+        let env = |name: &str| std::env::var(name).ok();
+        ProviderConfig {
+            api_key: api_key_with(kind, api_key, env),
+            base_url: base_url_with(kind, base_url, env),
+            ..Self::new(kind)
+        }
+    }
+}
+
+/// The API key for `kind`: `explicit` when given and non-empty, else the
+/// kind's environment variable.
+pub fn api_key_from_env(kind: ProviderKind, explicit: Option<&str>) -> Option<String> {
+    api_key_with(kind, explicit, |n| std::env::var(n).ok())
+}
+
+/// The base URL for `kind`: `explicit` when given and non-empty, else the
+/// kind's environment variable, else `None` (the kind's default applies).
+pub fn base_url_from_env(kind: ProviderKind, explicit: Option<&str>) -> Option<String> {
+    base_url_with(kind, explicit, |n| std::env::var(n).ok())
+}
+
+fn non_empty(s: Option<String>) -> Option<String> {
+    s.map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+fn api_key_with(
+    kind: ProviderKind,
+    explicit: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    non_empty(explicit.map(str::to_string)).or_else(|| non_empty(env(kind.api_key_env())))
+}
+
+fn base_url_with(
+    kind: ProviderKind,
+    explicit: Option<&str>,
+    env: impl Fn(&str) -> Option<String>,
+) -> Option<String> {
+    non_empty(explicit.map(str::to_string)).or_else(|| non_empty(env(kind.base_url_env())))
+}
+
+/// A configured provider: cheap to clone, safe to share between sessions.
+#[derive(Debug, Clone)]
+pub struct Provider {
+    config: ProviderConfig,
+    base_url: String,
+    client: reqwest::Client,
+}
+
+enum AttemptError {
+    Retryable {
+        reason: String,
+        status: Option<u16>,
+        retry_after: Option<Duration>,
+    },
+    Fatal(ProviderError),
+}
+
+impl Provider {
+    /// Checks the configuration and builds the HTTP client (HTTPS through
+    /// rustls with the platform's and Mozilla's root certificates).
+    pub fn new(config: ProviderConfig) -> Result<Self, ProviderError> {
+        let kind = config.kind;
+        let base_url = match config.base_url.as_deref().or(kind.default_base_url()) {
+            Some(b) => b.trim().trim_end_matches('/').to_string(),
+            None => {
+                return Err(ProviderError::Config(format!(
+                    "{kind} needs a base URL (for example http://localhost:11434/v1): set --base-url, {} or [provider] base_url",
+                    kind.base_url_env()
+                )));
+            }
+        };
+        if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(ProviderError::Config(format!(
+                "{kind} base URL {base_url:?} must start with http:// or https://"
+            )));
+        }
+        if kind.requires_api_key() && config.api_key.as_deref().is_none_or(str::is_empty) {
+            return Err(ProviderError::MissingApiKey {
+                provider: kind.name(),
+                env_var: kind.api_key_env(),
+            });
+        }
+        let client = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .user_agent(concat!("latch/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ProviderError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Provider {
+            config,
+            base_url,
+            client,
+        })
+    }
+
+    /// Which API this provider speaks.
+    pub fn kind(&self) -> ProviderKind {
+        self.config.kind
+    }
+
+    /// The base URL requests go to (no trailing slash).
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+
+    /// The configuration this provider was built from.
+    pub fn config(&self) -> &ProviderConfig {
+        &self.config
+    }
+
+    /// The URL of the completion endpoint.
+    pub fn endpoint(&self) -> String {
+        match self.config.kind {
+            ProviderKind::Anthropic => format!("{}/v1/messages", self.base_url),
+            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
+                format!("{}/chat/completions", self.base_url)
+            }
+        }
+    }
+
+    /// The exact JSON body [`Provider::complete`] sends for `req`.
+    pub fn request_body(
+        &self,
+        req: &ProviderRequest,
+        media: &dyn MediaResolver,
+    ) -> Result<serde_json::Value, ProviderError> {
+        match self.config.kind {
+            ProviderKind::Anthropic => anthropic::request_body(req, media),
+            ProviderKind::OpenAi => {
+                openai::request_body(req, media, MaxTokensField::MaxCompletionTokens)
+            }
+            ProviderKind::OpenAiCompatible => {
+                openai::request_body(req, media, MaxTokensField::MaxTokens)
+            }
+        }
+    }
+
+    /// Sends `req`, streams the response to `on_event`, and returns the
+    /// committed turn.
+    ///
+    /// Retryable failures (429, 5xx, connection errors, overload reported in
+    /// the stream) are retried per the [`RetryPolicy`], announced with
+    /// [`StreamEvent::Retrying`]. A response that ends before its terminal
+    /// event is [`ProviderError::Interrupted`] and nothing of it is returned.
+    pub async fn complete(
+        &self,
+        req: &ProviderRequest,
+        media: &dyn MediaResolver,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<AssistantTurn, ProviderError> {
+        let body = serde_json::to_vec(&self.request_body(req, media)?)
+            .map_err(|e| ProviderError::Config(format!("cannot serialize the request: {e}")))?;
+        let url = self.endpoint();
+        let policy = self.config.retry;
+        let max_attempts = policy.max_attempts.max(1);
+        let mut attempt = 1;
+        loop {
+            match self.attempt(&url, &body, on_event).await {
+                Ok(turn) => return Ok(turn),
+                Err(AttemptError::Fatal(e)) => return Err(e),
+                Err(AttemptError::Retryable {
+                    reason,
+                    status,
+                    retry_after,
+                }) => {
+                    if attempt >= max_attempts {
+                        return Err(ProviderError::RetriesExhausted {
+                            provider: self.config.kind.name(),
+                            attempts: attempt,
+                            status,
+                            last: reason,
+                        });
+                    }
+                    attempt += 1;
+                    let delay = policy.delay(attempt, retry_after);
+                    tracing::warn!(
+                        provider = self.config.kind.name(),
+                        attempt,
+                        delay_ms = delay.as_millis() as u64,
+                        "retrying: {reason}"
+                    );
+                    on_event(StreamEvent::Retrying {
+                        attempt,
+                        delay,
+                        reason,
+                    });
+                    tokio::time::sleep(delay).await;
+                }
+            }
+        }
+    }
+
+    fn hint(&self, status: u16) -> Option<String> {
+        let kind = self.config.kind;
+        match status {
+            401 | 403 => Some(format!("set {} or [provider] api_key", kind.api_key_env())),
+            404 => Some(format!(
+                "check the model name and the base URL ({})",
+                self.base_url
+            )),
+            413 => Some("the request is larger than the provider accepts".to_string()),
+            _ => None,
+        }
+    }
+
+    async fn attempt(
+        &self,
+        url: &str,
+        body: &[u8],
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<AssistantTurn, AttemptError> {
+        let kind = self.config.kind;
+        let provider = kind.name();
+        let mut rb = self
+            .client
+            .post(url)
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "text/event-stream")
+            .body(body.to_vec());
+        let key = self.config.api_key.as_deref().filter(|k| !k.is_empty());
+        match kind {
+            ProviderKind::Anthropic => {
+                rb = rb.header("anthropic-version", anthropic::ANTHROPIC_VERSION);
+                if let Some(k) = key {
+                    rb = rb.header("x-api-key", k);
+                }
+            }
+            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
+                if let Some(k) = key {
+                    rb = rb.bearer_auth(k);
+                }
+            }
+        }
+        let resp = match rb.send().await {
+            Ok(r) => r,
+            Err(e) if e.is_builder() => {
+                return Err(AttemptError::Fatal(ProviderError::Transport {
+                    provider,
+                    url: url.to_string(),
+                    message: error_chain(&e),
+                }));
+            }
+            Err(e) => {
+                return Err(AttemptError::Retryable {
+                    reason: format!("cannot reach {url}: {}", error_chain(&e)),
+                    status: None,
+                    retry_after: None,
+                });
+            }
+        };
+        let status = resp.status();
+        if !status.is_success() {
+            let retry_after = retry::retry_after(resp.headers());
+            let text = resp.text().await.unwrap_or_default();
+            let message = error::error_message_from_body(&text);
+            let code = status.as_u16();
+            let status_text = status.canonical_reason().unwrap_or("").to_string();
+            if retry::is_retryable_status(code) {
+                let kind_note = error::error_kind_from_body(&text)
+                    .map(|k| format!(" [{k}]"))
+                    .unwrap_or_default();
+                return Err(AttemptError::Retryable {
+                    reason: format!("{code} {status_text}{kind_note}: {message}"),
+                    status: Some(code),
+                    retry_after,
+                });
+            }
+            return Err(AttemptError::Fatal(ProviderError::Rejected {
+                provider,
+                status: code,
+                status_text,
+                message,
+                hint: self.hint(code),
+            }));
+        }
+        if is_json(resp.headers()) {
+            let text = resp.text().await.unwrap_or_default();
+            return Err(AttemptError::Fatal(ProviderError::Protocol {
+                provider,
+                message: format!(
+                    "expected an event stream but got a JSON body: {}",
+                    error::error_message_from_body(&text)
+                ),
+            }));
+        }
+
+        let mut state: Box<dyn WireStream> = match kind {
+            ProviderKind::Anthropic => Box::new(anthropic::AnthropicStream::new()),
+            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
+                Box::new(openai::OpenAiStream::new(provider))
+            }
+        };
+        let mut parser = SseParser::new();
+        let mut stream = resp.bytes_stream();
+        let idle = self.config.idle_timeout;
+        loop {
+            let chunk = match tokio::time::timeout(idle, stream.next()).await {
+                Err(_) => {
+                    return Err(AttemptError::Fatal(ProviderError::Interrupted {
+                        provider,
+                        reason: format!("no data for {} s", idle.as_secs_f64()),
+                    }));
+                }
+                Ok(None) => break,
+                Ok(Some(Err(e))) => {
+                    return Err(AttemptError::Fatal(ProviderError::Interrupted {
+                        provider,
+                        reason: format!("connection lost: {}", error_chain(&e)),
+                    }));
+                }
+                Ok(Some(Ok(bytes))) => bytes,
+            };
+            for ev in parser.push(&chunk) {
+                match state.on_sse(&ev, on_event) {
+                    Ok(()) => {}
+                    Err(Failure::Fatal(e)) => return Err(AttemptError::Fatal(e)),
+                    Err(Failure::Retryable(reason)) => {
+                        return Err(AttemptError::Retryable {
+                            reason,
+                            status: None,
+                            retry_after: None,
+                        });
+                    }
+                }
+                if state.is_complete() {
+                    return state.into_turn().map_err(AttemptError::Fatal);
+                }
+            }
+        }
+        if state.may_end_without_terminal() && !parser.has_pending() {
+            return state.into_turn().map_err(AttemptError::Fatal);
+        }
+        let terminal = match kind {
+            ProviderKind::Anthropic => "message_stop",
+            _ => "data: [DONE]",
+        };
+        Err(AttemptError::Fatal(ProviderError::Interrupted {
+            provider,
+            reason: format!("the stream ended before {terminal}"),
+        }))
+    }
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"))
+}
+
+/// An error with its sources, so "error sending request" says why.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut src = e.source();
+    while let Some(s) = src {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        src = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_urls_prefer_explicit_values_then_environment() {
+        let env = |n: &str| match n {
+            "ANTHROPIC_API_KEY" => Some("env-key".to_string()),
+            "OPENAI_BASE_URL" => Some("http://localhost:11434/v1".to_string()),
+            _ => None,
+        };
+        let k = ProviderKind::Anthropic;
+        assert_eq!(api_key_with(k, Some("cfg"), env).as_deref(), Some("cfg"));
+        assert_eq!(api_key_with(k, Some(" "), env).as_deref(), Some("env-key"));
+        assert_eq!(api_key_with(ProviderKind::OpenAi, None, env), None);
+        assert_eq!(
+            base_url_with(ProviderKind::OpenAiCompatible, None, env).as_deref(),
+            Some("http://localhost:11434/v1")
+        );
+        assert_eq!(base_url_with(k, None, env), None);
+    }
+
+    #[test]
+    fn configuration_problems_are_explained() {
+        let e = Provider::new(ProviderConfig::new(ProviderKind::Anthropic)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no API key for anthropic: set ANTHROPIC_API_KEY or [provider] api_key"
+        );
+        let e = Provider::new(ProviderConfig::new(ProviderKind::OpenAiCompatible)).unwrap_err();
+        assert!(e.to_string().contains("needs a base URL"), "{e}");
+        let mut c = ProviderConfig::new(ProviderKind::OpenAiCompatible);
+        c.base_url = Some("http://127.0.0.1:8080/v1/".into());
+        let p = Provider::new(c).unwrap();
+        assert_eq!(p.endpoint(), "http://127.0.0.1:8080/v1/chat/completions");
+        let mut c = ProviderConfig::new(ProviderKind::OpenAi);
+        c.api_key = Some("k".into());
+        assert_eq!(
+            Provider::new(c).unwrap().endpoint(),
+            "https://api.openai.com/v1/chat/completions"
+        );
+        assert_eq!(
+            "ollama".parse::<ProviderKind>().unwrap(),
+            ProviderKind::OpenAiCompatible
+        );
+        assert!("gemini".parse::<ProviderKind>().is_err());
+    }
+
+    #[test]
+    fn complete_is_send() {
+        fn assert_send<T: Send>(_: T) {}
+        let mut c = ProviderConfig::new(ProviderKind::OpenAiCompatible);
+        c.base_url = Some("http://127.0.0.1:9/v1".into());
+        let p = Provider::new(c).unwrap();
+        let req = ProviderRequest {
+            model: "m".into(),
+            system: String::new(),
+            tools: vec![],
+            messages: vec![],
+            max_tokens: 1,
+            cache_breakpoints: CacheHints::none(),
+        };
+        let mut sink = |_e: StreamEvent| {};
+        assert_send(p.complete(&req, &NoMedia, &mut sink));
+    }
+}

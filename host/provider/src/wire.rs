@@ -1,0 +1,73 @@
+//! Pieces both wire formats share: image encoding and the stream-state
+//! interface the transport drives.
+
+use base64::Engine as _;
+use latch_engine_sdk::types::MediaRef;
+
+use crate::error::ProviderError;
+use crate::request::{AssistantTurn, MediaResolver, StreamEvent};
+use crate::sse::SseEvent;
+
+/// Resolves an image and returns its bytes base64-encoded (standard alphabet,
+/// padded), as both APIs expect.
+pub(crate) fn encode_image(
+    media: &dyn MediaResolver,
+    m: &MediaRef,
+) -> Result<String, ProviderError> {
+    let bytes = media.resolve(m).map_err(|message| ProviderError::Media {
+        sha256: m.sha256.clone(),
+        mime_type: m.mime_type.clone(),
+        message,
+    })?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
+}
+
+/// How one streamed event went.
+pub(crate) enum Failure {
+    /// The provider reported a transient failure; the request may be retried.
+    Retryable(String),
+    /// The call is over.
+    Fatal(ProviderError),
+}
+
+/// The parsing state of one streamed response.
+pub(crate) trait WireStream: Send {
+    /// Consumes one SSE event, forwarding transient events to `emit`.
+    fn on_sse(
+        &mut self,
+        ev: &SseEvent,
+        emit: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<(), Failure>;
+    /// True once the terminal event arrived.
+    fn is_complete(&self) -> bool;
+    /// True when a clean end of the body right now may stand in for the
+    /// terminal event (some OpenAI-compatible servers omit `[DONE]`).
+    fn may_end_without_terminal(&self) -> bool {
+        false
+    }
+    /// The committed turn; only called once the stream is complete.
+    fn into_turn(self: Box<Self>) -> Result<AssistantTurn, ProviderError>;
+}
+
+/// Parses an SSE data payload as JSON, naming the provider on failure.
+pub(crate) fn parse_json(provider: &'static str, data: &str) -> Result<serde_json::Value, Failure> {
+    serde_json::from_str(data).map_err(|e| {
+        Failure::Fatal(ProviderError::Protocol {
+            provider,
+            message: format!("invalid JSON in stream event ({e}): {}", shorten(data)),
+        })
+    })
+}
+
+fn shorten(s: &str) -> String {
+    let mut out: String = s.chars().take(200).collect();
+    if out.len() < s.len() {
+        out.push('…');
+    }
+    out
+}
+
+/// A JSON number as u64; `null`, absent or negative values are unknown.
+pub(crate) fn opt_u64(v: Option<&serde_json::Value>) -> Option<u64> {
+    v.and_then(|v| v.as_u64())
+}

@@ -1,0 +1,36 @@
+//! The agent's tool set: `latch-tools` bound to one session's context.
+
+use super::ToolSet;
+use latch_engine_sdk::types::{ToolCall, ToolResult};
+use latch_provider::ToolSchema;
+use latch_tools::ToolContext;
+
+/// The standard tools (files, search, shell, validation, task state,
+/// completion) for one session.
+pub struct StandardTools {
+    ctx: ToolContext,
+}
+
+impl StandardTools {
+    /// Tools working for the session and workspace of `ctx`.
+    pub fn new(ctx: ToolContext) -> Self {
+        StandardTools { ctx }
+    }
+}
+
+impl ToolSet for StandardTools {
+    fn schemas(&self) -> Vec<ToolSchema> {
+        latch_tools::schemas()
+            .into_iter()
+            .map(|s| ToolSchema {
+                name: s.name,
+                description: s.description,
+                input_schema: s.input_schema,
+            })
+            .collect()
+    }
+
+    fn execute(&mut self, call: &ToolCall) -> ToolResult {
+        latch_tools::execute(&self.ctx, call).result
+    }
+}

@@ -1,0 +1,136 @@
+//! `latch demo`: a complete offline session on the embedded default engine.
+//!
+//! It creates a small project with a failing test in a temporary directory and
+//! drives the real agent loop, tools, store and engine against a scripted
+//! model that the local wire-format server speaks exactly as Anthropic's
+//! Messages API does: read, edit, validate, complete. Then it prints the
+//! transcript and the `/context` report.
+
+use super::render;
+use super::session_cmd::printer;
+use super::setup::{Env, ProviderChoice, build_agent, new_session};
+use crate::config::LoadedConfig;
+use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
+use latch_provider::{ProviderConfig, ProviderKind, RetryPolicy};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The task the demo gives the agent.
+pub const DEMO_TASK: &str =
+    "`sh test.sh` fails. Find out why, fix it, and prove the fix before you complete.";
+
+/// Files of the demo project.
+pub fn write_project(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir.join("src"))?;
+    std::fs::write(
+        dir.join("AGENTS.md"),
+        "This project is plain POSIX sh. Prove every change with `sh test.sh`.\n",
+    )?;
+    std::fs::write(
+        dir.join("src/math.sh"),
+        "# Arithmetic helpers.\n\nadd() {\n  echo $(( $1 - $2 ))\n}\n",
+    )?;
+    std::fs::write(
+        dir.join("test.sh"),
+        "#!/bin/sh\n. ./src/math.sh\nresult=$(add 2 3)\nif [ \"$result\" = 5 ]; then\n  echo \"ok: add 2 3 = 5\"\nelse\n  echo \"FAIL: add 2 3 = $result, expected 5\"\n  exit 1\nfi\n",
+    )?;
+    Ok(())
+}
+
+/// The scripted model: what a capable model would do on the demo task.
+pub fn demo_script() -> Script {
+    let req = "sh test.sh passes";
+    Script::new([
+        ScriptedTurn::text("I'll record the goal and the proof it needs, then look at the code.")
+            .with_tool_call("set_goal", r#"{"text":"Make `sh test.sh` pass"}"#)
+            .with_tool_call("require_validation", &format!(r#"{{"requirement":"{req}"}}"#))
+            .with_tool_call("read_file", r#"{"path":"test.sh"}"#)
+            .with_tool_call("read_file", r#"{"path":"src/math.sh"}"#),
+        ScriptedTurn::text("First, confirm the failure.")
+            .with_tool_call("validate", &format!(r#"{{"requirement":"{req}","command":"sh test.sh"}}"#)),
+        ScriptedTurn::text("`add` subtracts its arguments. Fixing the operator.")
+            .with_tool_call("add_hypothesis", r#"{"text":"add() uses - instead of +"}"#)
+            .with_tool_call(
+                "edit_file",
+                r#"{"path":"src/math.sh","old_string":"echo $(( $1 - $2 ))","new_string":"echo $(( $1 + $2 ))"}"#,
+            ),
+        ScriptedTurn::text("Validating after the last edit.")
+            .with_tool_call("validate", &format!(r#"{{"requirement":"{req}","command":"sh test.sh"}}"#)),
+        ScriptedTurn::tool_call("complete", r#"{"summary":"add() used subtraction; it now adds. `sh test.sh` passes at the current workspace generation."}"#),
+        ScriptedTurn::text("Done: `add` now adds, `sh test.sh` passes, and the kernel certified completion."),
+    ])
+}
+
+/// Run the demo; `keep` leaves the project directory in place.
+pub fn demo(keep: bool) -> anyhow::Result<i32> {
+    let started = Instant::now();
+    let dir = tempfile::Builder::new().prefix("latch-demo-").tempdir()?;
+    let workspace = std::fs::canonicalize(dir.path())?;
+    write_project(&workspace)?;
+
+    // The scripted model runs on its own I/O thread for the whole demo.
+    let io = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let server = io.block_on(FakeServer::start(demo_script()))?;
+
+    let store_path = latch_kernel::default_store_path(&workspace);
+    std::fs::create_dir_all(store_path.parent().expect("store path has a parent"))?;
+    let env = Env {
+        workspace: workspace.clone(),
+        store: Arc::new(latch_kernel::Store::open(&store_path)?),
+        // The demo always runs on the embedded default engine.
+        config: LoadedConfig::default(),
+    };
+    let provider = ProviderChoice {
+        kind: ProviderKind::Anthropic,
+        model: "claude-sonnet-4-5".into(),
+        config: ProviderConfig {
+            base_url: Some(server.anthropic_base_url()),
+            api_key: Some("demo-key".into()),
+            retry: RetryPolicy::default(),
+            ..ProviderConfig::new(ProviderKind::Anthropic)
+        },
+        max_tokens: 4_096,
+    };
+    let session = new_session(&env, &provider)?;
+    println!("Latch demo — workspace {}", workspace.display());
+    println!(
+        "session {} · engine builtin:continuity · scripted model over the Anthropic wire format at {}",
+        session.id,
+        server.anthropic_base_url()
+    );
+    let mut agent = build_agent(&env, session, &provider, "demo")?;
+    let mut out = printer(false);
+    let outcome = agent.run_turn(DEMO_TASK, &mut out);
+    let report = agent.context_report();
+    let requests = server.requests().len();
+    io.block_on(server.shutdown());
+    let outcome = outcome?;
+    let fixed = std::fs::read_to_string(workspace.join("src/math.sh"))?;
+    println!("\n── /context ──");
+    print!("{}", render::report_table(&report?));
+    println!(
+        "\n{} model requests, {} steps; src/math.sh now reads `{}`",
+        requests,
+        outcome.steps,
+        fixed
+            .lines()
+            .find(|l| l.contains("echo"))
+            .unwrap_or("")
+            .trim()
+    );
+    println!(
+        "store: {} ({} events)",
+        store_path.display(),
+        agent.store().total_event_count()?
+    );
+    if keep {
+        let kept = dir.keep();
+        println!("project kept at {}", kept.display());
+    }
+    println!("demo finished in {:.1} s", started.elapsed().as_secs_f64());
+    Ok(0)
+}

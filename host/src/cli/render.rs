@@ -1,0 +1,223 @@
+//! Plain-text rendering of durable events, recalled events and the `/context`
+//! report for the terminal.
+
+use latch_engine_sdk::types::*;
+use latch_kernel::EventKind;
+
+/// One transcript line for a committed event, or none for bookkeeping the
+/// user does not need to see.
+pub fn event_line(event: &EventKind) -> Option<String> {
+    match event {
+        EventKind::UserMessage { parts } => Some(format!("\n› {}", parts_text(parts))),
+        EventKind::AssistantMessage { parts } => {
+            let mut lines = Vec::new();
+            for p in parts {
+                match p {
+                    Part::Text(t) if !t.trim().is_empty() => lines.push(format!("● {}", t.trim())),
+                    Part::ToolCall(c) => {
+                        lines.push(format!("  ↳ {} {}", c.name, clip(&c.arguments_json, 160)))
+                    }
+                    _ => {}
+                }
+            }
+            (!lines.is_empty()).then(|| lines.join("\n"))
+        }
+        EventKind::ToolResult(r) => {
+            let first = r.content.lines().next().unwrap_or("");
+            let mark = if r.is_error { "✗" } else { "✓" };
+            Some(format!("    {mark} {}: {}", r.name, clip(first, 160)))
+        }
+        EventKind::CertificationAttempt {
+            outcome, blockers, ..
+        } => Some(format!(
+            "  ◆ certification {:?}{}",
+            outcome,
+            if blockers.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", blockers.join("; "))
+            }
+        )),
+        EventKind::RunInterrupted { reason } => Some(format!("  ! run interrupted: {reason}")),
+        EventKind::ManualCompact => Some("  ◇ working memory reset (/compact)".into()),
+        _ => None,
+    }
+}
+
+/// Only the tool calls of an assistant message (its text was streamed).
+pub fn tool_calls_line(parts: &[Part]) -> Option<String> {
+    let lines: Vec<String> = parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::ToolCall(c) => Some(format!("  ↳ {} {}", c.name, clip(&c.arguments_json, 160))),
+            _ => None,
+        })
+        .collect();
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+fn parts_text(parts: &[Part]) -> String {
+    parts.iter().map(render_part).collect::<Vec<_>>().join(" ")
+}
+
+fn render_part(p: &Part) -> String {
+    latch_engine_sdk::render_part_text(p)
+}
+
+fn clip(s: &str, n: usize) -> String {
+    if s.chars().count() <= n {
+        s.to_string()
+    } else {
+        format!("{}…", s.chars().take(n).collect::<String>())
+    }
+}
+
+/// Recalled events, chronological.
+pub fn recalled(events: &[Event]) -> String {
+    if events.is_empty() {
+        return "no matching events\n".into();
+    }
+    let mut out = String::new();
+    for e in events {
+        let text = latch_engine_sdk::event_search_text(&e.body);
+        out.push_str(&format!(
+            "#{:<6} {}\n",
+            e.seq,
+            clip(&text.replace('\n', " ⏎ "), 200)
+        ));
+    }
+    out
+}
+
+/// A millisecond timestamp as UTC `YYYY-MM-DD HH:MM`.
+pub fn time(ms: u64) -> String {
+    let secs = ms / 1000;
+    let days = secs / 86_400;
+    let (h, m) = ((secs % 86_400) / 3600, (secs % 3600) / 60);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let mo = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + if mo <= 2 { 1 } else { 0 };
+    format!("{y:04}-{mo:02}-{d:02} {h:02}:{m:02}")
+}
+
+fn pct(v: Option<f64>) -> String {
+    match v {
+        Some(v) => format!("{:.1}%", v * 100.0),
+        None => "unknown".into(),
+    }
+}
+
+/// The `/context` report as a table. Every figure is an estimate (≈) except
+/// the provider-reported rates.
+pub fn report_table(r: &ContextReport) -> String {
+    let mut s = String::new();
+    let row = |s: &mut String, k: &str, v: String| s.push_str(&format!("  {k:<34} {v}\n"));
+    s.push_str(&format!(
+        "context report · {} · status {}\n",
+        r.engine, r.status
+    ));
+    row(
+        &mut s,
+        "instructions",
+        format!("≈{}", r.instructions_tokens),
+    );
+    row(&mut s, "canonical state", format!("≈{}", r.state_tokens));
+    row(
+        &mut s,
+        "recent working memory",
+        format!(
+            "≈{} (images {} ≈{})",
+            r.recent_tokens, r.image_count, r.image_tokens
+        ),
+    );
+    row(
+        &mut s,
+        "recall (incl. episode index)",
+        format!("≈{} (index ≈{})", r.recall_tokens, r.episode_tokens),
+    );
+    row(&mut s, "tool schemas", format!("≈{}", r.tools_tokens));
+    row(&mut s, "extensions", format!("≈{}", r.extension_tokens));
+    row(
+        &mut s,
+        "total",
+        format!(
+            "≈{} of {} (reserve {}, headroom ≈{})",
+            r.total_tokens, r.limit_tokens, r.reserve_tokens, r.headroom_tokens
+        ),
+    );
+    row(
+        &mut s,
+        "first retained event",
+        r.first_retained_seq
+            .map(|v| format!("#{v}"))
+            .unwrap_or("none".into()),
+    );
+    row(
+        &mut s,
+        "left working memory since last",
+        format!("≈{}", r.evicted_tokens),
+    );
+    row(
+        &mut s,
+        "events / episodes (shown)",
+        format!(
+            "{} / {} ({})",
+            r.event_count, r.episode_count, r.episodes_shown
+        ),
+    );
+    row(
+        &mut s,
+        "cache epoch",
+        match r.epoch_generation {
+            Some(g) => format!(
+                "generation {g}, {} user turns, last rotation: {} (≈{} retained)",
+                r.epoch_user_turns,
+                r.rotation_reason.clone().unwrap_or("none".into()),
+                r.retained_after_rotation_tokens
+            ),
+            None => "not kept by this engine".into(),
+        },
+    );
+    let cacheability = if r.request_tokens > 0 {
+        Some(r.common_prefix_tokens as f64 / r.request_tokens as f64)
+    } else {
+        None
+    };
+    row(
+        &mut s,
+        "estimated cacheability",
+        format!(
+            "{} (≈{} of ≈{} tokens)",
+            pct(cacheability),
+            r.common_prefix_tokens,
+            r.request_tokens
+        ),
+    );
+    row(
+        &mut s,
+        "provider prefix utilization",
+        pct(r.provider_prefix_utilization),
+    );
+    row(
+        &mut s,
+        "measured provider cache hit rate",
+        pct(r.measured_hit_rate),
+    );
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn time_formats_utc() {
+        assert_eq!(super::time(0), "1970-01-01 00:00");
+        assert_eq!(super::time(1_700_000_000_000), "2023-11-14 22:13");
+    }
+}

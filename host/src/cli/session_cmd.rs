@@ -1,0 +1,282 @@
+//! The session commands: interactive chat, `run`, `resume`, `sessions`,
+//! `history delete`, `context`, `compact` and `recall`.
+
+use super::GlobalArgs;
+use super::render;
+use super::setup::{self, Env};
+use crate::agent::{Agent, AgentEvent};
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+/// Observer that prints the streaming transcript (and, with `json`, every
+/// committed durable event as one JSON line on stdout instead).
+pub fn printer(json: bool) -> impl FnMut(AgentEvent) + Send {
+    let mut streaming = false;
+    let mut streamed_text = false;
+    move |event| {
+        if json {
+            if let AgentEvent::Committed { seq, event } = event {
+                let line = serde_json::json!({"seq": seq, "event": event});
+                println!("{line}");
+            }
+            return;
+        }
+        match event {
+            AgentEvent::TextDelta(t) => {
+                if !streaming {
+                    print!("● ");
+                    streaming = true;
+                    streamed_text = true;
+                }
+                print!("{t}");
+                let _ = std::io::stdout().flush();
+            }
+            AgentEvent::Reasoning => {}
+            AgentEvent::Retrying { attempt, reason } => {
+                eprintln!("  … retrying (attempt {attempt}): {reason}")
+            }
+            AgentEvent::Committed { event, .. } => {
+                if streaming {
+                    println!();
+                    streaming = false;
+                }
+                // Text the user already saw streamed is not printed again.
+                let line = match event {
+                    latch_kernel::EventKind::AssistantMessage { parts } if streamed_text => {
+                        render::tool_calls_line(parts)
+                    }
+                    _ => render::event_line(event),
+                };
+                if matches!(event, latch_kernel::EventKind::AssistantMessage { .. }) {
+                    streamed_text = false;
+                }
+                if let Some(line) = line {
+                    println!("{line}");
+                }
+            }
+        }
+    }
+}
+
+/// `latch run "<task>"`.
+pub fn run(global: &GlobalArgs, workspace: &Path, task: &str, json: bool) -> anyhow::Result<i32> {
+    let env = Env::open(global, workspace)?;
+    let provider = setup::choose_provider(global, &env.config.config)?;
+    let session = setup::new_session(&env, &provider)?;
+    if !json {
+        eprintln!(
+            "session {} · {} · engine {}",
+            session.id, provider.model, env.config.config.engine.component
+        );
+    }
+    let mut agent = setup::build_agent(&env, session, &provider, "run")?;
+    let mut out = printer(json);
+    match agent.run_turn(task, &mut out) {
+        Ok(_) => Ok(0),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Ok(1)
+        }
+    }
+}
+
+/// `latch` / `latch chat` / `latch resume`: the interactive loop.
+pub fn chat(
+    global: &GlobalArgs,
+    workspace: &Path,
+    resume: Option<Option<String>>,
+) -> anyhow::Result<i32> {
+    let env = Env::open(global, workspace)?;
+    let provider = setup::choose_provider(global, &env.config.config)?;
+    let session = match &resume {
+        Some(selector) => setup::select_session(&env, selector.as_deref())?,
+        None => setup::new_session(&env, &provider)?,
+    };
+    let mut agent = setup::build_agent(&env, session, &provider, "interactive")?;
+    let mut out = printer(false);
+    if resume.is_some() {
+        let repaired = agent.repair_interrupted(&mut out)?;
+        eprintln!(
+            "resumed session {}{}",
+            agent.session().id,
+            if repaired > 0 {
+                " (its last run was interrupted)"
+            } else {
+                ""
+            }
+        );
+    } else {
+        eprintln!(
+            "session {} · {} · engine {}",
+            agent.session().id,
+            provider.model,
+            agent.engine_name()
+        );
+    }
+    eprintln!("type a task, or /context /compact /recall <query> /exit");
+    let stdin = std::io::stdin();
+    loop {
+        print!("\n› ");
+        std::io::stdout().flush()?;
+        let mut line = String::new();
+        if stdin.lock().read_line(&mut line)? == 0 {
+            break;
+        }
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        match slash(&mut agent, line, &mut out) {
+            Slash::Exit => break,
+            Slash::Handled => continue,
+            Slash::NotSlash => {}
+        }
+        if let Err(e) = agent.run_turn(line, &mut out) {
+            eprintln!("error: {e}");
+        }
+    }
+    Ok(0)
+}
+
+enum Slash {
+    Exit,
+    Handled,
+    NotSlash,
+}
+
+fn slash(agent: &mut Agent, line: &str, out: &mut (dyn FnMut(AgentEvent) + Send)) -> Slash {
+    let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
+    let result = match cmd {
+        "/exit" | "/quit" => return Slash::Exit,
+        "/context" => agent
+            .context_report()
+            .map(|r| print!("{}", render::report_table(&r))),
+        "/compact" => agent.compact(out).map(|n| {
+            println!("working memory reset ({n} kernel-context entries start the new epoch)")
+        }),
+        "/recall" => agent
+            .recall(rest.trim(), 10)
+            .map(|events| print!("{}", render::recalled(&events))),
+        c if c.starts_with('/') => {
+            eprintln!("unknown command {c}: try /context, /compact, /recall <query>, /exit");
+            return Slash::Handled;
+        }
+        _ => return Slash::NotSlash,
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e}");
+    }
+    Slash::Handled
+}
+
+/// `latch sessions`.
+pub fn sessions(global: &GlobalArgs, workspace: &Path) -> anyhow::Result<i32> {
+    let env = Env::open(global, workspace)?;
+    let list = env.store.list_sessions(&env.workspace_key())?;
+    if list.is_empty() {
+        println!("no sessions in {}", env.workspace.display());
+    }
+    for s in list {
+        let events = env.store.event_count(&s.id)?;
+        println!(
+            "{}  {}  {:>6} events  {}",
+            s.id,
+            render::time(s.created_ms),
+            events,
+            s.model.model
+        );
+    }
+    Ok(0)
+}
+
+/// `latch history delete <session>`.
+pub fn history_delete(
+    global: &GlobalArgs,
+    workspace: &Path,
+    selector: &str,
+) -> anyhow::Result<i32> {
+    let env = Env::open(global, workspace)?;
+    let record = env.store.resolve_session(selector)?;
+    env.store.delete_session(&record.id)?;
+    println!(
+        "session {} is deleted from history; its events, child sessions, artifacts and mutation evidence remain in the store",
+        record.id
+    );
+    Ok(0)
+}
+
+fn agent_for(
+    global: &GlobalArgs,
+    workspace: &Path,
+    selector: Option<&str>,
+) -> anyhow::Result<Agent> {
+    let env = Env::open(global, workspace)?;
+    let record = setup::select_session(&env, selector)?;
+    let provider = setup::ProviderChoice {
+        kind: record
+            .model
+            .provider
+            .parse()
+            .unwrap_or(latch_provider::ProviderKind::OpenAiCompatible),
+        model: record.model.model.clone(),
+        config: latch_provider::ProviderConfig {
+            base_url: Some("http://127.0.0.1:9".into()),
+            ..latch_provider::ProviderConfig::new(latch_provider::ProviderKind::OpenAiCompatible)
+        },
+        max_tokens: 8_192,
+    };
+    setup::build_agent(&env, record, &provider, "interactive")
+}
+
+/// `latch context [<session>]`: the report for the next request, without
+/// calling the provider.
+pub fn context(
+    global: &GlobalArgs,
+    workspace: &Path,
+    selector: Option<&str>,
+    json: bool,
+) -> anyhow::Result<i32> {
+    let mut agent = agent_for(global, workspace, selector)?;
+    let report = agent.context_report()?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        println!(
+            "session {} · engine {}",
+            agent.session().id,
+            agent.engine_name()
+        );
+        print!("{}", render::report_table(&report));
+    }
+    Ok(0)
+}
+
+/// `latch compact [<session>]`.
+pub fn compact(
+    global: &GlobalArgs,
+    workspace: &Path,
+    selector: Option<&str>,
+) -> anyhow::Result<i32> {
+    let mut agent = agent_for(global, workspace, selector)?;
+    let mut out = printer(false);
+    let n = agent.compact(&mut out)?;
+    println!(
+        "session {}: working memory reset; {n} kernel-context entries start the new epoch",
+        agent.session().id
+    );
+    Ok(0)
+}
+
+/// `latch recall <session> "<query>"`.
+pub fn recall(
+    global: &GlobalArgs,
+    workspace: &Path,
+    selector: &str,
+    query: &str,
+    limit: u32,
+) -> anyhow::Result<i32> {
+    let mut agent = agent_for(global, workspace, Some(selector))?;
+    let events = agent.recall(query, limit)?;
+    print!("{}", render::recalled(&events));
+    Ok(0)
+}

@@ -1,0 +1,203 @@
+//! Shared set-up of the commands that work on sessions: workspace, store,
+//! configuration, provider and the session's agent.
+
+use super::GlobalArgs;
+use crate::agent::tools::StandardTools;
+use crate::agent::{Agent, AgentOptions};
+use crate::config::{Config, LoadedConfig};
+use crate::supervisor::Supervisor;
+use anyhow::{Context, bail};
+use latch_kernel::{SessionRecord, Store};
+use latch_provider::{Provider, ProviderConfig, ProviderKind};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Workspace, store and configuration of one invocation.
+pub struct Env {
+    /// The canonical workspace path.
+    pub workspace: PathBuf,
+    /// The event store.
+    pub store: Arc<Store>,
+    /// The loaded configuration.
+    pub config: LoadedConfig,
+}
+
+impl Env {
+    /// Open the workspace's store and configuration.
+    pub fn open(global: &GlobalArgs, workspace: &Path) -> anyhow::Result<Env> {
+        let workspace = std::fs::canonicalize(workspace)
+            .with_context(|| format!("the workspace {} does not exist", workspace.display()))?;
+        let config = Config::load(&workspace, global.config.as_deref())?;
+        let store_path = match &global.store {
+            Some(p) => p.clone(),
+            None => latch_kernel::default_store_path(&workspace),
+        };
+        if let Some(dir) = store_path.parent() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create the store directory {}", dir.display()))?;
+        }
+        let store = Store::open(&store_path)?;
+        Ok(Env {
+            workspace,
+            store: Arc::new(store),
+            config,
+        })
+    }
+
+    /// The workspace as stored with sessions.
+    pub fn workspace_key(&self) -> String {
+        self.workspace.display().to_string()
+    }
+}
+
+/// The provider to talk to, from flags, config and environment.
+pub struct ProviderChoice {
+    /// Which API.
+    pub kind: ProviderKind,
+    /// The model name.
+    pub model: String,
+    /// Connection settings.
+    pub config: ProviderConfig,
+    /// Most output tokens per response.
+    pub max_tokens: u32,
+}
+
+/// Default model per provider when none is configured.
+pub fn default_model(kind: ProviderKind) -> &'static str {
+    match kind {
+        ProviderKind::Anthropic => "claude-sonnet-4-5",
+        ProviderKind::OpenAi => "gpt-4.1",
+        ProviderKind::OpenAiCompatible => "qwen2.5-coder",
+    }
+}
+
+/// Choose the provider. With no key and no local server configured, say
+/// exactly what is missing and how to set it.
+pub fn choose_provider(global: &GlobalArgs, config: &Config) -> anyhow::Result<ProviderChoice> {
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.trim().is_empty());
+    let named = global
+        .provider
+        .clone()
+        .or_else(|| config.provider.kind.clone());
+    let base_url = global
+        .base_url
+        .clone()
+        .or_else(|| config.provider.base_url.clone());
+    let kind = match named.as_deref() {
+        Some(name) => name
+            .parse::<ProviderKind>()
+            .map_err(|e| anyhow::anyhow!("{e}"))?,
+        None if env("ANTHROPIC_API_KEY").is_some() => ProviderKind::Anthropic,
+        None if env("OPENAI_API_KEY").is_some() => ProviderKind::OpenAi,
+        None if base_url.is_some() || env("OPENAI_BASE_URL").is_some() => {
+            ProviderKind::OpenAiCompatible
+        }
+        None => bail!(
+            "no model provider is configured.\n  \
+             For Anthropic: export ANTHROPIC_API_KEY=... (or set [provider] api_key in .latch/config.toml)\n  \
+             For OpenAI:    export OPENAI_API_KEY=...\n  \
+             For a local OpenAI-compatible server (Ollama, vLLM, llama.cpp): \
+             latch --provider openai-compatible --base-url http://localhost:11434/v1 --model <name> ...\n  \
+             To try Latch offline: latch demo"
+        ),
+    };
+    let provider_config = ProviderConfig::from_env(
+        kind,
+        config.provider.api_key.as_deref(),
+        base_url.as_deref(),
+    );
+    if kind.requires_api_key() && provider_config.api_key.is_none() {
+        bail!(
+            "the {} provider needs an API key: export {}=... or set [provider] api_key in .latch/config.toml",
+            kind.name(),
+            kind.api_key_env()
+        );
+    }
+    if kind == ProviderKind::OpenAiCompatible && provider_config.base_url.is_none() {
+        bail!(
+            "the openai-compatible provider needs a base URL: pass --base-url http://host:port/v1, export OPENAI_BASE_URL, or set [provider] base_url"
+        );
+    }
+    let model = global
+        .model
+        .clone()
+        .or_else(|| config.provider.model.clone())
+        .unwrap_or_else(|| default_model(kind).to_string());
+    Ok(ProviderChoice {
+        kind,
+        model,
+        config: provider_config,
+        max_tokens: config.provider.max_tokens.unwrap_or(8_192),
+    })
+}
+
+/// Build the agent of `session` (new or resumed) with the configured engine.
+pub fn build_agent(
+    env: &Env,
+    session: SessionRecord,
+    provider: &ProviderChoice,
+    mode: &str,
+) -> anyhow::Result<Agent> {
+    let supervisor = Supervisor::from_config(&env.config.config, &env.workspace)?;
+    let engine = if session.parent.is_some() {
+        supervisor.child_engine(&session.id, &session.model)?
+    } else {
+        supervisor.root_engine(&session.id, &session.model)?
+    };
+    let provider_client = Provider::new(provider.config.clone())?;
+    let ctx = latch_tools::ToolContext::new(env.store.clone(), session.id.clone(), &env.workspace)?;
+    let options = AgentOptions {
+        mode: mode.to_string(),
+        max_tokens: provider.max_tokens,
+        recent_tokens: env.config.config.context.recent_tokens,
+        ..AgentOptions::default()
+    };
+    Ok(Agent::new(
+        env.store.clone(),
+        session,
+        env.workspace.clone(),
+        engine,
+        provider_client,
+        Box::new(StandardTools::new(ctx)),
+        options,
+    )?)
+}
+
+/// Create a new root session for the chosen provider and model.
+pub fn new_session(env: &Env, provider: &ProviderChoice) -> anyhow::Result<SessionRecord> {
+    let model = env
+        .config
+        .config
+        .model_profile(provider.kind.name(), &provider.model)?;
+    Ok(env
+        .store
+        .create_session(&env.workspace_key(), None, &model)?)
+}
+
+/// Resolve a session selector: an id (or unique prefix), or the latest root
+/// session of the workspace.
+pub fn select_session(env: &Env, selector: Option<&str>) -> anyhow::Result<SessionRecord> {
+    match selector {
+        Some(id) => {
+            let record = env.store.resolve_session(id)?;
+            if env.store.is_hidden(&record.id)? {
+                bail!(
+                    "session {} was deleted from history (`latch history delete`) and cannot be resumed",
+                    record.id
+                );
+            }
+            Ok(record)
+        }
+        None => env
+            .store
+            .list_sessions(&env.workspace_key())?
+            .into_iter()
+            .max_by_key(|s| (s.created_ms, s.id.clone()))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "there is no session in {} yet; start one with `latch` or `latch run`",
+                    env.workspace.display()
+                )
+            }),
+    }
+}

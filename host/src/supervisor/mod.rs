@@ -1,0 +1,110 @@
+//! The supervisor: the one place that builds context engines. It holds a
+//! single [`ContextEngineFactory`] and builds every root, child and resumed
+//! session's engine through it; child sessions get their engine from the
+//! configured child policy, and a non-default root engine without a child
+//! policy refuses to spawn children rather than fall back to the default.
+
+use crate::config::Config;
+use crate::engine::runtime::EngineSource;
+use crate::engine::{
+    ComponentFactory, ContextEngine, ContextEngineFactory, EngineFailure, EngineRuntime, LoadError,
+};
+use latch_engine_sdk::types::ModelProfile;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Why the supervisor could not build an engine.
+#[derive(Debug, thiserror::Error)]
+pub enum SupervisorError {
+    /// The configured engine could not be loaded.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// The engine could not be created or configured.
+    #[error(transparent)]
+    Engine(#[from] EngineFailure),
+    /// The configuration is unusable.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// A child was requested but no child policy covers a non-default root
+    /// engine.
+    #[error(
+        "cannot spawn a child agent: the root engine `{root}` is not the default, and no [engine.child_policy] says which engine children get; add `[engine.child_policy] component = \"builtin:same\"` (children share the root engine) or a child-policy component"
+    )]
+    NoChildPolicy { root: String },
+    /// The child-policy component refused or failed.
+    #[error("the child policy refused to pick an engine: {0}")]
+    ChildPolicy(String),
+}
+
+/// Which engine child sessions get.
+#[derive(Clone)]
+pub enum ChildPolicy {
+    /// Children use the root's factory (the default engine, or `builtin:same`).
+    SameAsRoot,
+    /// No policy: child spawn fails (non-default root engine).
+    Refuse,
+}
+
+/// Builds every session's engine.
+pub struct Supervisor {
+    factory: Arc<dyn ContextEngineFactory>,
+    child_policy: ChildPolicy,
+}
+
+impl Supervisor {
+    /// A supervisor over an explicit factory and child policy.
+    pub fn new(factory: Arc<dyn ContextEngineFactory>, child_policy: ChildPolicy) -> Self {
+        Supervisor {
+            factory,
+            child_policy,
+        }
+    }
+
+    /// The supervisor the configuration describes.
+    pub fn from_config(config: &Config, workspace: &Path) -> Result<Supervisor, SupervisorError> {
+        let runtime = EngineRuntime::global()?;
+        let loaded = runtime.load(&config.engine_source(workspace))?;
+        let factory = ComponentFactory::new(loaded, config.limits(), config.engine_config_json()?);
+        let child_policy = match &config.engine.child_policy {
+            Some(p) if p.component == "builtin:same" => ChildPolicy::SameAsRoot,
+            Some(p) => {
+                return Err(SupervisorError::ChildPolicy(format!(
+                    "child-policy component `{}` is not supported by this build; use `builtin:same`",
+                    EngineSource::parse(&p.component, workspace)
+                )));
+            }
+            None if config.engine_is_default() => ChildPolicy::SameAsRoot,
+            None => ChildPolicy::Refuse,
+        };
+        Ok(Supervisor::new(Arc::new(factory), child_policy))
+    }
+
+    /// The factory every session's engine is built with.
+    pub fn factory(&self) -> &Arc<dyn ContextEngineFactory> {
+        &self.factory
+    }
+
+    /// The engine of a root (or resumed root) session.
+    pub fn root_engine(
+        &self,
+        session_id: &str,
+        model: &ModelProfile,
+    ) -> Result<Box<dyn ContextEngine>, SupervisorError> {
+        Ok(self.factory.create(session_id, model)?)
+    }
+
+    /// The engine of a child session (spawned or resumed), per the child
+    /// policy.
+    pub fn child_engine(
+        &self,
+        session_id: &str,
+        model: &ModelProfile,
+    ) -> Result<Box<dyn ContextEngine>, SupervisorError> {
+        match self.child_policy {
+            ChildPolicy::SameAsRoot => Ok(self.factory.create(session_id, model)?),
+            ChildPolicy::Refuse => Err(SupervisorError::NoChildPolicy {
+                root: self.factory.describe(),
+            }),
+        }
+    }
+}
