@@ -21,6 +21,7 @@ pub mod estimate;
 pub mod guest;
 mod memory;
 mod text;
+pub mod validate;
 
 pub use engine::{Engine, SessionView, default_recall};
 pub use estimate::{estimate, estimate_many, image_tokens};

@@ -35,7 +35,12 @@ fn model() -> ModelProfile {
 fn tiny_session() -> MemorySession {
     let mut s = MemorySession::new("bench", model());
     s.user("Fix the failing test");
-    s.tool_exchange("c1", "read_file", r#"{"path":"src/lib.rs"}"#, "fn add(a: i32, b: i32) -> i32 { a - b }");
+    s.tool_exchange(
+        "c1",
+        "read_file",
+        r#"{"path":"src/lib.rs"}"#,
+        "fn add(a: i32, b: i32) -> i32 { a - b }",
+    );
     s.assistant("Found it.");
     s
 }
@@ -43,7 +48,11 @@ fn tiny_session() -> MemorySession {
 fn request() -> ContextRequest {
     ContextRequest {
         system_prompt: "You are a coding agent.".into(),
-        session_context: SessionContext { workspace: "/w".into(), repository_instructions: String::new(), mode: "run".into() },
+        session_context: SessionContext {
+            workspace: "/w".into(),
+            repository_instructions: String::new(),
+            mode: "run".into(),
+        },
         budget: ContextBudget::for_model(&model()),
         query: "failing test".into(),
         extensions: vec![],
@@ -57,8 +66,12 @@ fn load_vs_compile(c: &mut Criterion) {
     rt.compile("continuity", bytes).unwrap();
     let mut g = c.benchmark_group("component_load");
     g.sample_size(10);
-    g.bench_function("compile_from_bytes", |b| b.iter(|| rt.compile_fresh("continuity", bytes).unwrap()));
-    g.bench_function("load_precompiled_cache", |b| b.iter(|| rt.compile("continuity", bytes).unwrap()));
+    g.bench_function("compile_from_bytes", |b| {
+        b.iter(|| rt.compile_fresh("continuity", bytes).unwrap())
+    });
+    g.bench_function("load_precompiled_cache", |b| {
+        b.iter(|| rt.compile("continuity", bytes).unwrap())
+    });
     g.finish();
     let compile = time_n(5, || {
         rt.compile_fresh("continuity", bytes).unwrap();
@@ -76,11 +89,14 @@ fn load_vs_compile(c: &mut Criterion) {
 
 fn instantiate(c: &mut Criterion) {
     let rt = EngineRuntime::new(None).unwrap();
-    let loaded = rt.load(&EngineSource::Builtin("continuity".into())).unwrap();
+    let loaded = rt
+        .load(&EngineSource::Builtin("continuity".into()))
+        .unwrap();
     let mut g = c.benchmark_group("instantiate");
     g.bench_function("continuity", |b| {
         b.iter(|| {
-            let mut e = ComponentEngine::new(loaded.clone(), SandboxLimits::default(), "s", model());
+            let mut e =
+                ComponentEngine::new(loaded.clone(), SandboxLimits::default(), "s", model());
             e.ensure_instance().unwrap();
         })
     });
@@ -89,7 +105,10 @@ fn instantiate(c: &mut Criterion) {
         let mut e = ComponentEngine::new(loaded.clone(), SandboxLimits::default(), "s", model());
         e.ensure_instance().unwrap();
     });
-    println!("figure instantiate: {:.1} µs per instance (median)", t.as_secs_f64() * 1e6);
+    println!(
+        "figure instantiate: {:.1} µs per instance (median)",
+        t.as_secs_f64() * 1e6
+    );
 }
 
 fn materialize_wasm_vs_native(c: &mut Criterion) {
@@ -97,14 +116,23 @@ fn materialize_wasm_vs_native(c: &mut Criterion) {
     let session = tiny_session();
     let req = request();
     for (name, source) in [
-        ("window", EngineSource::Path(PathBuf::from(latch_tests::WINDOW_WASM))),
+        (
+            "window",
+            EngineSource::Path(PathBuf::from(latch_tests::WINDOW_WASM)),
+        ),
         ("continuity", EngineSource::Builtin("continuity".into())),
     ] {
         let loaded = rt.load(&source).unwrap();
         let mut wasm = ComponentEngine::new(loaded, SandboxLimits::default(), "bench", model());
         let mut native: Box<dyn ContextEngine> = match name {
-            "window" => Box::new(NativeEngine::new("window", latch_window_engine::WindowEngine::new(model()))),
-            _ => Box::new(NativeEngine::new("continuity", latch_continuity::ContinuityEngine::new(model()))),
+            "window" => Box::new(NativeEngine::new(
+                "window",
+                latch_window_engine::WindowEngine::new(model()),
+            )),
+            _ => Box::new(NativeEngine::new(
+                "continuity",
+                latch_continuity::ContinuityEngine::new(model()),
+            )),
         };
         assert_eq!(
             serde_json::to_string(&wasm.materialize(&session, &req).unwrap()).unwrap(),
@@ -112,8 +140,12 @@ fn materialize_wasm_vs_native(c: &mut Criterion) {
             "{name}: the component and the native engine must agree byte for byte"
         );
         let mut g = c.benchmark_group(format!("materialize_tiny_{name}"));
-        g.bench_function("component", |b| b.iter(|| wasm.materialize(&session, &req).unwrap()));
-        g.bench_function("native", |b| b.iter(|| native.materialize(&session, &req).unwrap()));
+        g.bench_function("component", |b| {
+            b.iter(|| wasm.materialize(&session, &req).unwrap())
+        });
+        g.bench_function("native", |b| {
+            b.iter(|| native.materialize(&session, &req).unwrap())
+        });
         g.finish();
         let w = time_n(2_000, || {
             wasm.materialize(&session, &req).unwrap();
@@ -130,5 +162,10 @@ fn materialize_wasm_vs_native(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, load_vs_compile, instantiate, materialize_wasm_vs_native);
+criterion_group!(
+    benches,
+    load_vs_compile,
+    instantiate,
+    materialize_wasm_vs_native
+);
 criterion_main!(benches);

@@ -1,1 +1,822 @@
+//! The reference Latch context engine: **ContinuityEngine**.
+//!
+//! Context is disposable; memory is durable. Before every model request the
+//! engine materializes a fresh view from the session's durable log:
+//!
+//! 1. the system prompt (unchanged) and the session context as the first
+//!    message, so system and tools stay cacheable across sessions;
+//! 2. the current **cache epoch**: a snapshot group (canonical task state,
+//!    extension sources, an episode index of the archive, recalled
+//!    originals), then whole conversation units and kernel-context deltas in
+//!    log order. Within an epoch the view is append-only, which is what makes
+//!    the provider's prefix cache work;
+//! 3. new kernel-context entries, returned in `persist` for the host to
+//!    append before sending, and read back from the log afterwards.
+//!
+//! When the epoch's conversation passes the working-memory threshold (or the
+//! hard budget), one hysteretic rotation keeps the newest whole units up to
+//! about three quarters of the threshold and starts a new generation with a
+//! fresh snapshot. `/compact` starts one with no conversation retained.
+//!
+//! Every decision is a function of the log and the request: the instance
+//! keeps caches keyed by a sequence watermark so a warm request costs work in
+//! proportion to what is new, and a fresh instance on the same log returns
+//! the same bytes.
+//!
+//! Modules: [`budget`] (allocation), [`epoch`] (the loader fold), [`state`]
+//! (canonical rendering), [`episodes`] (segmentation, scoring, incremental
+//! builder), [`recall`], [`report`], [`config`], [`render`], and
+//! [`testkit`] (a generated-session driver shared with the host's tests).
 
+pub mod budget;
+pub mod config;
+pub mod episodes;
+pub mod epoch;
+pub mod recall;
+pub mod render;
+pub mod report;
+pub mod state;
+pub mod testkit;
+
+use std::collections::BTreeSet;
+
+use latch_engine_sdk::estimate::message_tokens;
+use latch_engine_sdk::types::*;
+use latch_engine_sdk::{Engine, MAX_PAGE, SessionView, default_recall, estimate};
+
+use budget::{Plan, retained_from, retention_target};
+use config::Config;
+use episodes::EpisodeBuilder;
+use epoch::{EpochFold, Item, Unit};
+use render::{NO_EXTENSIONS, SEP, SnapshotHeader, kernel_message, state_update_line};
+use report::{Component, Entry, Facts};
+
+/// The engine's name in reports.
+pub const ENGINE_NAME: &str = "continuity";
+
+/// Caches rebuilt from the log: the epoch fold and the episode builder, with
+/// the session they belong to.
+#[derive(Clone, Debug)]
+struct Cache {
+    session_id: String,
+    fold: EpochFold,
+    episodes: EpisodeBuilder,
+    /// The last rendered state: the state, the room it was rendered for, the
+    /// body and the price of a state update carrying it.
+    rendered: Option<(CanonicalState, u64, String, u64)>,
+}
+
+/// The reference context engine. One instance per session.
+#[derive(Clone, Debug)]
+pub struct ContinuityEngine {
+    model: ModelProfile,
+    profile: EstimatorProfile,
+    config: Config,
+    cache: Option<Cache>,
+}
+
+/// Why a new epoch starts.
+#[derive(Clone, Debug)]
+enum Start {
+    /// No epoch in the log yet.
+    First,
+    /// `/compact` at this sequence number.
+    Compact(u64),
+    /// Conversation passed the threshold.
+    Threshold { conv: u64, threshold: u64 },
+    /// The request would break the hard budget.
+    Hard { total: u64, limit: u64 },
+}
+
+/// Everything one materialization needs, computed once.
+struct Inputs<'a> {
+    request: &'a ContextRequest,
+    plan: Plan,
+    state: CanonicalState,
+    state_body: String,
+    threshold: u64,
+    extensions: String,
+    ctx: Message,
+    system_tokens: u64,
+}
+
+impl ContinuityEngine {
+    /// An engine for `model` with the default configuration (the same as
+    /// [`Engine::new`]).
+    pub fn for_model(model: ModelProfile) -> Self {
+        ContinuityEngine {
+            profile: model.estimator,
+            model,
+            config: Config::default(),
+            cache: None,
+        }
+    }
+
+    /// The current configuration.
+    pub fn settings(&self) -> &Config {
+        &self.config
+    }
+
+    /// Bring the caches up to the log's latest event.
+    fn sync(&mut self, session: &dyn SessionView) {
+        let info = session.info();
+        let latest = session.latest_seq();
+        let stale = match &self.cache {
+            None => true,
+            Some(c) => {
+                c.session_id != info.id
+                    || c.fold.latest_seq > latest
+                    || c.fold.events_seen > info.event_count
+            }
+        };
+        if stale {
+            self.cache = Some(Cache {
+                session_id: info.id.clone(),
+                fold: EpochFold::new(self.profile),
+                episodes: EpisodeBuilder::new(self.config.episode_volume_tokens),
+                rendered: None,
+            });
+        }
+        let Some(cache) = self.cache.as_mut() else {
+            return;
+        };
+        if cache.fold.events_seen > 0 && cache.fold.latest_seq >= latest {
+            return;
+        }
+        let mut next = if cache.fold.events_seen == 0 {
+            0
+        } else {
+            cache.fold.latest_seq + 1
+        };
+        loop {
+            let page = session.events(next, u64::MAX, MAX_PAGE);
+            let Some(last) = page.last() else { break };
+            next = last.seq.saturating_add(1);
+            let short = page.len() < MAX_PAGE as usize;
+            for e in page {
+                let volume = epoch::conversation_tokens(self.profile, &e.body);
+                cache.episodes.push(&e, volume);
+                cache.fold.apply(e, volume, session);
+            }
+            if short {
+                break;
+            }
+        }
+        cache.fold.price();
+    }
+
+    fn cache(&self) -> Result<&Cache, EngineError> {
+        self.cache
+            .as_ref()
+            .ok_or_else(|| EngineError::Internal("the session cache is missing".into()))
+    }
+
+    fn inputs<'a>(
+        &mut self,
+        session: &dyn SessionView,
+        request: &'a ContextRequest,
+    ) -> Result<Inputs<'a>, EngineError> {
+        let p = self.profile;
+        let ctx = render::session_context_message(&request.session_context);
+        let system_tokens = estimate(p, &request.system_prompt) as u64;
+        let instructions = system_tokens + message_tokens(p, &ctx);
+        let extensions = render::extensions_text(&request.extensions);
+        let ext_tokens = if request.extensions.is_empty() {
+            0
+        } else {
+            entry_tokens(p, &extensions)
+        };
+        let plan = Plan::new(
+            &request.budget,
+            instructions,
+            ext_tokens.max(request.budget.extension_tokens),
+            self.config.recent_tokens,
+        )?;
+        let state = session.canonical_state();
+        let cached = self.cache.as_ref().and_then(|c| c.rendered.as_ref());
+        let (state_body, state_tokens) = match cached {
+            Some((s, avail, body, tokens)) if *avail == plan.avail && *s == state => {
+                (body.clone(), *tokens)
+            }
+            _ => {
+                let body = state::render_state(p, &state, plan.avail);
+                let tokens =
+                    entry_tokens(p, &state_text(&state_update_line(state.revision), &body));
+                if let Some(c) = self.cache.as_mut() {
+                    c.rendered = Some((state.clone(), plan.avail, body.clone(), tokens));
+                }
+                (body, tokens)
+            }
+        };
+        let threshold = plan.threshold(state_tokens);
+        Ok(Inputs {
+            request,
+            plan,
+            state,
+            state_body,
+            threshold,
+            extensions,
+            ctx,
+            system_tokens,
+        })
+    }
+
+    fn build_view(
+        &self,
+        session: &dyn SessionView,
+        inp: &Inputs,
+    ) -> Result<ContextView, EngineError> {
+        let fold = &self.cache()?.fold;
+        let Some(epoch) = &fold.epoch else {
+            return self.rotate(session, inp, Start::First);
+        };
+        if let Some(c) = fold.compact_seq {
+            return self.rotate(session, inp, Start::Compact(c));
+        }
+        let p = self.profile;
+        let start = epoch.header.start;
+        let generation = epoch.generation;
+        let mut rev = fold.max_revision + 1;
+        let mut new: Vec<KernelContextEntry> = Vec::new();
+        let mut push = |new: &mut Vec<KernelContextEntry>, kind, text: String| {
+            new.push(KernelContextEntry {
+                generation,
+                revision: rev,
+                kind,
+                text,
+            });
+            rev += 1;
+        };
+        if fold.state_revision != Some(inp.state.revision) {
+            push(
+                &mut new,
+                KernelContextKind::StateUpdate,
+                state_text(&state_update_line(inp.state.revision), &inp.state_body),
+            );
+        }
+        let shown_ext = fold.extension_text.as_deref().unwrap_or(NO_EXTENSIONS);
+        if inp.extensions != shown_ext {
+            push(
+                &mut new,
+                KernelContextKind::Extension,
+                inp.extensions.clone(),
+            );
+        }
+        if let Some((seq, summary)) = &fold.last_reground_note
+            && *seq >= start
+            && fold.last_reground_entry_seq.is_none_or(|s| *seq > s)
+        {
+            push(
+                &mut new,
+                KernelContextKind::Reground,
+                render::reground_text(*seq, summary),
+            );
+        }
+
+        // Rotation: past the threshold (when a rotation would evict
+        // something), or past the hard budget.
+        if fold.conv_tokens > inp.threshold {
+            let tokens: Vec<u64> = fold.units().map(|u| u.tokens).collect();
+            let first = retained_from(&tokens, retention_target(inp.threshold));
+            let new_start = fold
+                .units()
+                .nth(first)
+                .map(|u| u.first_seq)
+                .unwrap_or(fold.latest_seq + 1);
+            if new_start > start {
+                return self.rotate(
+                    session,
+                    inp,
+                    Start::Threshold {
+                        conv: fold.conv_tokens,
+                        threshold: inp.threshold,
+                    },
+                );
+            }
+        }
+        let mandatory: u64 = new.iter().map(|e| entry_tokens(p, &e.text)).sum();
+        let total = inp.plan.fixed + fold.kernel_tokens + fold.conv_tokens + mandatory;
+        if total > inp.plan.limit {
+            return self.rotate(
+                session,
+                inp,
+                Start::Hard {
+                    total,
+                    limit: inp.plan.limit,
+                },
+            );
+        }
+
+        // Recalled originals fill what the caps and the hard budget leave.
+        let cap = self.config.recall_tokens.saturating_sub(fold.recall_used);
+        let room = inp.plan.limit - total;
+        for text in self.recall_entries(session, inp, start, &fold.recalled, cap.min(room)) {
+            push(&mut new, KernelContextKind::Recall, text);
+        }
+
+        // Assemble: context, group, (deltas while the group is still open),
+        // body, deltas.
+        let last_a = fold.last_assistant_seq;
+        let mut entries = vec![self.ctx_entry(inp, last_a)];
+        for k in &fold.group {
+            entries.push(kernel_entry(
+                k.message.clone(),
+                k.kind,
+                k.tokens.unwrap_or(0),
+                Some(k.seq),
+                last_a,
+            ));
+        }
+        let new_entries: Vec<Entry> = new
+            .iter()
+            .map(|e| {
+                let m = kernel_message(e, None);
+                let t = message_tokens(p, &m);
+                kernel_entry(m, e.kind, t, None, last_a)
+            })
+            .collect();
+        if fold.group_open {
+            entries.extend(new_entries.iter().cloned());
+        }
+        for item in &fold.body {
+            match item {
+                Item::Unit(u) => push_unit(&mut entries, u, last_a),
+                Item::Kernel(k) => entries.push(kernel_entry(
+                    k.message.clone(),
+                    k.kind,
+                    k.tokens.unwrap_or(0),
+                    Some(k.seq),
+                    last_a,
+                )),
+            }
+        }
+        if !fold.group_open {
+            entries.extend(new_entries);
+        }
+        let fresh = last_a.is_none_or(|a| epoch.snapshot_seq > a);
+        let shown = new
+            .iter()
+            .rev()
+            .find(|e| e.kind == KernelContextKind::ArchiveIndex)
+            .and_then(|e| render::parse_index_shown(&e.text))
+            .unwrap_or(fold.index_shown);
+        self.finish(
+            session,
+            inp,
+            entries,
+            new,
+            &epoch.header,
+            generation,
+            fresh,
+            shown,
+        )
+    }
+
+    /// Start a new epoch: choose the retained units, then build the snapshot
+    /// group in priority order (state, extension, re-ground, index, recall).
+    fn rotate(
+        &self,
+        session: &dyn SessionView,
+        inp: &Inputs,
+        why: Start,
+    ) -> Result<ContextView, EngineError> {
+        let p = self.profile;
+        let cache = self.cache()?;
+        let fold = &cache.fold;
+        let (entries_out, header, generation, retained_units) =
+            self.snapshot_group(session, inp, why)?;
+        let last_a = fold.last_assistant_seq;
+        let mut entries = vec![self.ctx_entry(inp, last_a)];
+        for e in &entries_out {
+            let m = kernel_message(e, None);
+            let t = message_tokens(p, &m);
+            entries.push(kernel_entry(m, e.kind, t, None, last_a));
+        }
+        for u in &retained_units {
+            push_unit(&mut entries, u, last_a);
+        }
+        let shown = entries_out
+            .iter()
+            .find(|e| e.kind == KernelContextKind::ArchiveIndex)
+            .and_then(|e| render::parse_index_shown(&e.text))
+            .unwrap_or(0);
+        self.finish(
+            session,
+            inp,
+            entries,
+            entries_out,
+            &header,
+            generation,
+            true,
+            shown,
+        )
+    }
+
+    /// The entries of a new epoch's snapshot group, its header, generation
+    /// and retained units.
+    #[allow(clippy::type_complexity)]
+    fn snapshot_group(
+        &self,
+        session: &dyn SessionView,
+        inp: &Inputs,
+        why: Start,
+    ) -> Result<(Vec<KernelContextEntry>, SnapshotHeader, u64, Vec<Unit>), EngineError> {
+        let p = self.profile;
+        let cache = self.cache()?;
+        let fold = &cache.fold;
+        let units: Vec<&Unit> = fold.units().collect();
+        let tokens: Vec<u64> = units.iter().map(|u| u.tokens).collect();
+        let conv: u64 = tokens.iter().sum();
+        let target = retention_target(inp.threshold);
+        let (first, reason) = match &why {
+            Start::First if conv <= inp.threshold => (0, None),
+            Start::First => (
+                retained_from(&tokens, target),
+                Some(format!(
+                    "first epoch: working memory {conv} tokens exceeded {}",
+                    inp.threshold
+                )),
+            ),
+            Start::Compact(c) => (
+                units
+                    .iter()
+                    .position(|u| u.first_seq > *c)
+                    .unwrap_or(units.len()),
+                Some("manual compact".to_string()),
+            ),
+            Start::Threshold { conv, threshold } => (
+                retained_from(&tokens, target),
+                Some(format!("working memory {conv} tokens exceeded {threshold}")),
+            ),
+            Start::Hard { total, limit } => (
+                retained_from(&tokens, target),
+                Some(format!(
+                    "hard budget: the request needed {total} of {limit} tokens"
+                )),
+            ),
+        };
+        let start = units
+            .get(first)
+            .map(|u| u.first_seq)
+            .unwrap_or(fold.latest_seq + 1);
+        let retained: u64 = tokens[first..].iter().sum();
+        let evicted: u64 = tokens[..first].iter().sum();
+        let generation = fold.max_generation + 1;
+        let header = SnapshotHeader {
+            start,
+            state_revision: inp.state.revision,
+            retained,
+            evicted,
+            reason,
+        };
+
+        let mut texts: Vec<(KernelContextKind, String)> = vec![(
+            KernelContextKind::Snapshot,
+            state_text(&header.line(generation), &inp.state_body),
+        )];
+        if inp.extensions != NO_EXTENSIONS {
+            texts.push((KernelContextKind::Extension, inp.extensions.clone()));
+        }
+        if let Some((seq, summary)) = &fold.last_reground_note
+            && *seq >= start
+        {
+            texts.push((
+                KernelContextKind::Reground,
+                render::reground_text(*seq, summary),
+            ));
+        }
+        let used = |texts: &[(KernelContextKind, String)]| {
+            inp.plan.fixed + retained + texts.iter().map(|(_, t)| entry_tokens(p, t)).sum::<u64>()
+        };
+        if used(&texts) > inp.plan.limit {
+            // A kept-whole unit leaves less room than planned: render the
+            // state into what is actually left (the core first).
+            let others = used(&texts[1..]);
+            let room = inp.plan.limit.saturating_sub(others);
+            let body = state::render_state(p, &inp.state, room.saturating_mul(2));
+            texts[0].1 = state_text(&header.line(generation), &body);
+        }
+        let remaining = inp.plan.limit.saturating_sub(used(&texts));
+        let index_budget = self.config.index_tokens.min(remaining / 2);
+        if let Some(text) = self.index_text(cache, inp, start, index_budget) {
+            texts.push((KernelContextKind::ArchiveIndex, text));
+        }
+        let room = inp
+            .plan
+            .limit
+            .saturating_sub(used(&texts))
+            .min(self.config.recall_tokens);
+        for text in self.recall_entries(session, inp, start, &BTreeSet::new(), room) {
+            texts.push((KernelContextKind::Recall, text));
+        }
+        let total = used(&texts);
+        if total > inp.plan.limit {
+            return Err(EngineError::BudgetExceeded(format!(
+                "the newest conversation unit, the task state and the instructions need {total} tokens but the request limit is {}",
+                inp.plan.limit
+            )));
+        }
+        let first_rev = fold.max_revision + 1;
+        let entries = texts
+            .into_iter()
+            .enumerate()
+            .map(|(i, (kind, text))| KernelContextEntry {
+                generation,
+                revision: first_rev + i as u64,
+                kind,
+                text,
+            })
+            .collect();
+        let retained_units = units[first..].iter().map(|u| (*u).clone()).collect();
+        Ok((entries, header, generation, retained_units))
+    }
+
+    /// The episode index of the archive (`seq < start`) within `budget`.
+    fn index_text(&self, cache: &Cache, inp: &Inputs, start: u64, budget: u64) -> Option<String> {
+        let p = self.profile;
+        let eps = &cache.episodes;
+        let archival = eps.count_before(start);
+        if archival == 0 || self.config.max_index_entries == 0 {
+            return None;
+        }
+        let query = recall::query_set(&inp.request.query);
+        let mut newest_files: Vec<&FileState> = inp.state.files.iter().collect();
+        newest_files.sort_by(|a, b| b.seq.cmp(&a.seq).then(a.path.cmp(&b.path)));
+        let files: BTreeSet<String> = newest_files
+            .into_iter()
+            .take(episodes::MAX_SCORED_FILES)
+            .map(|f| f.path.clone())
+            .collect();
+        let chosen = eps.select(
+            archival,
+            &query,
+            &files,
+            self.config.max_index_entries as usize,
+        );
+        let lines: Vec<(u64, usize, String)> = chosen
+            .iter()
+            .filter_map(|&i| {
+                let ep = eps.get(i)?;
+                Some((
+                    episodes::score(ep, &query, &files, i, archival),
+                    i,
+                    episodes::index_line(ep),
+                ))
+            })
+            .collect();
+        // Drop the lowest-scored choices (older first on ties) until the
+        // index fits its budget.
+        let mut order: Vec<usize> = (0..lines.len()).collect();
+        order.sort_by(|&a, &b| {
+            lines[a]
+                .0
+                .cmp(&lines[b].0)
+                .then(lines[a].1.cmp(&lines[b].1))
+        });
+        let mut keep: Vec<bool> = vec![true; lines.len()];
+        let render = |keep: &[bool]| {
+            let shown = keep.iter().filter(|k| **k).count();
+            let mut text = format!(
+                "{}{SEP}{shown} of {archival} episodes{SEP}archive before event {start}\nOlder work, by intent. Originals stay in the durable log and are recalled by keyword.",
+                render::INDEX_TITLE,
+            );
+            for (k, (_, _, line)) in keep.iter().zip(&lines) {
+                if *k {
+                    text.push('\n');
+                    text.push_str(line);
+                }
+            }
+            text
+        };
+        for drop in order {
+            if entry_tokens(p, &render(&keep)) <= budget {
+                break;
+            }
+            keep[drop] = false;
+        }
+        if !keep.iter().any(|k| *k) {
+            return None;
+        }
+        let text = render(&keep);
+        (entry_tokens(p, &text) <= budget).then_some(text)
+    }
+
+    /// Recalled-original entry texts for the request's query: the newest
+    /// archival matches not already shown, in chronological order, greedily
+    /// within `room` tokens.
+    fn recall_entries(
+        &self,
+        session: &dyn SessionView,
+        inp: &Inputs,
+        start: u64,
+        shown: &BTreeSet<u64>,
+        room: u64,
+    ) -> Vec<String> {
+        let archive_empty = self
+            .cache()
+            .ok()
+            .and_then(|c| c.fold.first_seq)
+            .is_none_or(|f| f >= start);
+        if room == 0 || archive_empty || self.config.recall_limit == 0 {
+            return Vec::new();
+        }
+        let hits = recall::archival_hits(
+            session,
+            &inp.request.query,
+            start,
+            self.config.recall_limit,
+            shown,
+        );
+        let mut used = 0u64;
+        let mut chosen: Vec<(u64, String)> = Vec::new();
+        for e in &hits {
+            let text = render::recall_text(self.profile, e, self.config.recall_event_tokens);
+            let t = entry_tokens(self.profile, &text);
+            if used + t <= room {
+                used += t;
+                chosen.push((e.seq, text));
+            }
+        }
+        chosen.sort_by_key(|(seq, _)| *seq);
+        chosen.into_iter().map(|(_, t)| t).collect()
+    }
+
+    fn ctx_entry(&self, inp: &Inputs, last_a: Option<u64>) -> Entry {
+        Entry {
+            tokens: message_tokens(self.profile, &inp.ctx),
+            message: inp.ctx.clone(),
+            component: Component::Instructions,
+            existed: last_a.is_some(),
+            user_turn: false,
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn finish(
+        &self,
+        session: &dyn SessionView,
+        inp: &Inputs,
+        entries: Vec<Entry>,
+        persist: Vec<KernelContextEntry>,
+        header: &SnapshotHeader,
+        generation: u64,
+        fresh: bool,
+        shown: u32,
+    ) -> Result<ContextView, EngineError> {
+        let cache = self.cache()?;
+        let status = match (fresh, &header.reason) {
+            (false, _) => "ok",
+            (true, None) => "started",
+            (true, Some(r)) if r == "manual compact" => "compacted",
+            (true, Some(_)) => "rotated",
+        };
+        let facts = Facts {
+            engine: format!("{ENGINE_NAME} {}", env!("CARGO_PKG_VERSION")),
+            system_tokens: inp.system_tokens,
+            tools_tokens: inp.request.budget.tools_tokens,
+            limit_tokens: inp.plan.limit,
+            reserve_tokens: inp.request.budget.reserve_tokens,
+            has_previous: cache.fold.last_assistant_seq.is_some(),
+            evicted_tokens: if fresh { header.evicted } else { 0 },
+            event_count: session.info().event_count,
+            episode_count: cache.episodes.len() as u32,
+            episodes_shown: shown,
+            status: status.to_string(),
+            generation,
+            rotation_reason: header.reason.clone(),
+            retained_after_rotation_tokens: header.retained,
+        };
+        let report = report::build(&entries, facts);
+        if report.total_tokens > report.limit_tokens {
+            return Err(EngineError::BudgetExceeded(format!(
+                "the view needs {} tokens but the request limit is {}",
+                report.total_tokens, report.limit_tokens
+            )));
+        }
+        Ok(ContextView {
+            system: inp.request.system_prompt.clone(),
+            messages: entries.into_iter().map(|e| e.message).collect(),
+            persist,
+            report,
+        })
+    }
+}
+
+/// Canonical price of a kernel-context entry's message.
+fn entry_tokens(profile: EstimatorProfile, text: &str) -> u64 {
+    latch_engine_sdk::estimate::MESSAGE_OVERHEAD_TOKENS + estimate(profile, text) as u64
+}
+
+fn state_text(header: &str, body: &str) -> String {
+    format!("{header}\n\n{body}")
+}
+
+fn kernel_entry(
+    message: Message,
+    kind: KernelContextKind,
+    tokens: u64,
+    seq: Option<u64>,
+    last_a: Option<u64>,
+) -> Entry {
+    Entry {
+        message,
+        component: Component::of_kind(kind),
+        tokens,
+        existed: matches!((seq, last_a), (Some(s), Some(a)) if s < a),
+        user_turn: false,
+    }
+}
+
+fn push_unit(entries: &mut Vec<Entry>, unit: &Unit, last_a: Option<u64>) {
+    for (i, (m, t)) in unit.messages.iter().zip(&unit.prices).enumerate() {
+        let seq = m.source_seqs.first().copied().unwrap_or(u64::MAX);
+        entries.push(Entry {
+            message: m.clone(),
+            component: Component::Recent,
+            tokens: *t,
+            existed: last_a.is_some_and(|a| seq < a),
+            user_turn: unit.user_turn && i == 0,
+        });
+    }
+}
+
+impl Engine for ContinuityEngine {
+    fn new(model: ModelProfile) -> Self {
+        ContinuityEngine::for_model(model)
+    }
+
+    fn config(&self) -> String {
+        self.config.to_json()
+    }
+
+    fn set_config(&mut self, json: &str) -> Result<(), ConfigError> {
+        let next = self.config.apply_json(json)?;
+        if next != self.config {
+            self.config = next;
+            self.cache = None;
+        }
+        Ok(())
+    }
+
+    fn set_estimator(&mut self, profile: EstimatorProfile) {
+        if profile != self.profile {
+            self.profile = profile;
+            self.cache = None;
+        }
+    }
+
+    fn default_budget(&self) -> ContextBudget {
+        ContextBudget::for_model(&self.model)
+    }
+
+    fn materialize(
+        &mut self,
+        session: &dyn SessionView,
+        request: &ContextRequest,
+    ) -> Result<ContextView, EngineError> {
+        self.sync(session);
+        let inp = self.inputs(session, request)?;
+        self.build_view(session, &inp)
+    }
+
+    fn manual_compact(
+        &mut self,
+        session: &dyn SessionView,
+    ) -> Result<Vec<KernelContextEntry>, EngineError> {
+        self.sync(session);
+        let info = session.info();
+        let request = ContextRequest {
+            system_prompt: String::new(),
+            session_context: SessionContext {
+                workspace: info.workspace,
+                repository_instructions: String::new(),
+                mode: String::new(),
+            },
+            budget: self.default_budget(),
+            query: String::new(),
+            extensions: Vec::new(),
+        };
+        let inp = self.inputs(session, &request)?;
+        let at = self
+            .cache()?
+            .fold
+            .compact_seq
+            .unwrap_or(session.latest_seq());
+        let (entries, ..) = self.snapshot_group(session, &inp, Start::Compact(at))?;
+        Ok(entries)
+    }
+
+    fn recall(
+        &mut self,
+        session: &dyn SessionView,
+        query: &str,
+        limit: u32,
+    ) -> Result<Vec<Event>, EngineError> {
+        Ok(default_recall(session, query, limit))
+    }
+}
+
+latch_engine_sdk::export_engine!(ContinuityEngine);
+
+#[cfg(test)]
+mod tests;

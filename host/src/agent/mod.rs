@@ -419,7 +419,7 @@ impl Agent {
             if calls.is_empty() || turn.stop_reason == StopReason::EndTurn && calls.is_empty() {
                 let prefix = view.report.common_prefix_tokens;
                 let mut report = view.report;
-                fill_provider_metrics(&mut report, Some((usage.clone(), Some(prefix))));
+                fill_provider_metrics(&mut report, Some((*usage, Some(prefix))));
                 return Ok(TurnOutcome {
                     steps: step,
                     final_text: turn.text(),

@@ -44,11 +44,11 @@ pub fn demo_script() -> Script {
     Script::new([
         ScriptedTurn::text("I'll record the goal and the proof it needs, then look at the code.")
             .with_tool_call("set_goal", r#"{"text":"Make `sh test.sh` pass"}"#)
-            .with_tool_call("require_validation", &format!(r#"{{"requirement":"{req}"}}"#))
+            .with_tool_call("require_validation", format!(r#"{{"requirement":"{req}"}}"#))
             .with_tool_call("read_file", r#"{"path":"test.sh"}"#)
             .with_tool_call("read_file", r#"{"path":"src/math.sh"}"#),
         ScriptedTurn::text("First, confirm the failure.")
-            .with_tool_call("validate", &format!(r#"{{"requirement":"{req}","command":"sh test.sh"}}"#)),
+            .with_tool_call("validate", format!(r#"{{"requirement":"{req}","command":"sh test.sh"}}"#)),
         ScriptedTurn::text("`add` subtracts its arguments. Fixing the operator.")
             .with_tool_call("add_hypothesis", r#"{"text":"add() uses - instead of +"}"#)
             .with_tool_call(
@@ -56,7 +56,7 @@ pub fn demo_script() -> Script {
                 r#"{"path":"src/math.sh","old_string":"echo $(( $1 - $2 ))","new_string":"echo $(( $1 + $2 ))"}"#,
             ),
         ScriptedTurn::text("Validating after the last edit.")
-            .with_tool_call("validate", &format!(r#"{{"requirement":"{req}","command":"sh test.sh"}}"#)),
+            .with_tool_call("validate", format!(r#"{{"requirement":"{req}","command":"sh test.sh"}}"#)),
         ScriptedTurn::tool_call("complete", r#"{"summary":"add() used subtraction; it now adds. `sh test.sh` passes at the current workspace generation."}"#),
         ScriptedTurn::text("Done: `add` now adds, `sh test.sh` passes, and the kernel certified completion."),
     ])

@@ -129,7 +129,7 @@ pub fn chat(
         match slash(&mut agent, line, &mut out) {
             Slash::Exit => break,
             Slash::Handled => continue,
-            Slash::NotSlash => {}
+            Slash::Task => {}
         }
         if let Err(e) = agent.run_turn(line, &mut out) {
             eprintln!("error: {e}");
@@ -141,7 +141,7 @@ pub fn chat(
 enum Slash {
     Exit,
     Handled,
-    NotSlash,
+    Task,
 }
 
 fn slash(agent: &mut Agent, line: &str, out: &mut (dyn FnMut(AgentEvent) + Send)) -> Slash {
@@ -161,7 +161,7 @@ fn slash(agent: &mut Agent, line: &str, out: &mut (dyn FnMut(AgentEvent) + Send)
             eprintln!("unknown command {c}: try /context, /compact, /recall <query>, /exit");
             return Slash::Handled;
         }
-        _ => return Slash::NotSlash,
+        _ => return Slash::Task,
     };
     if let Err(e) = result {
         eprintln!("error: {e}");

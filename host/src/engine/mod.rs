@@ -9,8 +9,8 @@
 //! * [`runtime::EngineRuntime`] — wasmtime, the precompiled-component cache
 //!   and the epoch ticker; [`component::ComponentEngine`] — one sandboxed
 //!   instance; [`native::NativeEngine`] — an SDK engine linked natively.
-//! * [`validate`] — the host's checks on every view (hard budget, protocol
-//!   safety), applied whatever engine produced it.
+//! * [`validate`] (from the SDK) — the host's checks on every view (hard
+//!   budget, protocol safety), applied whatever engine produced it.
 
 pub mod bindings;
 pub mod builtin;
@@ -20,13 +20,12 @@ pub mod native;
 pub mod runtime;
 pub mod sandbox;
 pub mod session_host;
-pub mod validate;
 
 pub use component::{ComponentEngine, ComponentFactory};
+pub use latch_engine_sdk::validate::{self, ViewRule, check_view};
 pub use native::{NativeEngine, NativeFactory};
 pub use runtime::{EngineRuntime, LoadError, LoadedComponent};
 pub use sandbox::SandboxLimits;
-pub use validate::{ViewRule, check_view};
 
 use latch_engine_sdk::SessionView;
 use latch_engine_sdk::types::{

@@ -1,14 +1,15 @@
-//! The host's checks on every view, whatever engine produced it: the hard
-//! budget invariant under the canonical estimator and protocol safety. A view
-//! that fails is refused with the rule it broke; the host never repairs it and
-//! never falls back to another engine.
+//! The checks the host applies to every view, whatever engine produced it:
+//! the hard budget invariant under the canonical estimator and protocol
+//! safety. A view that fails is refused with the rule it broke; the host never
+//! repairs it and never falls back to another engine. Engines and the
+//! conformance suite can run the same checks.
 
-use latch_engine_sdk::estimate::{estimate, message_tokens};
-use latch_engine_sdk::types::*;
+use crate::estimate::{estimate, message_tokens};
+use crate::types::*;
 use std::collections::BTreeSet;
 
 /// The rule a refused view broke.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ViewRule {
     /// `system + messages + tools <= context_window - reserve`.
     HardBudget,

@@ -1,0 +1,162 @@
+//! Engine configuration: the keys `set_config` accepts and `config` reports.
+//!
+//! Every key has a default; `set_config` validates the whole object before it
+//! changes anything, so a refused configuration leaves the engine as it was.
+
+use latch_engine_sdk::types::ConfigError;
+
+/// Most entries the episode index may show (the spec's bound).
+pub const MAX_INDEX_ENTRIES: u32 = 16;
+
+/// The engine's settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// Working-memory high-water mark overriding `request.budget.recent_tokens`
+    /// when set (`recent_tokens`, `null` to follow the request).
+    pub recent_tokens: Option<u64>,
+    /// Volume cap of one episode in estimated tokens; a longer intent is split
+    /// (`episode_volume_tokens`).
+    pub episode_volume_tokens: u64,
+    /// Most entries the episode index shows, at most 16 (`max_index_entries`).
+    pub max_index_entries: u32,
+    /// Most original events recalled for one query (`recall_limit`).
+    pub recall_limit: u32,
+    /// Tokens recalled originals may take within one cache epoch
+    /// (`recall_tokens`).
+    pub recall_tokens: u64,
+    /// Tokens the episode index may take (`index_tokens`).
+    pub index_tokens: u64,
+    /// Longest single recalled original, in tokens; longer ones are cut with
+    /// a pointer to the durable log (`recall_event_tokens`).
+    pub recall_event_tokens: u64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            recent_tokens: None,
+            episode_volume_tokens: 8_000,
+            max_index_entries: MAX_INDEX_ENTRIES,
+            recall_limit: 8,
+            recall_tokens: 8_000,
+            index_tokens: 2_000,
+            recall_event_tokens: 1_500,
+        }
+    }
+}
+
+impl Config {
+    /// The configuration as a JSON object with every key, in a fixed order.
+    pub fn to_json(&self) -> String {
+        let recent = match self.recent_tokens {
+            Some(n) => n.to_string(),
+            None => "null".to_string(),
+        };
+        format!(
+            "{{\"episode_volume_tokens\":{},\"index_tokens\":{},\"max_index_entries\":{},\"recall_event_tokens\":{},\"recall_limit\":{},\"recall_tokens\":{},\"recent_tokens\":{}}}",
+            self.episode_volume_tokens,
+            self.index_tokens,
+            self.max_index_entries,
+            self.recall_event_tokens,
+            self.recall_limit,
+            self.recall_tokens,
+            recent
+        )
+    }
+
+    /// This configuration with the keys of `json` applied; unknown keys and
+    /// bad values are refused and nothing is changed.
+    pub fn apply_json(&self, json: &str) -> Result<Config, ConfigError> {
+        let value: serde_json::Value =
+            serde_json::from_str(json).map_err(|e| ConfigError::Malformed(e.to_string()))?;
+        let map = value.as_object().ok_or_else(|| {
+            ConfigError::Malformed(format!("expected a JSON object, got {value}"))
+        })?;
+        let mut next = self.clone();
+        // serde_json's map may preserve insertion order; sort the keys so the
+        // first error reported does not depend on it.
+        let mut keys: Vec<&String> = map.keys().collect();
+        keys.sort();
+        for key in keys {
+            let v = &map[key.as_str()];
+            match key.as_str() {
+                "recent_tokens" => {
+                    next.recent_tokens = if v.is_null() {
+                        None
+                    } else {
+                        Some(int(key, v, 1, u64::MAX / 4)?)
+                    }
+                }
+                "episode_volume_tokens" => {
+                    next.episode_volume_tokens = int(key, v, 64, 10_000_000)?
+                }
+                "max_index_entries" => {
+                    next.max_index_entries = int(key, v, 0, MAX_INDEX_ENTRIES as u64)? as u32
+                }
+                "recall_limit" => {
+                    next.recall_limit = int(key, v, 0, latch_engine_sdk::MAX_SEARCH as u64)? as u32
+                }
+                "recall_tokens" => next.recall_tokens = int(key, v, 0, u64::MAX / 4)?,
+                "index_tokens" => next.index_tokens = int(key, v, 0, u64::MAX / 4)?,
+                "recall_event_tokens" => next.recall_event_tokens = int(key, v, 64, u64::MAX / 4)?,
+                other => return Err(ConfigError::UnknownKey(other.to_string())),
+            }
+        }
+        Ok(next)
+    }
+}
+
+fn int(key: &str, v: &serde_json::Value, min: u64, max: u64) -> Result<u64, ConfigError> {
+    v.as_u64()
+        .filter(|n| (min..=max).contains(n))
+        .ok_or_else(|| {
+            ConfigError::InvalidValue((
+                key.to_string(),
+                format!("expected an integer from {min} to {max}, got {v}"),
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses_bad_input() {
+        let c = Config::default();
+        let back = c.apply_json(&c.to_json()).expect("own output is accepted");
+        assert_eq!(back, c);
+        let c2 = c
+            .apply_json(r#"{"recent_tokens": 5000, "max_index_entries": 4, "recall_limit": 3}"#)
+            .expect("valid");
+        assert_eq!(c2.recent_tokens, Some(5000));
+        assert_eq!(c2.apply_json(&c2.to_json()).expect("round trip"), c2);
+        assert_eq!(
+            c2.apply_json(r#"{"recent_tokens": null}"#)
+                .expect("null")
+                .recent_tokens,
+            None
+        );
+        assert_eq!(
+            c.apply_json(r#"{"recnet_tokens": 1}"#),
+            Err(ConfigError::UnknownKey("recnet_tokens".into()))
+        );
+        assert!(matches!(
+            c.apply_json(r#"{"max_index_entries": 17}"#),
+            Err(ConfigError::InvalidValue(_))
+        ));
+        assert!(matches!(
+            c.apply_json(r#"{"recent_tokens": -1}"#),
+            Err(ConfigError::InvalidValue(_))
+        ));
+        assert!(matches!(
+            c.apply_json(r#"{"recall_limit": "8"}"#),
+            Err(ConfigError::InvalidValue(_))
+        ));
+        assert!(matches!(
+            c.apply_json("[1]"),
+            Err(ConfigError::Malformed(_))
+        ));
+        assert!(matches!(c.apply_json("{"), Err(ConfigError::Malformed(_))));
+    }
+}

@@ -1,0 +1,552 @@
+//! The cache-epoch loader: a fold over the durable log.
+//!
+//! The fold turns events into the provider-visible epoch: the snapshot group
+//! (the snapshot and the entries persisted right after it), then whole
+//! conversation units and later kernel-context deltas in log order. It is the
+//! same code whether it starts from an empty log (a fresh instance) or
+//! continues from a sequence watermark (a warm one), which is what makes a
+//! fresh instance return the same view as a warm one.
+//!
+//! * A conversation unit is a user message, a notification, an assistant
+//!   message without tool calls, or an assistant tool-call turn together with
+//!   every result that answers it. A unit enters the epoch when it completes,
+//!   so a tool call is never separated from its results; a unit abandoned
+//!   before completion and a result without its call never render.
+//! * Only conversation counts toward the working-memory threshold; the fold
+//!   walks past any number of kernel-context revisions.
+//! * A snapshot of a newer generation starts a new epoch: it names the first
+//!   retained conversation event; units before it and every kernel-context
+//!   entry of older generations leave the provider-visible epoch (they stay in
+//!   the log). Within an epoch an entry renders only if its revision is higher
+//!   than every earlier one, so revisions are monotone in the view.
+
+use std::collections::BTreeSet;
+
+use latch_engine_sdk::estimate::message_tokens;
+use latch_engine_sdk::types::*;
+use latch_engine_sdk::{MAX_PAGE, SessionView, estimate, image_tokens};
+
+use crate::render::{SnapshotHeader, parse_index_shown, parse_recall, parse_state_update};
+#[cfg(doc)]
+use crate::render::{conversation_message, kernel_message};
+
+/// A whole conversation unit.
+#[derive(Clone, Debug)]
+pub struct Unit {
+    /// Sequence number of its first event.
+    pub first_seq: u64,
+    /// Its messages, in log order.
+    pub messages: Vec<Message>,
+    /// Canonical price of each message.
+    pub prices: Vec<u64>,
+    /// Canonical price of its messages.
+    pub tokens: u64,
+    /// True for a user message (a user turn).
+    pub user_turn: bool,
+}
+
+/// A kernel-context entry read back from the log.
+#[derive(Clone, Debug)]
+pub struct KernelItem {
+    /// What the entry carries.
+    pub kind: KernelContextKind,
+    /// Its sequence number.
+    pub seq: u64,
+    /// Its rendered message.
+    pub message: Message,
+    /// Canonical price of the message, once priced (see
+    /// [`EpochFold::price`]): entries of epochs that end before the next
+    /// request are never priced.
+    pub tokens: Option<u64>,
+}
+
+/// One element of the epoch body.
+#[derive(Clone, Debug)]
+pub enum Item {
+    /// Conversation.
+    Unit(Unit),
+    /// A kernel-context delta.
+    Kernel(KernelItem),
+}
+
+/// The current epoch's identity.
+#[derive(Clone, Debug)]
+pub struct Epoch {
+    /// Cache epoch generation.
+    pub generation: u64,
+    /// Sequence number of the snapshot.
+    pub snapshot_seq: u64,
+    /// What the snapshot says about the epoch.
+    pub header: SnapshotHeader,
+}
+
+/// What the unit builder needs to know about a conversation event.
+enum Shape {
+    /// A user message.
+    User,
+    /// A notification.
+    Notification,
+    /// An assistant message with the ids of its tool calls.
+    Assistant(BTreeSet<String>),
+    /// A tool result answering a call id.
+    Result(String),
+}
+
+impl Shape {
+    fn of(body: &EventBody) -> Option<Shape> {
+        Some(match body {
+            EventBody::UserMessage(_) => Shape::User,
+            EventBody::Notification(_) => Shape::Notification,
+            EventBody::AssistantMessage(parts) => Shape::Assistant(
+                parts
+                    .iter()
+                    .filter_map(|p| match p {
+                        Part::ToolCall(c) => Some(c.id.clone()),
+                        _ => None,
+                    })
+                    .collect(),
+            ),
+            EventBody::ToolResult(r) => Shape::Result(r.call_id.clone()),
+            _ => return None,
+        })
+    }
+}
+
+/// Assembles conversation units from events.
+#[derive(Clone, Debug, Default)]
+struct UnitBuilder {
+    pending: Option<(Unit, BTreeSet<String>)>,
+}
+
+impl UnitBuilder {
+    /// Fold one conversation event in (its message already built); returns
+    /// a unit when one completes.
+    fn push(&mut self, seq: u64, shape: Shape, message: Message, tokens: u64) -> Option<Unit> {
+        let single = |user_turn| Unit {
+            first_seq: seq,
+            messages: vec![message],
+            prices: vec![tokens],
+            tokens,
+            user_turn,
+        };
+        match shape {
+            Shape::Result(call_id) => {
+                let (unit, open) = self.pending.as_mut()?;
+                if !open.remove(&call_id) {
+                    return None;
+                }
+                unit.messages.push(single(false).messages.remove(0));
+                unit.prices.push(tokens);
+                unit.tokens += tokens;
+                if open.is_empty() {
+                    return self.pending.take().map(|(u, _)| u);
+                }
+                None
+            }
+            Shape::Assistant(calls) => {
+                self.pending = None;
+                if calls.is_empty() {
+                    Some(single(false))
+                } else {
+                    self.pending = Some((single(false), calls));
+                    None
+                }
+            }
+            Shape::User => {
+                self.pending = None;
+                Some(single(true))
+            }
+            Shape::Notification => {
+                self.pending = None;
+                Some(single(false))
+            }
+        }
+    }
+
+    /// Fold one owned event in.
+    fn push_event(&mut self, event: Event, tokens: u64) -> Option<Unit> {
+        let shape = Shape::of(&event.body)?;
+        let seq = event.seq;
+        let message = into_message(event)?;
+        self.push(seq, shape, message, tokens)
+    }
+}
+
+/// The fold's state.
+#[derive(Clone, Debug)]
+pub struct EpochFold {
+    profile: EstimatorProfile,
+    /// The current epoch, once a snapshot was seen.
+    pub epoch: Option<Epoch>,
+    /// The snapshot and the entries persisted right after it.
+    pub group: Vec<KernelItem>,
+    /// True until a non-kernel-context event follows the snapshot group.
+    pub group_open: bool,
+    /// Conversation units and later deltas, in log order.
+    pub body: Vec<Item>,
+    units: UnitBuilder,
+    /// Tokens of the units in `body`.
+    pub conv_tokens: u64,
+    /// Tokens of the kernel messages in `group` and `body`.
+    pub kernel_tokens: u64,
+    /// Every unit starting at or after `floor` is in `body`.
+    floor: u64,
+    /// Sequence number of the first event of the log.
+    pub first_seq: Option<u64>,
+    /// Sequence number of the latest event folded in.
+    pub latest_seq: u64,
+    /// Events folded in.
+    pub events_seen: u64,
+    /// Highest generation of any kernel-context entry in the log.
+    pub max_generation: u64,
+    /// Highest revision of any kernel-context entry in the log.
+    pub max_revision: u64,
+    epoch_max_revision: u64,
+    /// The latest assistant message: the boundary of the previous request.
+    pub last_assistant_seq: Option<u64>,
+    /// The latest re-ground kernel note and its summary.
+    pub last_reground_note: Option<(u64, String)>,
+    /// The latest re-ground entry of the epoch.
+    pub last_reground_entry_seq: Option<u64>,
+    /// The canonical revision the epoch's latest state message renders.
+    pub state_revision: Option<u64>,
+    /// The epoch's latest extension entry text.
+    pub extension_text: Option<String>,
+    /// Events recalled in the epoch.
+    pub recalled: BTreeSet<u64>,
+    /// Tokens of the epoch's recall entries.
+    pub recall_used: u64,
+    /// A manual compact appended after the current snapshot.
+    pub compact_seq: Option<u64>,
+    /// Episodes shown by the epoch's latest index entry.
+    pub index_shown: u32,
+}
+
+impl EpochFold {
+    /// An empty fold.
+    pub fn new(profile: EstimatorProfile) -> Self {
+        EpochFold {
+            profile,
+            epoch: None,
+            group: Vec::new(),
+            group_open: false,
+            body: Vec::new(),
+            units: UnitBuilder::default(),
+            conv_tokens: 0,
+            kernel_tokens: 0,
+            floor: 0,
+            first_seq: None,
+            latest_seq: 0,
+            events_seen: 0,
+            max_generation: 0,
+            max_revision: 0,
+            epoch_max_revision: 0,
+            last_assistant_seq: None,
+            last_reground_note: None,
+            last_reground_entry_seq: None,
+            state_revision: None,
+            extension_text: None,
+            recalled: BTreeSet::new(),
+            recall_used: 0,
+            compact_seq: None,
+            index_shown: 0,
+        }
+    }
+
+    /// The epoch's first retained conversation event (`seq >= start`).
+    pub fn start(&self) -> u64 {
+        self.epoch.as_ref().map(|e| e.header.start).unwrap_or(0)
+    }
+
+    /// The units of the body, in order.
+    pub fn units(&self) -> impl Iterator<Item = &Unit> {
+        self.body.iter().filter_map(|i| match i {
+            Item::Unit(u) => Some(u),
+            Item::Kernel(_) => None,
+        })
+    }
+
+    /// Fold one event in. `volume` is the canonical price of its message (see
+    /// [`conversation_tokens`]). `session` is read only when a snapshot names
+    /// a start older than the units this fold kept.
+    pub fn apply(&mut self, event: Event, volume: u64, session: &dyn SessionView) {
+        self.latest_seq = event.seq;
+        self.events_seen += 1;
+        self.first_seq.get_or_insert(event.seq);
+        if !matches!(event.body, EventBody::KernelContext(_)) {
+            self.group_open = false;
+        }
+        let event = match event.body {
+            EventBody::KernelContext(entry) => {
+                self.kernel_event(entry, event.seq, session);
+                return;
+            }
+            body => Event {
+                seq: event.seq,
+                time_ms: event.time_ms,
+                body,
+            },
+        };
+        match &event.body {
+            EventBody::ManualCompact => self.compact_seq = Some(event.seq),
+            EventBody::Kernel(note) if note.kind == KernelNoteKind::Reground => {
+                self.last_reground_note = Some((event.seq, note.summary.clone()));
+            }
+            EventBody::AssistantMessage(_) => self.last_assistant_seq = Some(event.seq),
+            _ => {}
+        }
+        let complete = self.units.push_event(event, volume);
+        if let Some(unit) = complete
+            && unit.first_seq >= self.start()
+        {
+            self.conv_tokens += unit.tokens;
+            self.body.push(Item::Unit(unit));
+        }
+    }
+
+    fn kernel_event(&mut self, entry: KernelContextEntry, seq: u64, session: &dyn SessionView) {
+        self.max_generation = self.max_generation.max(entry.generation);
+        self.max_revision = self.max_revision.max(entry.revision);
+        let newer = self
+            .epoch
+            .as_ref()
+            .is_none_or(|e| entry.generation > e.generation);
+        if entry.kind == KernelContextKind::Snapshot && newer {
+            self.start_epoch(entry, seq, session);
+        } else if let Some(e) = &self.epoch
+            && entry.generation == e.generation
+            && entry.revision > self.epoch_max_revision
+        {
+            self.add_kernel(entry, seq);
+        }
+    }
+
+    /// Price the epoch's kernel messages that are not priced yet.
+    pub fn price(&mut self) {
+        let profile = self.profile;
+        let items = self
+            .group
+            .iter_mut()
+            .chain(self.body.iter_mut().filter_map(|i| match i {
+                Item::Kernel(k) => Some(k),
+                Item::Unit(_) => None,
+            }));
+        for k in items {
+            if k.tokens.is_none() {
+                let t = message_tokens(profile, &k.message);
+                k.tokens = Some(t);
+                self.kernel_tokens += t;
+                if k.kind == KernelContextKind::Recall {
+                    self.recall_used += t;
+                }
+            }
+        }
+    }
+
+    fn start_epoch(&mut self, entry: KernelContextEntry, seq: u64, session: &dyn SessionView) {
+        let header = SnapshotHeader::parse(&entry.text).unwrap_or(SnapshotHeader {
+            start: seq,
+            state_revision: u64::MAX,
+            retained: 0,
+            evicted: 0,
+            reason: Some("unreadable snapshot".into()),
+        });
+        let start = header.start;
+        let mut body = Vec::new();
+        if start < self.floor {
+            // The snapshot retains units this fold no longer holds: rebuild
+            // them from the log.
+            let mut builder = UnitBuilder::default();
+            let mut next = start;
+            'pages: loop {
+                let page = session.events(next, self.floor, MAX_PAGE);
+                let Some(last) = page.last() else { break };
+                next = last.seq + 1;
+                let short = page.len() < MAX_PAGE as usize;
+                for e in page {
+                    let volume = conversation_tokens(self.profile, &e.body);
+                    if let Some(u) = builder.push_event(e, volume)
+                        && u.first_seq >= start
+                    {
+                        body.push(Item::Unit(u));
+                    }
+                }
+                if short {
+                    break 'pages;
+                }
+            }
+        }
+        body.extend(
+            std::mem::take(&mut self.body)
+                .into_iter()
+                .filter(|i| matches!(i, Item::Unit(u) if u.first_seq >= start)),
+        );
+        self.body = body;
+        self.conv_tokens = self.units().map(|u| u.tokens).sum();
+        let kind = entry.kind;
+        let generation = entry.generation;
+        let revision = entry.revision;
+        let message = owned_kernel_message(entry, seq);
+        self.kernel_tokens = 0;
+        self.group = vec![KernelItem {
+            kind,
+            seq,
+            message,
+            tokens: None,
+        }];
+        self.group_open = true;
+        self.floor = start;
+        self.epoch_max_revision = revision;
+        self.state_revision = (header.state_revision != u64::MAX).then_some(header.state_revision);
+        self.epoch = Some(Epoch {
+            generation,
+            snapshot_seq: seq,
+            header,
+        });
+        self.extension_text = None;
+        self.recalled.clear();
+        self.recall_used = 0;
+        self.last_reground_entry_seq = None;
+        self.compact_seq = None;
+        self.index_shown = 0;
+    }
+
+    fn add_kernel(&mut self, entry: KernelContextEntry, seq: u64) {
+        self.epoch_max_revision = entry.revision;
+        match entry.kind {
+            KernelContextKind::StateUpdate | KernelContextKind::Snapshot => {
+                self.state_revision = parse_state_update(&entry.text).or(self.state_revision);
+            }
+            KernelContextKind::Extension => self.extension_text = Some(entry.text.clone()),
+            KernelContextKind::Recall => {
+                if let Some(s) = parse_recall(&entry.text) {
+                    self.recalled.insert(s);
+                }
+            }
+            KernelContextKind::ArchiveIndex => {
+                self.index_shown = parse_index_shown(&entry.text).unwrap_or(0);
+            }
+            KernelContextKind::Reground => self.last_reground_entry_seq = Some(seq),
+        }
+        let kind = entry.kind;
+        let message = owned_kernel_message(entry, seq);
+        let item = KernelItem {
+            kind,
+            seq,
+            message,
+            tokens: None,
+        };
+        if self.group_open {
+            self.group.push(item);
+        } else {
+            self.body.push(Item::Kernel(item));
+        }
+    }
+}
+
+/// The message of a persisted kernel-context entry, taking its text; the
+/// same message as [`kernel_message`] with `Some(seq)`.
+fn owned_kernel_message(entry: KernelContextEntry, seq: u64) -> Message {
+    Message {
+        role: Role::User,
+        parts: vec![Part::Text(entry.text)],
+        kernel: Some(KernelTag {
+            generation: entry.generation,
+            revision: entry.revision,
+            kind: entry.kind,
+            seq: Some(seq),
+        }),
+        source_seqs: vec![seq],
+    }
+}
+
+/// The provider-visible message of a conversation event, taking its parts.
+fn into_message(event: Event) -> Option<Message> {
+    let (role, parts) = match event.body {
+        EventBody::UserMessage(parts) => (Role::User, parts),
+        EventBody::AssistantMessage(parts) => (Role::Assistant, parts),
+        EventBody::ToolResult(r) => (Role::User, vec![Part::ToolResult(r)]),
+        EventBody::Notification(text) => (Role::User, vec![Part::Text(text)]),
+        _ => return None,
+    };
+    Some(Message {
+        role,
+        parts,
+        kernel: None,
+        source_seqs: vec![event.seq],
+    })
+}
+
+/// The canonical price of a conversation event's message without building
+/// it (the same figure as `message_tokens` of [`conversation_message`]);
+/// 0 for other events.
+pub fn conversation_tokens(profile: EstimatorProfile, body: &EventBody) -> u64 {
+    use latch_engine_sdk::estimate::{
+        MESSAGE_OVERHEAD_TOKENS, TOOL_PART_OVERHEAD_TOKENS, part_tokens,
+    };
+    match body {
+        EventBody::UserMessage(parts) | EventBody::AssistantMessage(parts) => {
+            MESSAGE_OVERHEAD_TOKENS + parts.iter().map(|p| part_tokens(profile, p)).sum::<u64>()
+        }
+        EventBody::ToolResult(r) => {
+            MESSAGE_OVERHEAD_TOKENS
+                + TOOL_PART_OVERHEAD_TOKENS
+                + estimate(profile, &r.call_id) as u64
+                + estimate(profile, &r.content) as u64
+                + r.images
+                    .iter()
+                    .map(|m| image_tokens(m.width, m.height) as u64)
+                    .sum::<u64>()
+        }
+        EventBody::Notification(t) => MESSAGE_OVERHEAD_TOKENS + estimate(profile, t) as u64,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latch_engine_sdk::MemorySession;
+
+    fn fold(s: &MemorySession) -> EpochFold {
+        let p = EstimatorProfile::Openai;
+        let mut f = EpochFold::new(p);
+        for e in &s.events {
+            f.apply(e.clone(), conversation_tokens(p, &e.body), s);
+        }
+        f
+    }
+
+    #[test]
+    fn tool_units_are_whole_and_orphans_dropped() {
+        let mut s = MemorySession::new("s", ModelProfile::with_defaults("openai", "m"));
+        s.user("go");
+        s.tool_exchange("a", "read_file", "{}", "one");
+        // An orphan result and an abandoned call.
+        s.push(EventBody::ToolResult(ToolResult {
+            call_id: "zz".into(),
+            name: "x".into(),
+            content: "orphan".into(),
+            is_error: false,
+            images: vec![],
+        }));
+        s.push(EventBody::AssistantMessage(vec![Part::ToolCall(
+            ToolCall {
+                id: "b".into(),
+                name: "shell".into(),
+                arguments_json: "{}".into(),
+            },
+        )]));
+        s.user("interrupted");
+        let f = fold(&s);
+        let units: Vec<&Unit> = f.units().collect();
+        assert_eq!(units.len(), 3);
+        assert_eq!(units[1].messages.len(), 2, "call and result are one unit");
+        assert!(units.iter().all(|u| {
+            u.messages
+                .iter()
+                .all(|m| !format!("{m:?}").contains("orphan"))
+        }));
+        assert_eq!(units[2].first_seq, 6);
+    }
+}

@@ -1,0 +1,339 @@
+//! Provider-visible text: the session-context message, conversation messages,
+//! kernel-context messages and the one-line headers the engine reads back.
+//!
+//! Every kernel-context entry begins with an engine-written header line. The
+//! engine parses only that line when it reads its own entries back from the
+//! log, so the epoch's bookkeeping (where working memory starts, which state
+//! revision was rendered, which events were recalled) is reconstructible from
+//! durable events alone.
+
+use latch_engine_sdk::estimate::is_wide;
+use latch_engine_sdk::types::*;
+use latch_engine_sdk::{estimate, event_search_text};
+
+/// Separator between header fields.
+pub const SEP: &str = " · ";
+/// First words of a snapshot header.
+pub const SNAPSHOT_TITLE: &str = "Latch context snapshot";
+/// First words of a state-update header.
+pub const STATE_UPDATE_TITLE: &str = "Task state update";
+/// First words of a recalled-original header.
+pub const RECALL_TITLE: &str = "Recalled original";
+/// First words of an episode-index header.
+pub const INDEX_TITLE: &str = "Episode index";
+/// First words of a re-ground header.
+pub const REGROUND_TITLE: &str = "Re-ground instruction";
+/// Text of the extension entry when there are no extension sources.
+pub const NO_EXTENSIONS: &str = "Extension sources\n\n(none)";
+
+/// The first provider-visible message: workspace, mode and repository
+/// instructions.
+pub fn session_context_message(ctx: &SessionContext) -> Message {
+    let mut text = format!(
+        "# Session\nWorkspace: {}\nMode: {}\n",
+        ctx.workspace, ctx.mode
+    );
+    if !ctx.repository_instructions.is_empty() {
+        text.push_str("\n# Repository instructions\n");
+        text.push_str(&ctx.repository_instructions);
+    }
+    Message::text(Role::User, text)
+}
+
+/// The provider-visible message for a conversation event, if it is one.
+pub fn conversation_message(event: &Event) -> Option<Message> {
+    let (role, parts) = match &event.body {
+        EventBody::UserMessage(parts) => (Role::User, parts.clone()),
+        EventBody::AssistantMessage(parts) => (Role::Assistant, parts.clone()),
+        EventBody::ToolResult(r) => (Role::User, vec![Part::ToolResult(r.clone())]),
+        EventBody::Notification(text) => (Role::User, vec![Part::Text(text.clone())]),
+        _ => return None,
+    };
+    Some(Message {
+        role,
+        parts,
+        kernel: None,
+        source_seqs: vec![event.seq],
+    })
+}
+
+/// The message of a kernel-context entry. The text never depends on `seq`, so
+/// an entry renders identically when just returned and when read back.
+pub fn kernel_message(entry: &KernelContextEntry, seq: Option<u64>) -> Message {
+    Message {
+        role: Role::User,
+        parts: vec![Part::Text(entry.text.clone())],
+        kernel: Some(KernelTag {
+            generation: entry.generation,
+            revision: entry.revision,
+            kind: entry.kind,
+            seq,
+        }),
+        source_seqs: seq.into_iter().collect(),
+    }
+}
+
+/// What a snapshot records about its epoch, on its first line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotHeader {
+    /// Conversation events with `seq >= start` belong to the epoch.
+    pub start: u64,
+    /// The canonical state revision the snapshot renders.
+    pub state_revision: u64,
+    /// Conversation tokens retained when the epoch started.
+    pub retained: u64,
+    /// Conversation tokens that left working memory when it started.
+    pub evicted: u64,
+    /// Why the epoch started: `None` for the session's first epoch.
+    pub reason: Option<String>,
+}
+
+impl SnapshotHeader {
+    /// The header line for an epoch of `generation`.
+    pub fn line(&self, generation: u64) -> String {
+        format!(
+            "{SNAPSHOT_TITLE}{SEP}epoch {generation}{SEP}working memory from event {}{SEP}state revision {}{SEP}retained {} tokens{SEP}evicted {} tokens{SEP}reason: {}",
+            self.start,
+            self.state_revision,
+            self.retained,
+            self.evicted,
+            self.reason.as_deref().unwrap_or("none")
+        )
+    }
+
+    /// Parse a snapshot's text; `None` when it was not written by this engine.
+    pub fn parse(text: &str) -> Option<SnapshotHeader> {
+        let line = first_line(text);
+        if !line.starts_with(SNAPSHOT_TITLE) {
+            return None;
+        }
+        let reason = field(line, "reason: ")?;
+        Some(SnapshotHeader {
+            start: field(line, "working memory from event ")?.parse().ok()?,
+            state_revision: field(line, "state revision ")?.parse().ok()?,
+            retained: tokens_field(line, "retained ")?,
+            evicted: tokens_field(line, "evicted ")?,
+            reason: (reason != "none").then(|| reason.to_string()),
+        })
+    }
+}
+
+/// The header line of a state update.
+pub fn state_update_line(state_revision: u64) -> String {
+    format!("{STATE_UPDATE_TITLE}{SEP}state revision {state_revision}")
+}
+
+/// The state revision a state update renders.
+pub fn parse_state_update(text: &str) -> Option<u64> {
+    let line = first_line(text);
+    if !line.starts_with(STATE_UPDATE_TITLE) {
+        return None;
+    }
+    field(line, "state revision ")?.parse().ok()
+}
+
+/// The event a recalled-original entry carries.
+pub fn parse_recall(text: &str) -> Option<u64> {
+    let line = first_line(text);
+    if !line.starts_with(RECALL_TITLE) {
+        return None;
+    }
+    field(line, "event ")?.parse().ok()
+}
+
+/// How many episodes an index entry shows.
+pub fn parse_index_shown(text: &str) -> Option<u32> {
+    let line = first_line(text);
+    if !line.starts_with(INDEX_TITLE) {
+        return None;
+    }
+    let shown = line.split(SEP).nth(1)?;
+    shown.split(' ').next()?.parse().ok()
+}
+
+fn first_line(text: &str) -> &str {
+    text.split('\n').next().unwrap_or("")
+}
+
+fn field<'a>(line: &'a str, key: &str) -> Option<&'a str> {
+    line.split(SEP).find_map(|seg| seg.strip_prefix(key))
+}
+
+fn tokens_field(line: &str, key: &str) -> Option<u64> {
+    field(line, key)?.strip_suffix(" tokens")?.parse().ok()
+}
+
+/// A short label for an event, e.g. `user`, `tool result cargo_test`.
+pub fn event_label(body: &EventBody) -> String {
+    match body {
+        EventBody::UserMessage(_) => "user".into(),
+        EventBody::AssistantMessage(_) => "assistant".into(),
+        EventBody::ToolResult(r) => {
+            let status = if r.is_error { " (error)" } else { "" };
+            format!("tool result {}{status}", one_line(&r.name, 60))
+        }
+        EventBody::Notification(_) => "notification".into(),
+        EventBody::Kernel(n) => format!("kernel {}", note_label(n.kind)),
+        EventBody::KernelContext(_) => "kernel context".into(),
+        EventBody::ManualCompact => "manual compact".into(),
+        EventBody::Extension(e) => format!("extension {}", one_line(&e.kind, 60)),
+    }
+}
+
+/// A stable label for a kernel note kind.
+pub fn note_label(kind: KernelNoteKind) -> &'static str {
+    match kind {
+        KernelNoteKind::StateUpdate => "state-update",
+        KernelNoteKind::Mutation => "mutation",
+        KernelNoteKind::ValidationPassed => "validation-passed",
+        KernelNoteKind::ValidationFailed => "validation-failed",
+        KernelNoteKind::Evidence => "evidence",
+        KernelNoteKind::Failure => "failure",
+        KernelNoteKind::Reground => "reground",
+        KernelNoteKind::ExternalChange => "external-change",
+        KernelNoteKind::Process => "process",
+        KernelNoteKind::Other => "other",
+    }
+}
+
+/// The recalled-original entry text for an event, cut at `max_tokens`.
+pub fn recall_text(profile: EstimatorProfile, event: &Event, max_tokens: u64) -> String {
+    let body = event_search_text(&event.body);
+    format!(
+        "{RECALL_TITLE}{SEP}event {}{SEP}{}\n\n{}",
+        event.seq,
+        event_label(&event.body),
+        truncate_tokens(profile, &body, max_tokens)
+    )
+}
+
+/// The extension-sources entry text (stable for an unchanged list).
+pub fn extensions_text(sources: &[ExtensionSource]) -> String {
+    if sources.is_empty() {
+        return NO_EXTENSIONS.to_string();
+    }
+    let mut text = String::from("Extension sources");
+    for s in sources {
+        text.push_str("\n\n## ");
+        text.push_str(&one_line(&s.name, 200));
+        text.push('\n');
+        text.push_str(&s.text);
+    }
+    text
+}
+
+/// The re-ground entry text for the kernel note at `seq`.
+pub fn reground_text(seq: u64, summary: &str) -> String {
+    format!(
+        "{REGROUND_TITLE}{SEP}kernel note at event {seq}\n\nThe kernel reports repeated failure: {}\nStop repeating the failing step. Re-read the files involved and the task state above, check the active failure lineages, then choose a different approach.",
+        one_line(summary, 2_000)
+    )
+}
+
+/// `text` on one line (newlines and tabs as spaces), at most `max` characters.
+pub fn one_line(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    let mut count = 0;
+    let mut space = false;
+    for c in text.chars() {
+        if c.is_whitespace() {
+            space = !out.is_empty();
+            continue;
+        }
+        if space {
+            out.push(' ');
+            count += 1;
+            space = false;
+        }
+        if count >= max {
+            out.push('…');
+            break;
+        }
+        out.push(c);
+        count += 1;
+    }
+    out
+}
+
+/// Quarter tokens of one character, exactly as the canonical estimator counts.
+fn char_quarters(profile: EstimatorProfile, c: char) -> u64 {
+    if c.is_ascii() {
+        if c.is_ascii_punctuation() { 2 } else { 1 }
+    } else if is_wide(c) {
+        match profile {
+            EstimatorProfile::CjkOptimized => 4,
+            _ => 8,
+        }
+    } else {
+        2
+    }
+}
+
+/// `text` cut so that it costs at most `max_tokens`, with a note saying how
+/// much was left in the durable log.
+pub fn truncate_tokens(profile: EstimatorProfile, text: &str, max_tokens: u64) -> String {
+    if estimate(profile, text) as u64 <= max_tokens {
+        return text.to_string();
+    }
+    const NOTE_TOKENS: u64 = 32;
+    let budget = max_tokens.saturating_sub(NOTE_TOKENS) * 4;
+    let mut used = 0u64;
+    let mut end = 0usize;
+    for (i, c) in text.char_indices() {
+        let q = char_quarters(profile, c);
+        if used + q > budget {
+            break;
+        }
+        used += q;
+        end = i + c.len_utf8();
+    }
+    let rest = text[end..].chars().count();
+    format!(
+        "{}\n[cut: {rest} more characters in the durable log]",
+        &text[..end]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip() {
+        let h = SnapshotHeader {
+            start: 1234,
+            state_revision: 7,
+            retained: 4800,
+            evicted: 1600,
+            reason: Some("working memory 6400 tokens exceeded 6000".into()),
+        };
+        let text = format!("{}\n\nbody", h.line(3));
+        assert_eq!(SnapshotHeader::parse(&text), Some(h.clone()));
+        let first = SnapshotHeader { reason: None, ..h };
+        assert_eq!(SnapshotHeader::parse(&first.line(1)), Some(first));
+        assert_eq!(
+            parse_state_update(&format!("{}\n\nx", state_update_line(42))),
+            Some(42)
+        );
+        assert_eq!(SnapshotHeader::parse("garbage"), None);
+        assert_eq!(
+            parse_state_update("Task state update · state revision x"),
+            None
+        );
+        assert_eq!(
+            parse_index_shown("Episode index · 12 of 40 episodes · archive before event 9"),
+            Some(12)
+        );
+    }
+
+    #[test]
+    fn truncation_respects_the_budget() {
+        for p in [EstimatorProfile::Openai, EstimatorProfile::CjkOptimized] {
+            let text = "word, 日本語 ".repeat(500);
+            let cut = truncate_tokens(p, &text, 200);
+            assert!(estimate(p, &cut) as u64 <= 200, "{}", estimate(p, &cut));
+            assert!(cut.contains("more characters in the durable log"));
+            assert_eq!(truncate_tokens(p, "short", 200), "short");
+        }
+    }
+}

@@ -1,0 +1,168 @@
+//! The `/context` report: every component's tokens with exact sums, and the
+//! epoch diagnostics.
+//!
+//! Each provider-visible message belongs to exactly one component, and each
+//! component is the sum of the canonical prices of its messages, so
+//! `total = instructions + state + recent + recall + tools + extension`
+//! equals what the host checks and nothing is counted twice.
+//!
+//! Estimated architecture cacheability compares this request with the
+//! previous one on the canonical serialization (system, tool schemas,
+//! messages). The previous request is the one the latest assistant message
+//! answered; because an epoch is append-only, the messages it contained are
+//! exactly this view's messages whose durable events precede that assistant
+//! message, so the figure is derived from the log alone.
+
+use latch_engine_sdk::estimate::message_image_tokens;
+use latch_engine_sdk::types::*;
+
+/// Which report component a message belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Component {
+    /// The session-context message (with the system prompt: instructions).
+    Instructions,
+    /// Snapshot, state updates, re-ground instructions.
+    State,
+    /// Verbatim conversation.
+    Recent,
+    /// Recalled originals.
+    Recall,
+    /// The episode index (part of recall).
+    Episodes,
+    /// Extension sources.
+    Extension,
+}
+
+impl Component {
+    /// The component of a kernel-context kind.
+    pub fn of_kind(kind: KernelContextKind) -> Component {
+        match kind {
+            KernelContextKind::Snapshot
+            | KernelContextKind::StateUpdate
+            | KernelContextKind::Reground => Component::State,
+            KernelContextKind::Extension => Component::Extension,
+            KernelContextKind::Recall => Component::Recall,
+            KernelContextKind::ArchiveIndex => Component::Episodes,
+        }
+    }
+}
+
+/// One message of the view with what the report needs about it.
+#[derive(Clone, Debug)]
+pub struct Entry {
+    /// The message.
+    pub message: Message,
+    /// Its component.
+    pub component: Component,
+    /// Its canonical price.
+    pub tokens: u64,
+    /// True when the previous request already contained it.
+    pub existed: bool,
+    /// True for a user turn.
+    pub user_turn: bool,
+}
+
+/// Facts the report needs beyond the messages.
+#[derive(Clone, Debug)]
+pub struct Facts {
+    /// Engine name and version.
+    pub engine: String,
+    /// Estimated tokens of the system prompt.
+    pub system_tokens: u64,
+    /// Tool schemas.
+    pub tools_tokens: u64,
+    /// The request limit.
+    pub limit_tokens: u64,
+    /// The reserve.
+    pub reserve_tokens: u64,
+    /// Whether a previous request exists.
+    pub has_previous: bool,
+    /// Tokens that left working memory since the previous request.
+    pub evicted_tokens: u64,
+    /// Events in the session.
+    pub event_count: u64,
+    /// Episodes in the session.
+    pub episode_count: u32,
+    /// Episodes shown by the visible index.
+    pub episodes_shown: u32,
+    /// Short status.
+    pub status: String,
+    /// Cache epoch generation.
+    pub generation: u64,
+    /// Why the epoch started.
+    pub rotation_reason: Option<String>,
+    /// Conversation tokens retained when the epoch started.
+    pub retained_after_rotation_tokens: u64,
+}
+
+/// The report for `entries`.
+pub fn build(entries: &[Entry], facts: Facts) -> ContextReport {
+    let sum = |c: Component| {
+        entries
+            .iter()
+            .filter(|e| e.component == c)
+            .map(|e| e.tokens)
+            .sum::<u64>()
+    };
+    let instructions = facts.system_tokens + sum(Component::Instructions);
+    let state = sum(Component::State);
+    let recent = sum(Component::Recent);
+    let episodes = sum(Component::Episodes);
+    let recall = sum(Component::Recall) + episodes;
+    let extension = sum(Component::Extension);
+    let total = instructions + state + recent + recall + facts.tools_tokens + extension;
+    let mut image_count = 0u32;
+    let mut image_tokens = 0u64;
+    let mut first_retained = None;
+    let mut user_turns = 0u32;
+    for e in entries.iter().filter(|e| e.component == Component::Recent) {
+        let (c, t) = message_image_tokens(&e.message);
+        image_count += c;
+        image_tokens += t;
+        if first_retained.is_none() {
+            first_retained = e.message.source_seqs.first().copied();
+        }
+        user_turns += u32::from(e.user_turn);
+    }
+    let common = if facts.has_previous {
+        facts.system_tokens
+            + facts.tools_tokens
+            + entries
+                .iter()
+                .take_while(|e| e.existed)
+                .map(|e| e.tokens)
+                .sum::<u64>()
+    } else {
+        0
+    };
+    ContextReport {
+        engine: facts.engine,
+        instructions_tokens: instructions,
+        state_tokens: state,
+        recent_tokens: recent,
+        recall_tokens: recall,
+        episode_tokens: episodes,
+        tools_tokens: facts.tools_tokens,
+        extension_tokens: extension,
+        total_tokens: total,
+        limit_tokens: facts.limit_tokens,
+        reserve_tokens: facts.reserve_tokens,
+        headroom_tokens: facts.limit_tokens.saturating_sub(total),
+        first_retained_seq: first_retained,
+        evicted_tokens: facts.evicted_tokens,
+        event_count: facts.event_count,
+        episode_count: facts.episode_count,
+        episodes_shown: facts.episodes_shown,
+        status: facts.status,
+        epoch_generation: Some(facts.generation),
+        epoch_user_turns: user_turns,
+        rotation_reason: facts.rotation_reason,
+        retained_after_rotation_tokens: facts.retained_after_rotation_tokens,
+        image_count,
+        image_tokens,
+        common_prefix_tokens: common.min(total),
+        request_tokens: total,
+        provider_prefix_utilization: None,
+        measured_hit_rate: None,
+    }
+}

@@ -1,0 +1,109 @@
+//! `validate` and `complete`.
+//!
+//! `validate` reads the workspace generation, runs the proving command in
+//! the foreground and records one validation set (an observation per exact
+//! requirement, all linked to the command and that generation) with the
+//! kernel's [`record_validation`]. Running it is not a mutation: the
+//! evidence is about the generation it checked, and any later write stales
+//! it. `complete` asks the kernel to certify with [`attempt_certification`].
+
+use crate::args::Args;
+use crate::error::ToolError;
+use crate::run::{human_duration, run_foreground};
+use crate::shell::check_denied;
+use crate::{Reply, ToolContext};
+use latch_kernel::{attempt_certification, record_validation};
+
+/// `validate {command, requirement?, requirements?, timeout_ms?}`.
+pub(crate) fn validate(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> {
+    let command = args.str("command");
+    if command.trim().is_empty() {
+        return Err(args.invalid("`command` must not be empty"));
+    }
+    let mut requirements: Vec<String> = Vec::new();
+    let given = args
+        .opt_str("requirement")
+        .map(str::to_string)
+        .into_iter()
+        .chain(args.list("requirements"));
+    for r in given {
+        let r = r.trim().to_string();
+        if !r.is_empty() && !requirements.contains(&r) {
+            requirements.push(r);
+        }
+    }
+    if requirements.is_empty() {
+        return Err(
+            args.invalid("name at least one requirement with `requirement` or `requirements`")
+        );
+    }
+    check_denied(command)?;
+    let timeout = ctx.timeout(args)?;
+    let generation = ctx.store().generation_of(ctx.session())?;
+    let run = run_foreground(ctx.workspace(), command, timeout)
+        .map_err(|e| ToolError::io(format!("sh -c {command:?}"), e))?;
+    let exit_code = if run.timed_out { None } else { run.exit_code };
+    let mut output = run.output.clone();
+    if run.timed_out {
+        output.push_str(&format!(
+            "\n[timed out after {} and was killed]",
+            human_duration(timeout)
+        ));
+    }
+    record_validation(
+        ctx.store(),
+        ctx.session(),
+        requirements.clone(),
+        command,
+        exit_code,
+        &output,
+        generation,
+    )?;
+    let verdict = if run.success() { "PASSED" } else { "FAILED" };
+    let mut out = format!(
+        "validation {verdict} at workspace generation {generation}: {}\ncommand: {command} ({} after {})\n",
+        requirements.join("; "),
+        run.status_line(timeout),
+        human_duration(run.elapsed),
+    );
+    out.push_str(if run.output.is_empty() {
+        "(no output)"
+    } else {
+        &run.output
+    });
+    // A failed validation is evidence, not a failed tool call.
+    Ok(Reply::ok(out))
+}
+
+/// `complete {summary}`.
+pub(crate) fn complete(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> {
+    let summary = args.text("summary")?;
+    let cert = attempt_certification(ctx.store(), ctx.session())?;
+    let reply = if cert.is_certified() {
+        Reply {
+            content: format!(
+                "certified at workspace generation {}: {summary}",
+                cert.generation
+            ),
+            is_error: false,
+            completion: None,
+        }
+    } else {
+        let blockers: Vec<String> = cert.blockers.iter().map(|b| format!("- {b}")).collect();
+        Reply {
+            content: format!(
+                "completion refused at workspace generation {}:\n{}\nWait for or stop running \
+                 managed processes, run validate for every stale, failed or missing \
+                 requirement, then call complete again.",
+                cert.generation,
+                blockers.join("\n")
+            ),
+            is_error: true,
+            completion: None,
+        }
+    };
+    Ok(Reply {
+        completion: Some(cert),
+        ..reply
+    })
+}

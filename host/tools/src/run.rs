@@ -1,0 +1,253 @@
+//! Running `sh -c` commands: output capture (head and tail of the combined
+//! stdout and stderr), foreground runs with a timeout that kills the whole
+//! process group, and the process-group plumbing managed processes share.
+
+use std::collections::VecDeque;
+use std::io::Read;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Bytes of the beginning of an output that a capture keeps.
+const HEAD_BYTES: usize = 64 * 1024;
+/// Bytes of the end of an output that a capture keeps.
+const TAIL_BYTES: usize = 64 * 1024;
+
+/// A bounded capture of a process's output: its first bytes, the last bytes
+/// after those (disjoint from the head) and the total count.
+#[derive(Debug, Default)]
+pub(crate) struct Capture {
+    head: Vec<u8>,
+    tail: VecDeque<u8>,
+    total: u64,
+}
+
+impl Capture {
+    pub(crate) fn push(&mut self, mut bytes: &[u8]) {
+        self.total += bytes.len() as u64;
+        if self.head.len() < HEAD_BYTES {
+            let n = bytes.len().min(HEAD_BYTES - self.head.len());
+            self.head.extend_from_slice(&bytes[..n]);
+            bytes = &bytes[n..];
+        }
+        if bytes.len() >= TAIL_BYTES {
+            self.tail.clear();
+            self.tail.extend(&bytes[bytes.len() - TAIL_BYTES..]);
+        } else {
+            let overflow = (self.tail.len() + bytes.len()).saturating_sub(TAIL_BYTES);
+            self.tail.drain(..overflow);
+            self.tail.extend(bytes);
+        }
+    }
+
+    /// Total bytes seen.
+    pub(crate) fn total(&self) -> u64 {
+        self.total
+    }
+
+    /// Everything kept, with a marker where bytes were dropped.
+    pub(crate) fn text(&self) -> String {
+        let kept = self.head.len() as u64 + self.tail.len() as u64;
+        let tail: Vec<u8> = self.tail.iter().copied().collect();
+        if kept >= self.total {
+            // Head and tail are disjoint; nothing was dropped between them.
+            let mut all = self.head.clone();
+            all.extend_from_slice(&tail);
+            return String::from_utf8_lossy(&all).into_owned();
+        }
+        format!(
+            "{}\n[... {} bytes of output omitted ...]\n{}",
+            String::from_utf8_lossy(&self.head),
+            self.total - kept,
+            String::from_utf8_lossy(&tail)
+        )
+    }
+
+    /// The last `max` bytes of the output (starting on a character boundary).
+    pub(crate) fn tail_text(&self, max: usize) -> String {
+        let text = self.text();
+        let mut start = text.len().saturating_sub(max);
+        while !text.is_char_boundary(start) {
+            start += 1;
+        }
+        text[start..].to_string()
+    }
+}
+
+/// A spawned `sh -c` process in its own process group, with a thread
+/// copying its combined output into a [`Capture`].
+pub(crate) struct Spawned {
+    pub(crate) child: Child,
+    pub(crate) capture: Arc<Mutex<Capture>>,
+    /// Receives once the output pipe reached end of file.
+    pub(crate) drained: Receiver<()>,
+}
+
+/// Spawn `sh -c command` in `dir`, in a new process group, with standard
+/// input closed and stdout and stderr on one pipe.
+pub(crate) fn spawn(dir: &Path, command: &str) -> std::io::Result<Spawned> {
+    let (mut reader, writer) = std::io::pipe()?;
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(command)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(writer.try_clone()?)
+        .stderr(writer)
+        .env("PAGER", "cat")
+        .env("GIT_PAGER", "cat")
+        .env("GIT_TERMINAL_PROMPT", "0")
+        .process_group(0);
+    let child = cmd.spawn()?;
+    // The command holds the pipe's write ends; drop them so the reader sees
+    // end of file when the process (group) closes its copies.
+    drop(cmd);
+    let capture = Arc::new(Mutex::new(Capture::default()));
+    let (done, drained) = mpsc::channel();
+    let sink = Arc::clone(&capture);
+    std::thread::Builder::new()
+        .name("latch-output".into())
+        .spawn(move || {
+            let mut buf = [0u8; 8192];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => lock(&sink).push(&buf[..n]),
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(_) => break,
+                }
+            }
+            let _ = done.send(());
+        })?;
+    Ok(Spawned {
+        child,
+        capture,
+        drained,
+    })
+}
+
+/// Lock a mutex, recovering from poisoning (the data is plain bytes).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Send SIGKILL to every process of the group `pgid`. A group that no longer
+/// exists is not an error.
+pub(crate) fn kill_group(pgid: u32) {
+    let Ok(pgid) = i32::try_from(pgid) else {
+        return;
+    };
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours; a
+    // negative pid addresses the process group the child leads.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+/// After the group leader exited: wait briefly for the output to drain, then
+/// kill what is left of the group (processes it left behind) and wait a
+/// little more for the pipe to close.
+pub(crate) fn finish_group(pgid: u32, drained: &Receiver<()>) {
+    if drained.recv_timeout(Duration::from_millis(150)).is_err() {
+        kill_group(pgid);
+        let _ = drained.recv_timeout(Duration::from_secs(1));
+    } else {
+        kill_group(pgid);
+    }
+}
+
+/// How a foreground run ended.
+#[derive(Debug)]
+pub(crate) struct RunOutput {
+    /// The exit code, when the command exited normally.
+    pub(crate) exit_code: Option<i32>,
+    /// The signal that ended it, if any.
+    pub(crate) signal: Option<i32>,
+    /// True when the timeout killed it.
+    pub(crate) timed_out: bool,
+    /// Combined stdout and stderr (head and tail when long).
+    pub(crate) output: String,
+    /// Wall-clock time.
+    pub(crate) elapsed: Duration,
+}
+
+impl RunOutput {
+    /// True when the command exited with status 0.
+    pub(crate) fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+
+    /// `exit code 0`, `timed out after 2.0s and was killed`, ...
+    pub(crate) fn status_line(&self, timeout: Duration) -> String {
+        if self.timed_out {
+            format!("timed out after {} and was killed", human_duration(timeout))
+        } else if let Some(c) = self.exit_code {
+            format!("exit code {c}")
+        } else if let Some(s) = self.signal {
+            format!("killed by signal {s}")
+        } else {
+            "ended without an exit code".to_string()
+        }
+    }
+}
+
+/// `1.5s`, `120s`, `350ms`.
+pub(crate) fn human_duration(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{}ms", d.as_millis())
+    } else if d.subsec_millis() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{:.1}s", d.as_secs_f64())
+    }
+}
+
+fn exit_parts(status: ExitStatus) -> (Option<i32>, Option<i32>) {
+    (status.code(), status.signal())
+}
+
+/// Run `command` in the foreground; kill its process group after `timeout`.
+/// Processes it leaves behind are stopped when it exits.
+pub(crate) fn run_foreground(
+    dir: &Path,
+    command: &str,
+    timeout: Duration,
+) -> std::io::Result<RunOutput> {
+    let start = Instant::now();
+    let Spawned {
+        mut child,
+        capture,
+        drained,
+    } = spawn(dir, command)?;
+    let pgid = child.id();
+    let deadline = start + timeout;
+    let mut nap = Duration::from_millis(2);
+    let (status, timed_out) = loop {
+        if let Some(status) = child.try_wait()? {
+            break (status, false);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            kill_group(pgid);
+            break (child.wait()?, true);
+        }
+        std::thread::sleep(nap.min(deadline - now));
+        nap = (nap * 2).min(Duration::from_millis(25));
+    };
+    finish_group(pgid, &drained);
+    let (exit_code, signal) = exit_parts(status);
+    let output = lock(&capture).text();
+    Ok(RunOutput {
+        exit_code: if timed_out { None } else { exit_code },
+        signal,
+        timed_out,
+        output,
+        elapsed: start.elapsed(),
+    })
+}

@@ -1,0 +1,218 @@
+//! `shell` and the managed-process tools (`process_status`,
+//! `process_output`, `process_kill`).
+//!
+//! A command on the hard-deny list is refused and recorded as a denial.
+//! Anything not on the read-only allowlist may write, so a `mutation` event
+//! (source `shell`, with the command) is committed before it runs — even if
+//! the command then fails. Background commands always commit one.
+
+use crate::args::Args;
+use crate::error::ToolError;
+use crate::policy::{hard_deny, is_read_only};
+use crate::process::{ProcessInfo, StartError};
+use crate::run::{human_duration, run_foreground};
+use crate::{Reply, ToolContext};
+use latch_kernel::commit_mutation;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long `process_kill` waits for the exit to be committed.
+const KILL_WAIT: Duration = Duration::from_secs(5);
+
+/// Refuse `command` when it matches the hard-deny list.
+pub(crate) fn check_denied(command: &str) -> Result<(), ToolError> {
+    match hard_deny(command) {
+        Some(rule) => Err(ToolError::Denied {
+            reason: format!(
+                "the command matches the hard-deny rule `{}` ({}); Latch never runs it",
+                rule.rule, rule.description
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// `shell {command, timeout_ms?, background?}`.
+pub(crate) fn shell(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> {
+    let command = args.str("command");
+    if command.trim().is_empty() {
+        return Err(args.invalid("`command` must not be empty"));
+    }
+    check_denied(command)?;
+    if args.flag("background") {
+        return background(ctx, command);
+    }
+    let timeout = ctx.timeout(args)?;
+    if !is_read_only(command) {
+        commit_mutation(
+            ctx.store(),
+            ctx.session(),
+            "shell",
+            Vec::new(),
+            Some(command.to_string()),
+        )?;
+    }
+    let run = run_foreground(ctx.workspace(), command, timeout)
+        .map_err(|e| ToolError::io(format!("sh -c {command:?}"), e))?;
+    let mut out = run.output.clone();
+    if !out.is_empty() && !out.ends_with('\n') {
+        out.push('\n');
+    }
+    if out.is_empty() {
+        out.push_str("(no output)\n");
+    }
+    out.push_str(&format!(
+        "[{} after {}]",
+        run.status_line(timeout),
+        human_duration(run.elapsed)
+    ));
+    Ok(Reply {
+        content: out,
+        is_error: !run.success(),
+        completion: None,
+    })
+}
+
+fn background(ctx: &ToolContext, command: &str) -> Result<Reply, ToolError> {
+    let receipt = commit_mutation(
+        ctx.store(),
+        ctx.session(),
+        "shell",
+        Vec::new(),
+        Some(command.to_string()),
+    )?;
+    // The mutation's sequence number is unique in the store, so the id is too.
+    let id = format!("p{}", receipt.seq);
+    let info = ctx
+        .processes()
+        .start(
+            Arc::clone(ctx.store()),
+            ctx.session(),
+            ctx.workspace(),
+            &id,
+            command,
+        )
+        .map_err(|e| match e {
+            StartError::Store(s) => ToolError::Store(s),
+            other => ToolError::Failed(other.to_string()),
+        })?;
+    Ok(Reply::ok(format!(
+        "started managed process {} (pid {}): {command}\nIts exit is recorded when it \
+         happens; use process_status / process_output to observe it and process_kill to \
+         stop it. Completion is blocked while it runs.",
+        info.id, info.pid
+    )))
+}
+
+fn describe(p: &ProcessInfo) -> String {
+    let state = match &p.exit {
+        None => format!("running for {}", human_duration(p.runtime)),
+        Some(e) => {
+            let how = match (e.exit_code, e.signal) {
+                (Some(c), _) => format!("exited with code {c}"),
+                (None, Some(s)) => format!("ended by signal {s}"),
+                (None, None) => "ended".to_string(),
+            };
+            let killed = if e.killed { " (killed on request)" } else { "" };
+            format!("{how}{killed} after {}", human_duration(e.runtime))
+        }
+    };
+    format!(
+        "{} [{state}, {} bytes of output]: {}",
+        p.id, p.output_bytes, p.command
+    )
+}
+
+fn unknown(ctx: &ToolContext, id: &str) -> ToolError {
+    let known: Vec<String> = ctx
+        .processes()
+        .list(ctx.session())
+        .into_iter()
+        .map(|p| p.id)
+        .collect();
+    let recorded = ctx
+        .store()
+        .with_kernel(ctx.session(), |k| k.running_processes())
+        .unwrap_or_default()
+        .into_iter()
+        .any(|(pid, _)| pid == id);
+    if recorded {
+        ToolError::Failed(format!(
+            "process `{id}` is recorded as running but is not managed by this Latch process \
+             (it was started by an earlier run)"
+        ))
+    } else if known.is_empty() {
+        ToolError::Failed(format!(
+            "no managed process `{id}`; this session has started none"
+        ))
+    } else {
+        ToolError::Failed(format!(
+            "no managed process `{id}`; known ids: {}",
+            known.join(", ")
+        ))
+    }
+}
+
+/// `process_status {id?}`.
+pub(crate) fn process_status(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> {
+    match args.opt_str("id").map(str::trim).filter(|s| !s.is_empty()) {
+        Some(id) => {
+            let info = ctx
+                .processes()
+                .info(ctx.session(), id)
+                .ok_or_else(|| unknown(ctx, id))?;
+            Ok(Reply::ok(describe(&info)))
+        }
+        None => {
+            let all = ctx.processes().list(ctx.session());
+            if all.is_empty() {
+                return Ok(Reply::ok("[no managed processes in this session]"));
+            }
+            Ok(Reply::ok(
+                all.iter().map(describe).collect::<Vec<_>>().join("\n"),
+            ))
+        }
+    }
+}
+
+/// `process_output {id}`.
+pub(crate) fn process_output(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> {
+    let id = args.str("id").trim();
+    let info = ctx
+        .processes()
+        .info(ctx.session(), id)
+        .ok_or_else(|| unknown(ctx, id))?;
+    let output = ctx
+        .processes()
+        .output(ctx.session(), id)
+        .unwrap_or_default();
+    let body = if output.is_empty() {
+        "(no output yet)".to_string()
+    } else {
+        output
+    };
+    Ok(Reply::ok(format!("{}\n{body}", describe(&info))))
+}
+
+/// `process_kill {id}`.
+pub(crate) fn process_kill(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> {
+    let id = args.str("id").trim();
+    let before = ctx
+        .processes()
+        .info(ctx.session(), id)
+        .ok_or_else(|| unknown(ctx, id))?;
+    if before.exit.is_some() {
+        return Ok(Reply::ok(format!("already ended: {}", describe(&before))));
+    }
+    let after = ctx
+        .processes()
+        .kill(ctx.session(), id, KILL_WAIT)
+        .ok_or_else(|| unknown(ctx, id))?;
+    if after.exit.is_none() {
+        return Err(ToolError::Failed(format!(
+            "sent SIGKILL to process `{id}`, but its exit was not recorded within {}",
+            human_duration(KILL_WAIT)
+        )));
+    }
+    Ok(Reply::ok(format!("stopped: {}", describe(&after))))
+}
