@@ -100,6 +100,11 @@ pub trait ToolSet: Send {
     /// Execute one call; the tool commits its own kernel events (mutations
     /// before they execute) and returns the bounded result.
     fn execute(&mut self, call: &ToolCall) -> ToolResult;
+    /// The session is being resumed: settle state left by an earlier process
+    /// (e.g. managed processes that died with it).
+    fn on_resume(&mut self) {}
+    /// The agent is shutting down: stop what the tools started.
+    fn shutdown(&mut self) {}
 }
 
 /// One session's agent.
@@ -480,6 +485,12 @@ impl Agent {
             )),
             _ => None,
         }))
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        self.tools.shutdown();
     }
 }
 

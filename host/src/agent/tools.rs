@@ -33,4 +33,20 @@ impl ToolSet for StandardTools {
     fn execute(&mut self, call: &ToolCall) -> ToolResult {
         latch_tools::execute(&self.ctx, call).result
     }
+
+    fn on_resume(&mut self) {
+        if let Err(e) = self
+            .ctx
+            .processes()
+            .reconcile(self.ctx.store(), self.ctx.session())
+        {
+            tracing::warn!("could not settle managed processes of an earlier run: {e}");
+        }
+    }
+
+    fn shutdown(&mut self) {
+        self.ctx
+            .processes()
+            .kill_all(std::time::Duration::from_secs(2));
+    }
 }

@@ -1,0 +1,312 @@
+//! The `latch` binary end to end, against the local server that speaks each
+//! provider's exact wire format: `demo`, `run` in both formats with a
+//! multi-step tool loop, and a crash mid-turn (SIGKILL) followed by
+//! `resume --last`.
+
+use latch_kernel::{EventKind, Store};
+use latch_provider::fake::{FakeServer, Script, ScriptedTurn, WireFormat};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn latch(workspace: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_latch"));
+    cmd.arg("-C").arg(workspace);
+    for var in [
+        "ANTHROPIC_API_KEY",
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+    ] {
+        cmd.env_remove(var);
+    }
+    // Keep the user's configuration and component cache out of the tests.
+    let home = workspace.join(".test-home");
+    cmd.env("LATCH_CONFIG_DIR", home.join("config"))
+        .env("LATCH_CACHE_DIR", home.join("cache"));
+    cmd
+}
+
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    std::fs::write(
+        dir.path().join("src/math.sh"),
+        "add() {\n  echo $(( $1 - $2 ))\n}\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("test.sh"),
+        ". ./src/math.sh\n[ \"$(add 2 3)\" = 5 ] && echo ok || { echo FAIL; exit 1; }\n",
+    )
+    .unwrap();
+    dir
+}
+
+fn tool_loop() -> Script {
+    Script::new([
+        ScriptedTurn::tool_call("read_file", r#"{"path":"src/math.sh"}"#),
+        ScriptedTurn::text("Fixing the operator.").with_tool_call(
+            "edit_file",
+            r#"{"path":"src/math.sh","old_string":"$1 - $2","new_string":"$1 + $2"}"#,
+        ),
+        ScriptedTurn::tool_call(
+            "validate",
+            r#"{"requirement":"tests pass","command":"sh test.sh"}"#,
+        ),
+        ScriptedTurn::text("Fixed: add now adds and the test passes."),
+    ])
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+#[test]
+fn demo_runs_offline_and_certifies() {
+    let home = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let out = latch(home.path()).arg("demo").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "demo failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("certified at workspace generation"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("echo $(( $1 + $2 ))"), "{stdout}");
+    assert!(
+        stdout.contains("── /context ──") && stdout.contains("measured provider cache hit rate"),
+        "{stdout}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(60));
+}
+
+fn run_in_format(format: WireFormat) {
+    let rt = runtime();
+    let server = rt.block_on(FakeServer::start(tool_loop())).unwrap();
+    let ws = project();
+    let mut cmd = latch(ws.path());
+    match format {
+        WireFormat::Anthropic => {
+            cmd.env("ANTHROPIC_API_KEY", "test-key")
+                .env("ANTHROPIC_BASE_URL", server.anthropic_base_url());
+        }
+        WireFormat::OpenAi => {
+            cmd.args([
+                "--provider",
+                "openai-compatible",
+                "--base-url",
+                &server.openai_base_url(),
+                "--model",
+                "local",
+            ]);
+        }
+    }
+    let out = cmd.args(["run", "make sh test.sh pass"]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "latch run failed: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("src/math.sh")).unwrap(),
+        "add() {\n  echo $(( $1 + $2 ))\n}\n"
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4, "one request per model step");
+    assert!(requests.iter().all(|r| r.format == format));
+    // The store holds the whole loop, with evidence at the current generation.
+    let store = Store::open(latch_kernel::default_store_path(ws.path())).unwrap();
+    let session = store
+        .list_sessions(&ws.path().canonicalize().unwrap().display().to_string())
+        .unwrap()
+        .remove(0);
+    let state = store.canonical_state(&session.id).unwrap();
+    assert!(
+        state
+            .evidence
+            .iter()
+            .any(|e| e.requirement == "tests pass" && !e.stale)
+    );
+}
+
+#[test]
+fn run_completes_a_tool_loop_over_the_anthropic_wire_format() {
+    run_in_format(WireFormat::Anthropic);
+}
+
+#[test]
+fn run_completes_a_tool_loop_over_the_openai_compatible_wire_format() {
+    run_in_format(WireFormat::OpenAi);
+}
+
+#[test]
+fn run_without_a_provider_says_what_is_missing() {
+    let ws = project();
+    let out = latch(ws.path()).args(["run", "anything"]).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("ANTHROPIC_API_KEY")
+            && stderr.contains("OPENAI_API_KEY")
+            && stderr.contains("--base-url"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_config_typo_is_refused_with_its_name_and_line() {
+    let ws = project();
+    std::fs::create_dir_all(ws.path().join(".latch")).unwrap();
+    std::fs::write(
+        ws.path().join(".latch/config.toml"),
+        "[engine]\ncomponnet = \"x.wasm\"\n",
+    )
+    .unwrap();
+    let out = latch(ws.path()).args(["sessions"]).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("componnet") && stderr.contains("line 2"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_killed_run_resumes_as_a_valid_continuation() {
+    let rt = runtime();
+    let script = Script::new([
+        ScriptedTurn::text("Running the slow check.")
+            .with_tool_call("shell", r#"{"command":"sleep 30; echo done > slow.txt"}"#),
+        ScriptedTurn::text("Resumed after the interruption; the slow check did not finish."),
+    ]);
+    let server = rt.block_on(FakeServer::start(script)).unwrap();
+    let ws = project();
+    let base = server.openai_base_url();
+    let provider = [
+        "--provider",
+        "openai-compatible",
+        "--base-url",
+        base.as_str(),
+        "--model",
+        "local",
+    ];
+    let mut child = latch(ws.path())
+        .args(provider)
+        .args(["run", "run the slow check"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the shell's mutation is committed: the tool is running.
+    let db = latch_kernel::default_store_path(ws.path());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let session = loop {
+        assert!(
+            Instant::now() < deadline,
+            "the run never reached its tool call"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+        let Ok(store) = Store::open(&db) else {
+            continue;
+        };
+        let Ok(sessions) =
+            store.list_sessions(&ws.path().canonicalize().unwrap().display().to_string())
+        else {
+            continue;
+        };
+        let Some(s) = sessions.into_iter().next() else {
+            continue;
+        };
+        let events = store.events(&s.id, 0, u64::MAX, 10_000).unwrap();
+        if events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::Mutation { .. }))
+        {
+            break s;
+        }
+    };
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+
+    let store = Store::open(&db).unwrap();
+    let before = store.events(&session.id, 0, u64::MAX, 10_000).unwrap();
+    assert!(
+        before
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::AssistantMessage { .. })),
+        "the committed tool call survived"
+    );
+    assert!(
+        !before
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::ToolResult(_))),
+        "the tool never finished"
+    );
+
+    let mut resume = latch(ws.path())
+        .args(provider)
+        .args(["resume", "--last"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    resume
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(b"continue\n/exit\n")
+        .unwrap();
+    let out = resume.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("interrupted"),
+        "resume says the last run was interrupted: {stderr}"
+    );
+
+    // The next request is a valid continuation: the interrupted call is
+    // answered, and the server (which checks tool-call protocol as the real
+    // services do) accepted it.
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let messages = requests[1].body["messages"].as_array().unwrap();
+    let tool_at = messages
+        .iter()
+        .position(|m| m["role"] == "tool")
+        .expect("the interrupted call has a result");
+    assert!(
+        messages[tool_at]["content"]
+            .as_str()
+            .unwrap()
+            .contains("interrupted")
+    );
+    assert!(
+        messages[tool_at..]
+            .iter()
+            .any(|m| m["role"] == "user" && m["content"].to_string().contains("continue")),
+        "the new user input follows the repaired unit: {messages:#?}"
+    );
+    let after = store.events(&session.id, 0, u64::MAX, 10_000).unwrap();
+    assert!(
+        after
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::RunInterrupted { .. }))
+    );
+    assert!(after.len() > before.len());
+}
