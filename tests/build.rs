@@ -1,5 +1,5 @@
-//! Builds the engine components the end-to-end tests load: the window example
-//! and the adversarial fixture.
+//! Builds the engine components the end-to-end tests load: the window example,
+//! the adversarial fixture engine and the fixture child policy.
 
 fn main() {
     let root = latch_guest_build::workspace_root();
@@ -15,6 +15,11 @@ fn main() {
             "latch-fixture-engine",
             "tests/fixtures/misbehave",
             "LATCH_FIXTURE_WASM",
+        ),
+        (
+            "latch-fixture-policy",
+            "tests/fixtures/child-policy",
+            "LATCH_POLICY_WASM",
         ),
     ] {
         let src = root.join(dir).join("src");

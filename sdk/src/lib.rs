@@ -20,6 +20,7 @@ pub mod estimate;
 #[doc(hidden)]
 pub mod guest;
 mod memory;
+pub mod policy;
 mod text;
 pub mod validate;
 
@@ -55,6 +56,22 @@ pub mod bindings {
         default_bindings_module: "latch_engine_sdk::bindings",
         runtime_path: "latch_engine_sdk::__private::wit_bindgen::rt",
         generate_all,
+    });
+}
+
+#[doc(hidden)]
+pub mod policy_bindings {
+    //! Generated from `wit/` for the `child-policy-engine` world; shares the
+    //! contract's types with [`crate::bindings`].
+    wit_bindgen::generate!({
+        path: "../wit",
+        world: "child-policy-engine",
+        additional_derives: [serde::Serialize, serde::Deserialize, PartialEq],
+        with: { "latch:context/types@0.1.0": crate::bindings::latch::context::types },
+        pub_export_macro: true,
+        export_macro_name: "__export_child_policy",
+        default_bindings_module: "latch_engine_sdk::policy_bindings",
+        runtime_path: "latch_engine_sdk::__private::wit_bindgen::rt",
     });
 }
 

@@ -4,3 +4,5 @@
 pub const WINDOW_WASM: &str = env!("LATCH_WINDOW_WASM");
 /// The adversarial fixture engine, as a component.
 pub const FIXTURE_WASM: &str = env!("LATCH_FIXTURE_WASM");
+/// The fixture child policy, as a component.
+pub const POLICY_WASM: &str = env!("LATCH_POLICY_WASM");

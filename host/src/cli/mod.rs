@@ -146,10 +146,11 @@ pub enum EngineCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Load an engine in the sandbox and exercise it against generated
-    /// sessions; exits non-zero when a required check fails.
+    /// Run the conformance suite against an engine in the sandbox: contract,
+    /// budget, protocol, determinism, epochs, recall, config, sandbox and
+    /// performance cases; exits non-zero when a required case fails.
     #[command(
-        after_help = "Examples:\n  latch engine check builtin:continuity\n  latch engine check my_engine.wasm --json"
+        after_help = "Examples:\n  latch engine check builtin:continuity\n  latch engine check my_engine.wasm --json\n  latch engine check my_engine.wasm --config-json '{\"max_events\": 500}' --deadline-ms 1000"
     )]
     Check {
         /// `builtin:NAME` or a path to a component.
@@ -157,6 +158,12 @@ pub enum EngineCommand {
         /// Print JSON instead of a table.
         #[arg(long)]
         json: bool,
+        /// Engine configuration (a JSON object) applied to every instance.
+        #[arg(long, value_name = "JSON")]
+        config_json: Option<String>,
+        /// Per-call deadline in milliseconds (default: [engine.limits]).
+        #[arg(long, value_name = "MS")]
+        deadline_ms: Option<u64>,
     },
 }
 
@@ -170,9 +177,19 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Engine(EngineCommand::Info { engine, json })) => {
             engine_cmd::info(&cli.global, &workspace, &engine, json)
         }
-        Some(Command::Engine(EngineCommand::Check { engine, json })) => {
-            engine_cmd::check(&cli.global, &workspace, &engine, json)
-        }
+        Some(Command::Engine(EngineCommand::Check {
+            engine,
+            json,
+            config_json,
+            deadline_ms,
+        })) => engine_cmd::check(
+            &cli.global,
+            &workspace,
+            &engine,
+            json,
+            config_json.as_deref(),
+            deadline_ms,
+        ),
         None | Some(Command::Chat) => session_cmd::chat(&cli.global, &workspace, None),
         Some(Command::Run { task, json }) => session_cmd::run(&cli.global, &workspace, &task, json),
         Some(Command::Resume { session, last }) => {

@@ -15,8 +15,10 @@
 pub mod bindings;
 pub mod builtin;
 pub mod component;
+pub mod conformance;
 mod convert;
 pub mod native;
+pub mod policy;
 pub mod runtime;
 pub mod sandbox;
 pub mod session_host;

@@ -5,9 +5,11 @@
 //! policy refuses to spawn children rather than fall back to the default.
 
 use crate::config::Config;
+use crate::engine::policy::{Brief, ChildPolicyComponent, PolicyError};
 use crate::engine::runtime::EngineSource;
 use crate::engine::{
     ComponentFactory, ContextEngine, ContextEngineFactory, EngineFailure, EngineRuntime, LoadError,
+    SandboxLimits,
 };
 use latch_engine_sdk::types::ModelProfile;
 use std::path::Path;
@@ -32,8 +34,8 @@ pub enum SupervisorError {
     )]
     NoChildPolicy { root: String },
     /// The child-policy component refused or failed.
-    #[error("the child policy refused to pick an engine: {0}")]
-    ChildPolicy(String),
+    #[error(transparent)]
+    ChildPolicy(#[from] PolicyError),
 }
 
 /// Which engine child sessions get.
@@ -43,6 +45,16 @@ pub enum ChildPolicy {
     SameAsRoot,
     /// No policy: child spawn fails (non-default root engine).
     Refuse,
+    /// A child-policy component picks each child's engine; engines it names
+    /// by path resolve against `workspace` and run under `limits`.
+    Component {
+        /// The policy.
+        policy: Arc<ChildPolicyComponent>,
+        /// Base for relative component paths.
+        workspace: std::path::PathBuf,
+        /// Sandbox limits for the chosen engines.
+        limits: SandboxLimits,
+    },
 }
 
 /// Builds every session's engine.
@@ -68,10 +80,29 @@ impl Supervisor {
         let child_policy = match &config.engine.child_policy {
             Some(p) if p.component == "builtin:same" => ChildPolicy::SameAsRoot,
             Some(p) => {
-                return Err(SupervisorError::ChildPolicy(format!(
-                    "child-policy component `{}` is not supported by this build; use `builtin:same`",
-                    EngineSource::parse(&p.component, workspace)
-                )));
+                let source = EngineSource::parse(&p.component, workspace);
+                let EngineSource::Path(path) = &source else {
+                    return Err(LoadError::UnknownBuiltin {
+                        name: p.component.clone(),
+                        available: "builtin:same (children share the root engine)".into(),
+                    }
+                    .into());
+                };
+                let bytes = std::fs::read(path).map_err(|e| LoadError::Read {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+                let policy = ChildPolicyComponent::load(
+                    runtime,
+                    &source.to_string(),
+                    &bytes,
+                    config.limits(),
+                )?;
+                ChildPolicy::Component {
+                    policy,
+                    workspace: workspace.to_path_buf(),
+                    limits: config.limits(),
+                }
             }
             None if config.engine_is_default() => ChildPolicy::SameAsRoot,
             None => ChildPolicy::Refuse,
@@ -94,17 +125,46 @@ impl Supervisor {
     }
 
     /// The engine of a child session (spawned or resumed), per the child
-    /// policy.
+    /// policy, for a child with no particular brief.
     pub fn child_engine(
         &self,
         session_id: &str,
         model: &ModelProfile,
     ) -> Result<Box<dyn ContextEngine>, SupervisorError> {
-        match self.child_policy {
-            ChildPolicy::SameAsRoot => Ok(self.factory.create(session_id, model)?),
+        let brief = Brief {
+            parent_session: String::new(),
+            role: "child".into(),
+            task: String::new(),
+            child_model: model.clone(),
+        };
+        self.child_engine_for(session_id, model, &brief)
+    }
+
+    /// The engine of a child session, per the child policy, given the
+    /// parent's model and the child's delegation brief.
+    pub fn child_engine_for(
+        &self,
+        session_id: &str,
+        parent_model: &ModelProfile,
+        brief: &Brief,
+    ) -> Result<Box<dyn ContextEngine>, SupervisorError> {
+        match &self.child_policy {
+            ChildPolicy::SameAsRoot => Ok(self.factory.create(session_id, &brief.child_model)?),
             ChildPolicy::Refuse => Err(SupervisorError::NoChildPolicy {
                 root: self.factory.describe(),
             }),
+            ChildPolicy::Component {
+                policy,
+                workspace,
+                limits,
+            } => {
+                let choice = policy.choose(parent_model, brief)?;
+                let runtime = EngineRuntime::global()?;
+                let loaded = runtime.load(&EngineSource::parse(&choice.engine, workspace))?;
+                let config = (choice.config_json.trim() != "{}").then_some(choice.config_json);
+                let factory = ComponentFactory::new(loaded, limits.clone(), config);
+                Ok(factory.create(session_id, &brief.child_model)?)
+            }
         }
     }
 }
