@@ -10,7 +10,8 @@
 //! builder; both use [`EpisodeBuilder::push`], so incremental extension equals
 //! a full rebuild at every prefix.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeSet, HashMap};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use latch_engine_sdk::estimate::message_tokens;
 use latch_engine_sdk::tokenize_words;
@@ -87,8 +88,10 @@ pub struct Episode {
     pub tools: BTreeSet<String>,
     /// Structural markers.
     pub markers: BTreeSet<Marker>,
-    /// Lower-case words of the intent, notes, files and tools (bounded).
-    pub keywords: BTreeSet<String>,
+    /// Lower-case words of the intent, notes, files and tools (bounded), as
+    /// ascending ids of the builder's term table (see
+    /// [`EpisodeBuilder::keywords`]).
+    pub keywords: Vec<u32>,
     /// Conversation volume in estimated tokens.
     pub volume: u64,
     /// Events in the range (conversation and kernel notes).
@@ -105,41 +108,94 @@ impl Episode {
             files: BTreeSet::new(),
             tools: BTreeSet::new(),
             markers: BTreeSet::new(),
-            keywords: BTreeSet::new(),
+            keywords: Vec::new(),
             volume: 0,
             events: 0,
         }
     }
 
-    fn add_keywords(&mut self, text: &str) {
-        if self.keywords.len() >= MAX_KEYWORDS {
-            return;
+    /// True when the episode has the keyword `id`.
+    pub fn has_keyword(&self, id: u32) -> bool {
+        self.keywords.binary_search(&id).is_ok()
+    }
+}
+
+/// Every keyword the builder has seen, interned: an episode stores ids, and
+/// the postings (term id to closed episodes) are indexed by id.
+#[derive(Clone, Debug, Default)]
+struct Terms {
+    ids: HashMap<Box<str>, u32, BuildHasherDefault<TermHasher>>,
+    names: Vec<Box<str>>,
+    postings: Vec<Vec<u32>>,
+    /// Scratch buffer for lower-casing a word.
+    word: String,
+}
+
+impl Terms {
+    fn intern(&mut self, word: &str) -> u32 {
+        if let Some(&id) = self.ids.get(word) {
+            return id;
         }
-        let end = text
-            .char_indices()
-            .nth(KEYWORD_SCAN_CHARS)
-            .map(|(i, _)| i)
-            .unwrap_or(text.len());
-        for w in tokenize_words(&text[..end]) {
-            if self.keywords.len() >= MAX_KEYWORDS {
-                break;
-            }
-            if is_keyword(&w) {
-                self.keywords.insert(w);
-            }
-        }
+        let id = self.names.len() as u32;
+        self.names.push(word.into());
+        self.ids.insert(word.into(), id);
+        self.postings.push(Vec::new());
+        id
     }
 
-    fn add_file(&mut self, path: &str) {
-        if self.files.contains(path) {
+    /// Add the keywords of `text` (its first [`KEYWORD_SCAN_CHARS`]
+    /// characters, split and lower-cased as [`tokenize_words`] does) to `ep`
+    /// until it holds [`MAX_KEYWORDS`].
+    fn add_keywords(&mut self, ep: &mut Episode, text: &str) {
+        if ep.keywords.len() >= MAX_KEYWORDS {
+            return;
+        }
+        let end = if text.len() <= KEYWORD_SCAN_CHARS {
+            text.len()
+        } else {
+            text.char_indices()
+                .nth(KEYWORD_SCAN_CHARS)
+                .map(|(i, _)| i)
+                .unwrap_or(text.len())
+        };
+        let mut word = std::mem::take(&mut self.word);
+        for w in text[..end].split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+            if w.is_empty() {
+                continue;
+            }
+            if ep.keywords.len() >= MAX_KEYWORDS {
+                break;
+            }
+            word.clear();
+            if w.is_ascii() {
+                if w.len() < 3 {
+                    continue;
+                }
+                word.push_str(w);
+                word.make_ascii_lowercase();
+            } else {
+                word.push_str(&w.to_lowercase());
+            }
+            if is_keyword(&word) {
+                let id = self.intern(&word);
+                if let Err(at) = ep.keywords.binary_search(&id) {
+                    ep.keywords.insert(at, id);
+                }
+            }
+        }
+        self.word = word;
+    }
+
+    fn add_file(&mut self, ep: &mut Episode, path: &str) {
+        if ep.files.contains(path) {
             return;
         }
         let path = one_line(path, 200);
         if path.is_empty() {
             return;
         }
-        self.add_keywords(&path);
-        self.files.insert(path);
+        self.add_keywords(ep, &path);
+        ep.files.insert(path);
     }
 }
 
@@ -152,8 +208,35 @@ pub struct EpisodeBuilder {
     open: Option<Episode>,
     watermark: u64,
     volume_cap: u64,
-    terms: BTreeMap<String, Vec<u32>>,
-    file_terms: BTreeMap<String, Vec<u32>>,
+    terms: Terms,
+    file_terms: HashMap<String, Vec<u32>, BuildHasherDefault<TermHasher>>,
+}
+
+/// A small, fixed (unseeded) multiplicative hasher for short terms: the
+/// maps it serves are only looked up, never iterated, so the builder stays
+/// deterministic.
+#[derive(Default)]
+struct TermHasher(u64);
+
+impl Hasher for TermHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut h = self.0;
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            h = (h.rotate_left(5) ^ u64::from_le_bytes(w)).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            h = (h.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+        self.0 = h;
+    }
 }
 
 impl EpisodeBuilder {
@@ -164,8 +247,8 @@ impl EpisodeBuilder {
             open: None,
             watermark: 0,
             volume_cap: volume_cap.max(1),
-            terms: BTreeMap::new(),
-            file_terms: BTreeMap::new(),
+            terms: Terms::default(),
+            file_terms: HashMap::default(),
         }
     }
 
@@ -189,6 +272,26 @@ impl EpisodeBuilder {
         self.closed.iter().chain(self.open.iter())
     }
 
+    /// The keywords of an episode of this builder, in lexical order.
+    pub fn keywords(&self, ep: &Episode) -> Vec<&str> {
+        let mut words: Vec<&str> = ep
+            .keywords
+            .iter()
+            .filter_map(|&id| self.terms.names.get(id as usize).map(|n| &**n))
+            .collect();
+        words.sort_unstable();
+        words
+    }
+
+    /// The term ids of `words` this builder knows (a word it has never seen
+    /// is in no episode).
+    pub fn term_ids(&self, words: &BTreeSet<String>) -> Vec<u32> {
+        words
+            .iter()
+            .filter_map(|w| self.terms.ids.get(w.as_str()).copied())
+            .collect()
+    }
+
     /// Fold one event in; `volume` is its conversation volume (see
     /// [`event_volume`]). Events at or below the watermark are ignored.
     pub fn push(&mut self, event: &Event, volume: u64) {
@@ -206,21 +309,23 @@ impl EpisodeBuilder {
                 };
                 self.close();
                 let mut ep = Episode::new(event.seq, topic, 0);
-                ep.add_keywords(&text);
+                self.terms.add_keywords(&mut ep, &text);
                 self.open = Some(ep);
             }
             EventBody::AssistantMessage(_) | EventBody::Notification(_) => {
                 if let Some(open) = &self.open
                     && open.volume >= self.volume_cap
                 {
-                    let next = Episode::new(event.seq, open.topic.clone(), open.part + 1);
-                    let mut next = next;
-                    next.keywords = open
-                        .keywords
-                        .iter()
-                        .take(MAX_KEYWORDS / 2)
-                        .cloned()
-                        .collect();
+                    // The next part carries the intent's first keywords (in
+                    // lexical order).
+                    let mut next = Episode::new(event.seq, open.topic.clone(), open.part + 1);
+                    let mut carried: Vec<u32> = open.keywords.clone();
+                    carried.sort_by(|a, b| {
+                        self.terms.names[*a as usize].cmp(&self.terms.names[*b as usize])
+                    });
+                    carried.truncate(MAX_KEYWORDS / 2);
+                    carried.sort_unstable();
+                    next.keywords = carried;
                     self.close();
                     self.open = Some(next);
                 }
@@ -230,6 +335,7 @@ impl EpisodeBuilder {
         let ep = self
             .open
             .get_or_insert_with(|| Episode::new(event.seq, "(session start)".into(), 0));
+        let terms = &mut self.terms;
         ep.last_seq = event.seq;
         ep.events += 1;
         ep.volume += volume;
@@ -239,11 +345,11 @@ impl EpisodeBuilder {
                     if let Part::ToolCall(c) = p {
                         if !ep.tools.contains(&c.name) {
                             let name = one_line(&c.name, 60);
-                            ep.add_keywords(&name);
+                            terms.add_keywords(ep, &name);
                             ep.tools.insert(name);
                         }
                         for path in argument_paths(&c.arguments_json) {
-                            ep.add_file(&path);
+                            terms.add_file(ep, path);
                         }
                     }
                 }
@@ -266,9 +372,9 @@ impl EpisodeBuilder {
                 if let Some(m) = marker {
                     ep.markers.insert(m);
                 }
-                ep.add_keywords(&note.summary);
+                terms.add_keywords(ep, &note.summary);
                 for f in &note.files {
-                    ep.add_file(f);
+                    terms.add_file(ep, f);
                 }
             }
             _ => {}
@@ -278,13 +384,8 @@ impl EpisodeBuilder {
     fn close(&mut self) {
         if let Some(ep) = self.open.take() {
             let idx = self.closed.len() as u32;
-            for w in &ep.keywords {
-                match self.terms.get_mut(w) {
-                    Some(list) => list.push(idx),
-                    None => {
-                        self.terms.insert(w.clone(), vec![idx]);
-                    }
-                }
+            for &id in &ep.keywords {
+                self.terms.postings[id as usize].push(idx);
             }
             for f in &ep.files {
                 match self.file_terms.get_mut(f) {
@@ -333,9 +434,10 @@ impl EpisodeBuilder {
     ) -> Vec<usize> {
         let mut candidates: BTreeSet<usize> =
             (archival.saturating_sub(CANDIDATES_PER_TERM)..archival).collect();
+        let query = self.term_ids(query);
         let lists = query
             .iter()
-            .filter_map(|w| self.terms.get(w))
+            .map(|&id| &self.terms.postings[id as usize])
             .chain(files.iter().filter_map(|f| self.file_terms.get(f)));
         for list in lists {
             let end = list.partition_point(|&i| (i as usize) < archival);
@@ -349,7 +451,7 @@ impl EpisodeBuilder {
             .into_iter()
             .filter_map(|i| {
                 self.get(i)
-                    .map(|ep| (score(ep, query, files, i, archival), i))
+                    .map(|ep| (score(ep, &query, files, i, archival), i))
             })
             .collect();
         ranked.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)));
@@ -389,7 +491,7 @@ fn parts_text(parts: &[Part]) -> String {
 
 /// Paths named in tool-call arguments (`"path"`, `"file"`, `"file_path"`),
 /// found by a cheap scan rather than a JSON parse.
-fn argument_paths(args: &str) -> Vec<String> {
+fn argument_paths(args: &str) -> Vec<&str> {
     let mut out = Vec::new();
     for key in ["\"path\"", "\"file\"", "\"file_path\""] {
         let mut rest = args;
@@ -404,7 +506,7 @@ fn argument_paths(args: &str) -> Vec<String> {
                 continue;
             };
             if let Some(end) = value.find('"') {
-                out.push(value[..end].to_string());
+                out.push(&value[..end]);
             }
         }
     }
@@ -435,21 +537,25 @@ pub fn keywords(text: &str) -> Vec<String> {
     out
 }
 
+/// Longest stopword, in bytes.
+const STOPWORD_MAX_LEN: usize = 6;
+
 fn is_keyword(w: &str) -> bool {
-    w.chars().nth(2).is_some() && !STOPWORDS.contains(&w)
+    w.chars().nth(2).is_some() && (w.len() > STOPWORD_MAX_LEN || !STOPWORDS.contains(&w))
 }
 
-/// The deterministic score of an episode: lexical overlap with the query,
+/// The deterministic score of an episode: lexical overlap with the query
+/// (its words' term ids, see [`EpisodeBuilder::term_ids`]),
 /// overlap with the current file entities, marker weights and recency
 /// (`rank` of `count` archival episodes, oldest 0).
 pub fn score(
     ep: &Episode,
-    query: &BTreeSet<String>,
+    query: &[u32],
     files: &BTreeSet<String>,
     rank: usize,
     count: usize,
 ) -> u64 {
-    let lexical = query.iter().filter(|w| ep.keywords.contains(*w)).count() as u64;
+    let lexical = query.iter().filter(|&&id| ep.has_keyword(id)).count() as u64;
     let file_overlap = ep.files.iter().filter(|f| files.contains(*f)).count() as u64;
     let markers: u64 = ep.markers.iter().map(|m| m.weight()).sum();
     let recency = if count == 0 {
@@ -554,15 +660,35 @@ mod tests {
     }
 
     #[test]
+    fn stopwords_fit_the_length_bound() {
+        assert!(STOPWORDS.iter().all(|w| w.len() <= STOPWORD_MAX_LEN));
+        assert!(STOPWORDS.iter().any(|w| w.len() == STOPWORD_MAX_LEN));
+    }
+
+    #[test]
+    fn keywords_are_interned_words() {
+        let mut s = MemorySession::new("s", ModelProfile::with_defaults("openai", "m"));
+        s.user("Fix THE Parser, the parser's überfluß and the __init__ of src/lib.rs");
+        let mut b = EpisodeBuilder::new(1_000);
+        for e in &s.events {
+            b.push(e, 10);
+        }
+        let ep = b.get(0).expect("episode");
+        assert_eq!(
+            b.keywords(ep),
+            vec!["__init__", "fix", "lib", "parser", "src", "überfluß"]
+        );
+        let q: BTreeSet<String> = ["parser".to_string(), "unknown".to_string()].into();
+        assert_eq!(b.term_ids(&q).len(), 1);
+    }
+
+    #[test]
     fn argument_paths_are_found() {
         assert_eq!(
             argument_paths(r#"{"path": "a/b.rs", "x": 1}"#),
-            vec!["a/b.rs".to_string()]
+            vec!["a/b.rs"]
         );
-        assert_eq!(
-            argument_paths(r#"{"file_path":"c.rs"}"#),
-            vec!["c.rs".to_string()]
-        );
+        assert_eq!(argument_paths(r#"{"file_path":"c.rs"}"#), vec!["c.rs"]);
         assert!(argument_paths(r#"{"path": 3}"#).is_empty());
     }
 }

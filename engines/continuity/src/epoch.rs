@@ -24,7 +24,7 @@ use std::collections::BTreeSet;
 
 use latch_engine_sdk::estimate::message_tokens;
 use latch_engine_sdk::types::*;
-use latch_engine_sdk::{MAX_PAGE, SessionView, estimate, image_tokens};
+use latch_engine_sdk::{MAX_PAGE, SessionView, image_tokens};
 
 use crate::render::{SnapshotHeader, parse_index_shown, parse_recall, parse_state_update};
 #[cfg(doc)]
@@ -270,9 +270,7 @@ impl EpochFold {
     /// [`conversation_tokens`]). `session` is read only when a snapshot names
     /// a start older than the units this fold kept.
     pub fn apply(&mut self, event: Event, volume: u64, session: &dyn SessionView) {
-        self.latest_seq = event.seq;
-        self.events_seen += 1;
-        self.first_seq.get_or_insert(event.seq);
+        self.observe(&event);
         if !matches!(event.body, EventBody::KernelContext(_)) {
             self.group_open = false;
         }
@@ -287,13 +285,8 @@ impl EpochFold {
                 body,
             },
         };
-        match &event.body {
-            EventBody::ManualCompact => self.compact_seq = Some(event.seq),
-            EventBody::Kernel(note) if note.kind == KernelNoteKind::Reground => {
-                self.last_reground_note = Some((event.seq, note.summary.clone()));
-            }
-            EventBody::AssistantMessage(_) => self.last_assistant_seq = Some(event.seq),
-            _ => {}
+        if matches!(event.body, EventBody::ManualCompact) {
+            self.compact_seq = Some(event.seq);
         }
         let complete = self.units.push_event(event, volume);
         if let Some(unit) = complete
@@ -304,9 +297,39 @@ impl EpochFold {
         }
     }
 
+    /// What every event changes, whichever epoch it belongs to: the
+    /// watermark, the counts, the highest generation and revision, the latest
+    /// assistant message and re-ground note.
+    fn observe(&mut self, event: &Event) {
+        self.latest_seq = event.seq;
+        self.events_seen += 1;
+        self.first_seq.get_or_insert(event.seq);
+        match &event.body {
+            EventBody::KernelContext(entry) => {
+                self.max_generation = self.max_generation.max(entry.generation);
+                self.max_revision = self.max_revision.max(entry.revision);
+            }
+            EventBody::Kernel(note) if note.kind == KernelNoteKind::Reground => {
+                self.last_reground_note = Some((event.seq, note.summary.clone()));
+            }
+            EventBody::AssistantMessage(_) => self.last_assistant_seq = Some(event.seq),
+            _ => {}
+        }
+    }
+
+    /// Fold in an event before the current epoch's snapshot whose units may
+    /// be retained by it: only units starting at or after `start` are kept,
+    /// and kernel-context entries are observed but never shown.
+    fn prime(&mut self, event: Event, volume: u64, start: u64) {
+        self.observe(&event);
+        if let Some(unit) = self.units.push_event(event, volume)
+            && unit.first_seq >= start
+        {
+            self.body.push(Item::Unit(unit));
+        }
+    }
+
     fn kernel_event(&mut self, entry: KernelContextEntry, seq: u64, session: &dyn SessionView) {
-        self.max_generation = self.max_generation.max(entry.generation);
-        self.max_revision = self.max_revision.max(entry.revision);
         let newer = self
             .epoch
             .as_ref()
@@ -444,6 +467,153 @@ impl EpochFold {
     }
 }
 
+/// The conversation start a snapshot names (its own sequence number when its
+/// header is unreadable, as [`EpochFold::apply`] reads it).
+fn snapshot_start(entry: &KernelContextEntry, seq: u64) -> u64 {
+    SnapshotHeader::parse(&entry.text)
+        .map(|h| h.start)
+        .unwrap_or(seq)
+}
+
+/// Follows the epochs [`EpochFold::apply`] would start, to confirm that the
+/// tail's latest snapshot starts the current epoch and that no epoch reaches
+/// back before the previous one's start.
+#[derive(Default)]
+struct EpochCheck {
+    generation: Option<u64>,
+    floor: u64,
+    snapshot_seq: Option<u64>,
+    regular: bool,
+}
+
+impl EpochCheck {
+    fn see(&mut self, event: &Event) {
+        if let EventBody::KernelContext(k) = &event.body
+            && k.kind == KernelContextKind::Snapshot
+            && self.generation.is_none_or(|g| k.generation > g)
+        {
+            let start = snapshot_start(k, event.seq);
+            if start < self.floor {
+                self.regular = false;
+            }
+            self.floor = start;
+            self.generation = Some(k.generation);
+            self.snapshot_seq = Some(event.seq);
+        }
+    }
+}
+
+/// A fresh instance's fold: the same state as [`EpochFold::apply`] over every
+/// event of the log, built without materializing the conversation of older
+/// epochs.
+///
+/// The loader walks back from the tail (`events_before` pages) to the latest
+/// snapshot, then reads the log forward once: events before the epoch's
+/// retained conversation only update the fold's counters, events between
+/// the retained conversation and the snapshot only build units, and the
+/// snapshot and everything after it are folded normally. `each` sees every
+/// event with its conversation volume, in order (the episode builder's pass).
+///
+/// The shortcut is exact when the latest snapshot starts the current epoch
+/// and epoch starts never move backwards, which holds for every log this
+/// engine writes; the forward pass checks both and otherwise folds the log
+/// from the beginning.
+pub fn load(
+    profile: EstimatorProfile,
+    session: &dyn SessionView,
+    each: impl FnMut(&Event, u64),
+) -> EpochFold {
+    load_tail(profile, session, each).0
+}
+
+/// [`load`], and whether the tail shortcut held (`false` when the log had to
+/// be folded from the beginning).
+fn load_tail(
+    profile: EstimatorProfile,
+    session: &dyn SessionView,
+    mut each: impl FnMut(&Event, u64),
+) -> (EpochFold, bool) {
+    // The tail, newest page first, down to the latest snapshot.
+    let mut tail: Vec<Vec<Event>> = Vec::new();
+    let mut snapshot: Option<(u64, u64)> = None;
+    let mut before = u64::MAX;
+    loop {
+        let page = session.events_before(before, MAX_PAGE);
+        let Some(oldest) = page.last() else { break };
+        before = oldest.seq;
+        let short = page.len() < MAX_PAGE as usize;
+        snapshot = page.iter().find_map(|e| match &e.body {
+            EventBody::KernelContext(k) if k.kind == KernelContextKind::Snapshot => {
+                Some((e.seq, snapshot_start(k, e.seq)))
+            }
+            _ => None,
+        });
+        tail.push(page);
+        if snapshot.is_some() || short || before == 0 {
+            break;
+        }
+    }
+    let tail_from = if tail.is_empty() { u64::MAX } else { before };
+
+    let mut fold = EpochFold::new(profile);
+    let mut check = EpochCheck {
+        regular: true,
+        ..EpochCheck::default()
+    };
+    let mut feed = |e: Event| {
+        let volume = conversation_tokens(profile, &e.body);
+        each(&e, volume);
+        check.see(&e);
+        match snapshot {
+            Some((seq, start)) if e.seq < seq => {
+                if e.seq < start {
+                    fold.observe(&e);
+                } else {
+                    fold.prime(e, volume, start);
+                }
+            }
+            _ => fold.apply(e, volume, session),
+        }
+    };
+    let mut next = 0;
+    while next < tail_from {
+        let page = session.events(next, tail_from, MAX_PAGE);
+        let Some(last) = page.last() else { break };
+        next = last.seq.saturating_add(1);
+        let short = page.len() < MAX_PAGE as usize;
+        page.into_iter().for_each(&mut feed);
+        if short {
+            break;
+        }
+    }
+    for page in tail.into_iter().rev() {
+        page.into_iter().rev().for_each(&mut feed);
+    }
+    let exact = match snapshot {
+        None => true,
+        Some((seq, _)) => check.regular && check.snapshot_seq == Some(seq),
+    };
+    if exact {
+        return (fold, snapshot.is_some());
+    }
+    let mut fold = EpochFold::new(profile);
+    let mut next = 0;
+    loop {
+        let page = session.events(next, u64::MAX, MAX_PAGE);
+        let Some(last) = page.last() else { break };
+        next = last.seq.saturating_add(1);
+        let short = page.len() < MAX_PAGE as usize;
+        for e in page {
+            let volume = conversation_tokens(profile, &e.body);
+            fold.apply(e, volume, session);
+        }
+        if short {
+            break;
+        }
+    }
+    (fold, false)
+}
+
 /// The message of a persisted kernel-context entry, taking its text; the
 /// same message as [`kernel_message`] with `Some(seq)`.
 fn owned_kernel_message(entry: KernelContextEntry, seq: u64) -> Message {
@@ -481,9 +651,8 @@ fn into_message(event: Event) -> Option<Message> {
 /// it (the same figure as `message_tokens` of [`conversation_message`]);
 /// 0 for other events.
 pub fn conversation_tokens(profile: EstimatorProfile, body: &EventBody) -> u64 {
-    use latch_engine_sdk::estimate::{
-        MESSAGE_OVERHEAD_TOKENS, TOOL_PART_OVERHEAD_TOKENS, part_tokens,
-    };
+    use latch_engine_sdk::estimate::{MESSAGE_OVERHEAD_TOKENS, TOOL_PART_OVERHEAD_TOKENS};
+    use latch_engine_sdk::estimate::{estimate, part_tokens};
     match body {
         EventBody::UserMessage(parts) | EventBody::AssistantMessage(parts) => {
             MESSAGE_OVERHEAD_TOKENS + parts.iter().map(|p| part_tokens(profile, p)).sum::<u64>()
@@ -515,6 +684,112 @@ mod tests {
             f.apply(e.clone(), conversation_tokens(p, &e.body), s);
         }
         f
+    }
+
+    /// Everything the engine reads from a fold.
+    fn fingerprint(f: &EpochFold) -> String {
+        format!(
+            "{:?}",
+            (
+                (&f.epoch, &f.group, f.group_open, &f.body),
+                (f.conv_tokens, f.kernel_tokens, f.floor, f.first_seq),
+                (
+                    f.latest_seq,
+                    f.events_seen,
+                    f.max_generation,
+                    f.max_revision
+                ),
+                (f.epoch_max_revision, f.last_assistant_seq),
+                (&f.last_reground_note, f.last_reground_entry_seq),
+                (f.state_revision, &f.extension_text, &f.recalled),
+                (f.recall_used, f.compact_seq, f.index_shown),
+            )
+        )
+    }
+
+    fn folded(s: &MemorySession) -> EpochFold {
+        let mut f = fold(s);
+        f.price();
+        f
+    }
+
+    fn loaded(s: &MemorySession) -> (EpochFold, bool, Vec<u64>) {
+        let mut seen = Vec::new();
+        let (mut f, shortcut) = load_tail(EstimatorProfile::Openai, s, |e, _| seen.push(e.seq));
+        f.price();
+        (f, shortcut, seen)
+    }
+
+    #[test]
+    fn the_tail_loader_equals_the_full_fold_at_every_prefix() {
+        use crate::testkit::{EngineHost, Script, run};
+        let mut script = Script::new(5, 70);
+        script.compact_at = vec![45];
+        let mut host = EngineHost(crate::ContinuityEngine::for_model(
+            ModelProfile::with_defaults("openai", "m"),
+        ));
+        let full = run(&script, &mut host).session().clone();
+        let mut shortcuts = 0;
+        for n in 0..=full.events.len() {
+            let mut s = full.clone();
+            s.events.truncate(n);
+            s.info.event_count = n as u64;
+            let (f, shortcut, seen) = loaded(&s);
+            assert_eq!(fingerprint(&f), fingerprint(&folded(&s)), "prefix {n}");
+            assert_eq!(seen, s.events.iter().map(|e| e.seq).collect::<Vec<_>>());
+            shortcuts += usize::from(shortcut);
+        }
+        assert!(
+            shortcuts * 10 > full.events.len() * 9,
+            "the shortcut holds on logs this engine wrote ({shortcuts} of {})",
+            full.events.len()
+        );
+    }
+
+    #[test]
+    fn irregular_logs_are_folded_from_the_beginning() {
+        use crate::render::SnapshotHeader;
+        let snapshot = |generation, revision, start| {
+            let header = SnapshotHeader {
+                start,
+                state_revision: 0,
+                retained: 0,
+                evicted: 0,
+                reason: None,
+            };
+            EventBody::KernelContext(KernelContextEntry {
+                generation,
+                revision,
+                kind: KernelContextKind::Snapshot,
+                text: header.line(generation),
+            })
+        };
+        let build = |late: EventBody| {
+            let mut s = MemorySession::new("s", ModelProfile::with_defaults("openai", "m"));
+            s.user("one");
+            s.assistant("a");
+            s.user("two");
+            s.push(snapshot(1, 1, 3));
+            s.assistant("b");
+            s.user("three");
+            s.push(late);
+            s.assistant("c");
+            s
+        };
+        for (late, why) in [
+            (snapshot(2, 2, 1), "a later epoch reaching back"),
+            (snapshot(1, 2, 6), "a repeated generation"),
+            (snapshot(0, 2, 6), "an older generation"),
+        ] {
+            let s = build(late);
+            let (f, shortcut, _) = loaded(&s);
+            assert!(!shortcut, "{why}");
+            assert_eq!(fingerprint(&f), fingerprint(&folded(&s)), "{why}");
+        }
+        let s = build(snapshot(2, 2, 6));
+        let (f, shortcut, _) = loaded(&s);
+        assert!(shortcut);
+        assert_eq!(fingerprint(&f), fingerprint(&folded(&s)));
     }
 
     #[test]

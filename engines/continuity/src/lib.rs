@@ -38,6 +38,7 @@ pub mod report;
 pub mod state;
 pub mod testkit;
 
+use std::cell::RefCell;
 use std::collections::BTreeSet;
 
 use latch_engine_sdk::estimate::message_tokens;
@@ -64,6 +65,8 @@ struct Cache {
     /// The last rendered state: the state, the room it was rendered for, the
     /// body and the price of a state update carrying it.
     rendered: Option<(CanonicalState, u64, String, u64)>,
+    /// What the epoch's searches proved (see [`recall::SearchMemo`]).
+    searches: RefCell<recall::SearchMemo>,
 }
 
 /// The reference context engine. One instance per session.
@@ -135,19 +138,24 @@ impl ContinuityEngine {
                 fold: EpochFold::new(self.profile),
                 episodes: EpisodeBuilder::new(self.config.episode_volume_tokens),
                 rendered: None,
+                searches: RefCell::default(),
             });
         }
         let Some(cache) = self.cache.as_mut() else {
             return;
         };
-        if cache.fold.events_seen > 0 && cache.fold.latest_seq >= latest {
+        if cache.fold.events_seen == 0 {
+            // A fresh instance (or a new session): load the current epoch
+            // from the tail and build the episodes in one forward pass.
+            let episodes = &mut cache.episodes;
+            cache.fold = epoch::load(self.profile, session, |e, volume| episodes.push(e, volume));
+            cache.fold.price();
             return;
         }
-        let mut next = if cache.fold.events_seen == 0 {
-            0
-        } else {
-            cache.fold.latest_seq + 1
-        };
+        if cache.fold.latest_seq >= latest {
+            return;
+        }
+        let mut next = cache.fold.latest_seq + 1;
         loop {
             let page = session.events(next, u64::MAX, MAX_PAGE);
             let Some(last) = page.last() else { break };
@@ -553,6 +561,7 @@ impl ContinuityEngine {
             &files,
             self.config.max_index_entries as usize,
         );
+        let query = eps.term_ids(&query);
         let lines: Vec<(u64, usize, String)> = chosen
             .iter()
             .filter_map(|&i| {
@@ -612,15 +621,14 @@ impl ContinuityEngine {
         shown: &BTreeSet<u64>,
         room: u64,
     ) -> Vec<String> {
-        let archive_empty = self
-            .cache()
-            .ok()
-            .and_then(|c| c.fold.first_seq)
-            .is_none_or(|f| f >= start);
+        let Ok(cache) = self.cache() else {
+            return Vec::new();
+        };
+        let archive_empty = cache.fold.first_seq.is_none_or(|f| f >= start);
         if room == 0 || archive_empty || self.config.recall_limit == 0 {
             return Vec::new();
         }
-        let hits = recall::archival_hits(
+        let hits = cache.searches.borrow_mut().archival_hits(
             session,
             &inp.request.query,
             start,

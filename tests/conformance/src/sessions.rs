@@ -467,7 +467,9 @@ impl Script {
                 } else {
                     HypothesisStatus::Active
                 },
-                reason: turn.is_multiple_of(2).then(|| "one thread only".to_string()),
+                reason: turn
+                    .is_multiple_of(2)
+                    .then(|| "one thread only".to_string()),
             }),
             _ => st.notes.push(StateEntry {
                 text: format!("note {turn}: {}", filler(&mut self.rng, 40)),
