@@ -56,7 +56,9 @@ pub struct GlobalArgs {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// An interactive session in the workspace (the default command).
-    #[command(after_help = "Slash commands: /context  /compact  /recall <query>  /exit")]
+    #[command(
+        after_help = "Slash commands: /context  /compact  /recall <query>  /exit\n\nExamples:\n  latch\n  latch --provider openai-compatible --base-url http://localhost:11434/v1 --model qwen2.5-coder chat"
+    )]
     Chat,
     /// Run one task non-interactively; exits non-zero if the turn fails.
     #[command(
@@ -79,12 +81,14 @@ pub enum Command {
         last: bool,
     },
     /// List the workspace's sessions (deleted ones are omitted).
+    #[command(after_help = "Examples:\n  latch sessions\n  latch -C ~/src/project sessions")]
     Sessions,
     /// Manage session history.
     #[command(subcommand)]
     History(HistoryCommand),
     /// The `/context` report for a session's next request, without calling
     /// the provider.
+    #[command(after_help = "Examples:\n  latch context\n  latch context 01jd2k --json")]
     Context {
         /// Session id or prefix (default: the latest).
         session: Option<String>,
@@ -93,6 +97,7 @@ pub enum Command {
         json: bool,
     },
     /// Reset a session's working memory (`/compact`); nothing is deleted.
+    #[command(after_help = "Examples:\n  latch compact\n  latch compact 01jd2k")]
     Compact {
         /// Session id or prefix (default: the latest).
         session: Option<String>,
@@ -110,6 +115,9 @@ pub enum Command {
     },
     /// A complete offline session on the embedded default engine, with a
     /// scripted model served in the provider's exact wire format.
+    #[command(
+        after_help = "Examples:\n  latch demo\n  latch demo --keep    # keep the demo project to look at"
+    )]
     Demo {
         /// Keep the demo project directory.
         #[arg(long)]
@@ -125,6 +133,7 @@ pub enum Command {
 pub enum HistoryCommand {
     /// Delete a session from history: listing and resume omit it and its
     /// children; its events, artifacts and mutation evidence remain.
+    #[command(after_help = "Example:\n  latch history delete 01jd2k")]
     Delete {
         /// Session id or prefix.
         session: String,
