@@ -6,7 +6,8 @@
 //!   session it is given.
 //! * [`estimate`] — the canonical token estimator, identical to the host's.
 //! * [`MemorySession`] — an in-memory [`SessionView`] for native unit tests and
-//!   benchmarks.
+//!   benchmarks; [`IndexedSession`] — the same with a word index, for big
+//!   sessions.
 //! * [`export_engine!`] — turns an [`Engine`] into a WASI component export when the
 //!   crate is built for `wasm32-wasip2`.
 //!
@@ -19,6 +20,7 @@ mod engine;
 pub mod estimate;
 #[doc(hidden)]
 pub mod guest;
+mod indexed;
 mod memory;
 pub mod policy;
 mod text;
@@ -26,6 +28,7 @@ pub mod validate;
 
 pub use engine::{Engine, SessionView, default_recall};
 pub use estimate::{estimate, estimate_many, image_tokens};
+pub use indexed::IndexedSession;
 pub use memory::MemorySession;
 pub use text::{event_search_text, render_part_text, tokenize_words};
 

@@ -12,57 +12,43 @@
 //! search follows [`MemorySession`]'s rules at the cost a real full-text
 //! index has, and large generated sessions stay fast.
 
-use std::collections::BTreeMap;
-
 use latch_engine_sdk::types::*;
-use latch_engine_sdk::{Engine, MemorySession, SessionView, event_search_text, tokenize_words};
+use latch_engine_sdk::{Engine, MemorySession, SessionView};
 
-/// An in-memory session with an inverted word index for search.
+/// The session the generated scripts drive: an SDK
+/// [`IndexedSession`](latch_engine_sdk::IndexedSession), whose word index
+/// keeps search at the cost a real full-text index has.
 #[derive(Clone, Debug)]
 pub struct IndexedSession {
-    inner: MemorySession,
-    postings: BTreeMap<String, Vec<u32>>,
+    inner: latch_engine_sdk::IndexedSession,
 }
 
 impl IndexedSession {
     /// An empty session for `model`.
     pub fn new(id: &str, model: ModelProfile) -> Self {
         IndexedSession {
-            inner: MemorySession::new(id, model),
-            postings: BTreeMap::new(),
+            inner: latch_engine_sdk::IndexedSession::new(id, model),
         }
     }
 
     /// The underlying in-memory session.
     pub fn session(&self) -> &MemorySession {
-        &self.inner
+        self.inner.memory()
     }
 
     /// The canonical state, for the script to change.
     pub fn state_mut(&mut self) -> &mut CanonicalState {
-        &mut self.inner.state
+        self.inner.state_mut()
     }
 
     /// Append an event; returns its sequence number.
     pub fn push(&mut self, body: EventBody) -> u64 {
-        let seq = self.inner.push(body);
-        let idx = (self.inner.events.len() - 1) as u32;
-        if let Some(e) = self.inner.events.last() {
-            let mut words = tokenize_words(&event_search_text(&e.body));
-            words.sort_unstable();
-            words.dedup();
-            for w in words {
-                self.postings.entry(w).or_default().push(idx);
-            }
-        }
-        seq
+        self.inner.push(body)
     }
 
     /// Persist kernel-context entries as the host does before a request.
     pub fn persist(&mut self, entries: &[KernelContextEntry]) {
-        for e in entries {
-            self.push(EventBody::KernelContext(e.clone()));
-        }
+        self.inner.persist(entries);
     }
 }
 
@@ -80,34 +66,7 @@ impl SessionView for IndexedSession {
         self.inner.events_before(before, limit)
     }
     fn search(&self, query: &str, limit: u32) -> Vec<SearchHit> {
-        let words = tokenize_words(query);
-        if words.is_empty() {
-            return Vec::new();
-        }
-        let mut lists: Vec<&Vec<u32>> = Vec::new();
-        for w in &words {
-            match self.postings.get(w) {
-                Some(l) => lists.push(l),
-                None => return Vec::new(),
-            }
-        }
-        lists.sort_by_key(|l| l.len());
-        let max = limit.min(latch_engine_sdk::MAX_SEARCH) as usize;
-        let mut out = Vec::new();
-        for &idx in lists[0].iter().rev() {
-            if out.len() >= max {
-                break;
-            }
-            if lists[1..].iter().all(|l| l.binary_search(&idx).is_ok()) {
-                let e = &self.inner.events[idx as usize];
-                let text = event_search_text(&e.body);
-                out.push(SearchHit {
-                    event: e.clone(),
-                    snippet: text.chars().take(400).collect(),
-                });
-            }
-        }
-        out
+        self.inner.search(query, limit)
     }
     fn canonical_state(&self) -> CanonicalState {
         self.inner.canonical_state()

@@ -10,52 +10,37 @@
 //! names a scenario, a budget and a request index that reproduce exactly.
 
 use latch_engine_sdk::types::*;
-use latch_engine_sdk::{MemorySession, SessionView, estimate, event_search_text, tokenize_words};
-use std::collections::BTreeMap;
+use latch_engine_sdk::{IndexedSession, MemorySession, SessionView, estimate};
 
-/// An in-memory session with an inverted word index, so that search follows
-/// [`MemorySession`]'s rules (every query word must match; newest first) at
-/// the cost a real full-text index has.
+/// A generated session: an SDK [`IndexedSession`] (whose word index gives
+/// search the cost a real full-text index has) plus the helpers scenarios
+/// need.
 #[derive(Clone, Debug)]
 pub struct GenSession {
-    inner: MemorySession,
-    postings: BTreeMap<String, Vec<u32>>,
+    inner: IndexedSession,
 }
 
 impl GenSession {
     /// An empty session.
     pub fn new(id: &str, model: ModelProfile) -> Self {
         GenSession {
-            inner: MemorySession::new(id, model),
-            postings: BTreeMap::new(),
+            inner: IndexedSession::new(id, model),
         }
     }
 
     /// The underlying in-memory session.
     pub fn memory(&self) -> &MemorySession {
-        &self.inner
+        self.inner.memory()
     }
 
     /// Append an event; returns its sequence number.
     pub fn push(&mut self, body: EventBody) -> u64 {
-        let seq = self.inner.push(body);
-        let idx = (self.inner.events.len() - 1) as u32;
-        if let Some(e) = self.inner.events.last() {
-            let mut words = tokenize_words(&event_search_text(&e.body));
-            words.sort_unstable();
-            words.dedup();
-            for w in words {
-                self.postings.entry(w).or_default().push(idx);
-            }
-        }
-        seq
+        self.inner.push(body)
     }
 
     /// Persist kernel-context entries as the host does before a request.
     pub fn persist(&mut self, entries: &[KernelContextEntry]) {
-        for e in entries {
-            self.push(EventBody::KernelContext(e.clone()));
-        }
+        self.inner.persist(entries);
     }
 
     /// Skip sequence numbers: events of other sessions in the same store.
@@ -65,12 +50,12 @@ impl GenSession {
 
     /// Replace the canonical state (the kernel's reduction of the log).
     pub fn set_state(&mut self, state: CanonicalState) {
-        self.inner.state = state;
+        *self.inner.state_mut() = state;
     }
 
     /// True when `seq` is one of this session's events.
     pub fn owns(&self, seq: u64) -> bool {
-        self.inner
+        self.memory()
             .events
             .binary_search_by_key(&seq, |e| e.seq)
             .is_ok()
@@ -78,11 +63,11 @@ impl GenSession {
 
     /// The event with sequence number `seq`.
     pub fn event(&self, seq: u64) -> Option<&Event> {
-        self.inner
-            .events
+        let events = &self.memory().events;
+        events
             .binary_search_by_key(&seq, |e| e.seq)
             .ok()
-            .map(|i| &self.inner.events[i])
+            .map(|i| &events[i])
     }
 }
 
@@ -100,34 +85,7 @@ impl SessionView for GenSession {
         self.inner.events_before(before, limit)
     }
     fn search(&self, query: &str, limit: u32) -> Vec<SearchHit> {
-        let words = tokenize_words(query);
-        if words.is_empty() {
-            return Vec::new();
-        }
-        let mut lists: Vec<&Vec<u32>> = Vec::new();
-        for w in &words {
-            match self.postings.get(w) {
-                Some(l) => lists.push(l),
-                None => return Vec::new(),
-            }
-        }
-        lists.sort_by_key(|l| l.len());
-        let max = limit.min(latch_engine_sdk::MAX_SEARCH) as usize;
-        let mut out = Vec::new();
-        for &idx in lists[0].iter().rev() {
-            if out.len() >= max {
-                break;
-            }
-            if lists[1..].iter().all(|l| l.binary_search(&idx).is_ok()) {
-                let e = &self.inner.events[idx as usize];
-                let text = event_search_text(&e.body);
-                out.push(SearchHit {
-                    event: e.clone(),
-                    snippet: text.chars().take(400).collect(),
-                });
-            }
-        }
-        out
+        self.inner.search(query, limit)
     }
     fn canonical_state(&self) -> CanonicalState {
         self.inner.canonical_state()
