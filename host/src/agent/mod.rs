@@ -114,6 +114,10 @@ pub struct Agent {
     engine: Box<dyn ContextEngine>,
     provider: Provider,
     tools: Box<dyn ToolSet>,
+    /// The tool schemas and their price, fixed for the agent's life (they are
+    /// part of the cached prefix).
+    schemas: Vec<ToolSchema>,
+    tools_tokens: u64,
     system_prompt: String,
     session_context: SessionContext,
     options: AgentOptions,
@@ -136,8 +140,13 @@ impl Agent {
             .enable_all()
             .build()
             .map_err(|e| AgentError::Runtime(e.to_string()))?;
+        let schemas = tools.schemas();
+        let schemas_json = serde_json::to_string(&schemas).unwrap_or_default();
+        let tools_tokens = estimate(session.model.estimator, &schemas_json) as u64;
         Ok(Agent {
             store,
+            schemas,
+            tools_tokens,
             system_prompt: prompt::system_prompt(),
             session_context: prompt::session_context(&workspace, &options.mode),
             session,
@@ -195,8 +204,7 @@ impl Agent {
 
     /// Tokens of the tool schemas under the canonical estimator.
     pub fn tools_tokens(&self) -> u64 {
-        let json = serde_json::to_string(&self.tools.schemas()).unwrap_or_default();
-        estimate(self.session.model.estimator, &json) as u64
+        self.tools_tokens
     }
 
     /// The request the loop would send next, for `query`.
@@ -366,7 +374,7 @@ impl Agent {
         query: &str,
         observer: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<TurnOutcome, AgentError> {
-        let schemas = self.tools.schemas();
+        let schemas = self.schemas.clone();
         for step in 1..=self.options.max_steps {
             let (_, view) = self.materialize(query)?;
             // Kernel context is durable before the request that shows it.
