@@ -117,7 +117,7 @@ impl Seen {
 /// Checks what the generated session must contain and what its views must
 /// have exercised.
 fn assert_coverage(session: &IndexedSession, seen: &Seen) {
-    let events = &session.session().events;
+    let events = &session.memory().events;
     assert!(events.len() >= 2_000, "generated {} events", events.len());
     let count = |f: &dyn Fn(&EventBody) -> bool| events.iter().filter(|e| f(&e.body)).count();
     let tool_calls = count(

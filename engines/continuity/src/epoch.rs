@@ -728,7 +728,7 @@ mod tests {
         let mut host = EngineHost(crate::ContinuityEngine::for_model(
             ModelProfile::with_defaults("openai", "m"),
         ));
-        let full = run(&script, &mut host).session().clone();
+        let full = run(&script, &mut host).memory().clone();
         let mut shortcuts = 0;
         for n in 0..=full.events.len() {
             let mut s = full.clone();

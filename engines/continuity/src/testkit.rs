@@ -9,72 +9,15 @@
 //! the real host does, then appends the model's reply.
 //!
 //! [`IndexedSession`] is an in-memory session with an inverted index, so
-//! search follows [`MemorySession`]'s rules at the cost a real full-text
+//! search follows [`latch_engine_sdk::MemorySession`]'s rules at the cost a real full-text
 //! index has, and large generated sessions stay fast.
 
 use latch_engine_sdk::types::*;
-use latch_engine_sdk::{Engine, MemorySession, SessionView};
+use latch_engine_sdk::{Engine, SessionView};
 
-/// The session the generated scripts drive: an SDK
-/// [`IndexedSession`](latch_engine_sdk::IndexedSession), whose word index
-/// keeps search at the cost a real full-text index has.
-#[derive(Clone, Debug)]
-pub struct IndexedSession {
-    inner: latch_engine_sdk::IndexedSession,
-}
-
-impl IndexedSession {
-    /// An empty session for `model`.
-    pub fn new(id: &str, model: ModelProfile) -> Self {
-        IndexedSession {
-            inner: latch_engine_sdk::IndexedSession::new(id, model),
-        }
-    }
-
-    /// The underlying in-memory session.
-    pub fn session(&self) -> &MemorySession {
-        self.inner.memory()
-    }
-
-    /// The canonical state, for the script to change.
-    pub fn state_mut(&mut self) -> &mut CanonicalState {
-        self.inner.state_mut()
-    }
-
-    /// Append an event; returns its sequence number.
-    pub fn push(&mut self, body: EventBody) -> u64 {
-        self.inner.push(body)
-    }
-
-    /// Persist kernel-context entries as the host does before a request.
-    pub fn persist(&mut self, entries: &[KernelContextEntry]) {
-        self.inner.persist(entries);
-    }
-}
-
-impl SessionView for IndexedSession {
-    fn info(&self) -> SessionInfo {
-        self.inner.info()
-    }
-    fn latest_seq(&self) -> u64 {
-        self.inner.latest_seq()
-    }
-    fn events(&self, from: u64, to: u64, limit: u32) -> Vec<Event> {
-        self.inner.events(from, to, limit)
-    }
-    fn events_before(&self, before: u64, limit: u32) -> Vec<Event> {
-        self.inner.events_before(before, limit)
-    }
-    fn search(&self, query: &str, limit: u32) -> Vec<SearchHit> {
-        self.inner.search(query, limit)
-    }
-    fn canonical_state(&self) -> CanonicalState {
-        self.inner.canonical_state()
-    }
-    fn artifact(&self, sha256: &str) -> Option<MediaRef> {
-        self.inner.artifact(sha256)
-    }
-}
+/// The session the generated scripts drive: the SDK's word-indexed
+/// in-memory session, so search costs what a real full-text index costs.
+pub use latch_engine_sdk::IndexedSession;
 
 /// What the scripted session looks like.
 #[derive(Clone, Debug)]
@@ -285,7 +228,7 @@ pub fn run(script: &Script, host: &mut dyn Host) -> IndexedSession {
     for turn in 0..script.turns {
         if script
             .max_events
-            .is_some_and(|m| s.session().events.len() >= m)
+            .is_some_and(|m| s.memory().events.len() >= m)
         {
             break;
         }

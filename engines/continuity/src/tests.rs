@@ -291,10 +291,10 @@ fn generated_session_resume_equivalence_and_invariants() {
     script.compact_at = vec![200];
     let mut host = Checker::new(None, true);
     let s = testkit::run(&script, &mut host);
-    let events = s.session().events.len();
+    let events = s.memory().events.len();
     assert!(events >= 2_000, "generated {events} events");
     assert!(host.rotations >= 3, "rotations: {}", host.rotations);
-    let has_images = s.session().events.iter().any(|e| match &e.body {
+    let has_images = s.memory().events.iter().any(|e| match &e.body {
         EventBody::UserMessage(p) => p.iter().any(|p| matches!(p, Part::Image(_))),
         _ => false,
     });
@@ -331,7 +331,7 @@ fn hard_budget_holds_for_several_budgets() {
 fn incremental_episodes_equal_a_full_rebuild_at_every_prefix() {
     let mut host = testkit::EngineHost(engine());
     let s = testkit::run(&Script::new(3, 40), &mut host);
-    let events = &s.session().events;
+    let events = &s.memory().events;
     for cap in [300, 8_000] {
         let mut inc = episodes::EpisodeBuilder::new(cap);
         for (i, e) in events.iter().enumerate() {
@@ -803,7 +803,7 @@ fn stress_thousands_of_events() {
     host.resume = true;
     host.resume_every = 97;
     let s = testkit::run(&script, &mut host);
-    let events = &s.session().events;
+    let events = &s.memory().events;
     assert!(events.len() > 10_000, "{}", events.len());
     assert!(host.rotations > 10);
     let req = script.request(1_500, "frobnicate_widget E0425");
@@ -851,7 +851,7 @@ fn stress_thousands_of_events() {
 fn conversation_prices_match_the_canonical_message_price() {
     let mut host = testkit::EngineHost(engine());
     let s = testkit::run(&Script::new(13, 30), &mut host);
-    for e in &s.session().events {
+    for e in &s.memory().events {
         let expected = render::conversation_message(e)
             .map(|m| message_tokens(P, &m))
             .unwrap_or(0);
