@@ -30,7 +30,7 @@ pub use engine::{Engine, SessionView, default_recall};
 pub use estimate::{estimate, estimate_many, image_tokens};
 pub use indexed::IndexedSession;
 pub use memory::MemorySession;
-pub use text::{event_search_text, render_part_text, tokenize_words};
+pub use text::{event_search_text, kernel_note_label, render_part_text, tokenize_words};
 
 /// The contract version this SDK implements.
 pub const CONTRACT_VERSION: &str = "0.1.0";
@@ -186,6 +186,43 @@ impl Event {
                 | EventBody::ToolResult(_)
                 | EventBody::Notification(_)
         )
+    }
+
+    /// The provider-visible message of a conversation event (see
+    /// [`Event::is_conversation`]), tagged with its sequence number; none for
+    /// other events. This is the one rule every engine renders conversation
+    /// with: tool results and notifications speak as the user.
+    pub fn to_message(&self) -> Option<Message> {
+        let (role, parts) = match &self.body {
+            EventBody::UserMessage(parts) => (Role::User, parts.clone()),
+            EventBody::AssistantMessage(parts) => (Role::Assistant, parts.clone()),
+            EventBody::ToolResult(r) => (Role::User, vec![Part::ToolResult(r.clone())]),
+            EventBody::Notification(text) => (Role::User, vec![Part::Text(text.clone())]),
+            _ => return None,
+        };
+        Some(Message {
+            role,
+            parts,
+            kernel: None,
+            source_seqs: vec![self.seq],
+        })
+    }
+
+    /// [`Event::to_message`], taking the event's parts instead of cloning them.
+    pub fn into_message(self) -> Option<Message> {
+        let (role, parts) = match self.body {
+            EventBody::UserMessage(parts) => (Role::User, parts),
+            EventBody::AssistantMessage(parts) => (Role::Assistant, parts),
+            EventBody::ToolResult(r) => (Role::User, vec![Part::ToolResult(r)]),
+            EventBody::Notification(text) => (Role::User, vec![Part::Text(text)]),
+            _ => return None,
+        };
+        Some(Message {
+            role,
+            parts,
+            kernel: None,
+            source_seqs: vec![self.seq],
+        })
     }
 
     /// True for a user message (an intent boundary).

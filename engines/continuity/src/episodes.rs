@@ -18,7 +18,7 @@ use latch_engine_sdk::tokenize_words;
 use latch_engine_sdk::types::*;
 use serde::Serialize;
 
-use crate::render::{SEP, conversation_message, one_line};
+use crate::render::{SEP, one_line};
 
 /// Most keywords kept for one episode.
 const MAX_KEYWORDS: usize = 48;
@@ -473,7 +473,8 @@ pub fn build(profile: EstimatorProfile, events: &[Event], volume_cap: u64) -> Ve
 /// The conversation volume of an event: the canonical price of its message,
 /// or 0 for events that are not conversation.
 pub fn event_volume(profile: EstimatorProfile, event: &Event) -> u64 {
-    conversation_message(event)
+    event
+        .to_message()
         .map(|m| message_tokens(profile, &m))
         .unwrap_or(0)
 }

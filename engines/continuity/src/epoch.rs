@@ -26,9 +26,9 @@ use latch_engine_sdk::estimate::message_tokens;
 use latch_engine_sdk::types::*;
 use latch_engine_sdk::{MAX_PAGE, SessionView, image_tokens};
 
-use crate::render::{SnapshotHeader, parse_index_shown, parse_recall, parse_state_update};
 #[cfg(doc)]
-use crate::render::{conversation_message, kernel_message};
+use crate::render::kernel_message;
+use crate::render::{SnapshotHeader, parse_index_shown, parse_recall, parse_state_update};
 
 /// A whole conversation unit.
 #[derive(Clone, Debug)]
@@ -167,7 +167,7 @@ impl UnitBuilder {
     fn push_event(&mut self, event: Event, tokens: u64) -> Option<Unit> {
         let shape = Shape::of(&event.body)?;
         let seq = event.seq;
-        let message = into_message(event)?;
+        let message = event.into_message()?;
         self.push(seq, shape, message, tokens)
     }
 }
@@ -630,25 +630,8 @@ fn owned_kernel_message(entry: KernelContextEntry, seq: u64) -> Message {
     }
 }
 
-/// The provider-visible message of a conversation event, taking its parts.
-fn into_message(event: Event) -> Option<Message> {
-    let (role, parts) = match event.body {
-        EventBody::UserMessage(parts) => (Role::User, parts),
-        EventBody::AssistantMessage(parts) => (Role::Assistant, parts),
-        EventBody::ToolResult(r) => (Role::User, vec![Part::ToolResult(r)]),
-        EventBody::Notification(text) => (Role::User, vec![Part::Text(text)]),
-        _ => return None,
-    };
-    Some(Message {
-        role,
-        parts,
-        kernel: None,
-        source_seqs: vec![event.seq],
-    })
-}
-
 /// The canonical price of a conversation event's message without building
-/// it (the same figure as `message_tokens` of [`conversation_message`]);
+/// it (the same figure as `message_tokens` of [`Event::to_message`]);
 /// 0 for other events.
 pub fn conversation_tokens(profile: EstimatorProfile, body: &EventBody) -> u64 {
     use latch_engine_sdk::estimate::{MESSAGE_OVERHEAD_TOKENS, TOOL_PART_OVERHEAD_TOKENS};

@@ -40,23 +40,6 @@ pub fn session_context_message(ctx: &SessionContext) -> Message {
     Message::text(Role::User, text)
 }
 
-/// The provider-visible message for a conversation event, if it is one.
-pub fn conversation_message(event: &Event) -> Option<Message> {
-    let (role, parts) = match &event.body {
-        EventBody::UserMessage(parts) => (Role::User, parts.clone()),
-        EventBody::AssistantMessage(parts) => (Role::Assistant, parts.clone()),
-        EventBody::ToolResult(r) => (Role::User, vec![Part::ToolResult(r.clone())]),
-        EventBody::Notification(text) => (Role::User, vec![Part::Text(text.clone())]),
-        _ => return None,
-    };
-    Some(Message {
-        role,
-        parts,
-        kernel: None,
-        source_seqs: vec![event.seq],
-    })
-}
-
 /// The message of a kernel-context entry. The text never depends on `seq`, so
 /// an entry renders identically when just returned and when read back.
 pub fn kernel_message(entry: &KernelContextEntry, seq: Option<u64>) -> Message {
@@ -173,26 +156,10 @@ pub fn event_label(body: &EventBody) -> String {
             format!("tool result {}{status}", one_line(&r.name, 60))
         }
         EventBody::Notification(_) => "notification".into(),
-        EventBody::Kernel(n) => format!("kernel {}", note_label(n.kind)),
+        EventBody::Kernel(n) => format!("kernel {}", latch_engine_sdk::kernel_note_label(n.kind)),
         EventBody::KernelContext(_) => "kernel context".into(),
         EventBody::ManualCompact => "manual compact".into(),
         EventBody::Extension(e) => format!("extension {}", one_line(&e.kind, 60)),
-    }
-}
-
-/// A stable label for a kernel note kind.
-pub fn note_label(kind: KernelNoteKind) -> &'static str {
-    match kind {
-        KernelNoteKind::StateUpdate => "state-update",
-        KernelNoteKind::Mutation => "mutation",
-        KernelNoteKind::ValidationPassed => "validation-passed",
-        KernelNoteKind::ValidationFailed => "validation-failed",
-        KernelNoteKind::Evidence => "evidence",
-        KernelNoteKind::Failure => "failure",
-        KernelNoteKind::Reground => "reground",
-        KernelNoteKind::ExternalChange => "external-change",
-        KernelNoteKind::Process => "process",
-        KernelNoteKind::Other => "other",
     }
 }
 

@@ -852,9 +852,7 @@ fn conversation_prices_match_the_canonical_message_price() {
     let mut host = testkit::EngineHost(engine());
     let s = testkit::run(&Script::new(13, 30), &mut host);
     for e in &s.memory().events {
-        let expected = render::conversation_message(e)
-            .map(|m| message_tokens(P, &m))
-            .unwrap_or(0);
+        let expected = e.to_message().map(|m| message_tokens(P, &m)).unwrap_or(0);
         assert_eq!(
             epoch::conversation_tokens(P, &e.body),
             expected,

@@ -91,7 +91,7 @@ impl Engine for WindowEngine {
         let mut units: Vec<Vec<Message>> = Vec::new();
         let mut pending_results: Vec<Message> = Vec::new();
         for event in &events {
-            let Some(msg) = to_message(event) else {
+            let Some(msg) = event.to_message() else {
                 continue;
             };
             match &event.body {
@@ -187,23 +187,6 @@ fn render_session_context(ctx: &SessionContext) -> String {
         text.push_str(&ctx.repository_instructions);
     }
     text
-}
-
-/// The provider-visible message for a conversation event, if it is one.
-fn to_message(event: &Event) -> Option<Message> {
-    let (role, parts) = match &event.body {
-        EventBody::UserMessage(parts) => (Role::User, parts.clone()),
-        EventBody::AssistantMessage(parts) => (Role::Assistant, parts.clone()),
-        EventBody::ToolResult(r) => (Role::User, vec![Part::ToolResult(r.clone())]),
-        EventBody::Notification(text) => (Role::User, vec![Part::Text(text.clone())]),
-        _ => return None,
-    };
-    Some(Message {
-        role,
-        parts,
-        kernel: None,
-        source_seqs: vec![event.seq],
-    })
 }
 
 latch_engine_sdk::export_engine!(WindowEngine);
