@@ -45,7 +45,7 @@ impl SessionView for ImportedSessionView<'_> {
 }
 
 /// Ask the host's estimator (for engines that want to be sure they price text
-/// exactly as the host does; Rust engines can call [`crate::estimate`] locally,
+/// exactly as the host does; Rust engines can call [`crate::estimate()`] locally,
 /// which is the same code).
 pub fn host_estimate(profile: EstimatorProfile, texts: &[String]) -> Vec<u32> {
     estimator::estimate(profile, texts)

@@ -4,7 +4,7 @@
 //!   `serde` and `Clone`/`PartialEq` so views can be compared and serialized).
 //! * [`Engine`] — the trait an engine implements; [`SessionView`] — the read-only
 //!   session it is given.
-//! * [`estimate`] — the canonical token estimator, identical to the host's.
+//! * [`estimate()`] — the canonical token estimator, identical to the host's.
 //! * [`MemorySession`] — an in-memory [`SessionView`] for native unit tests and
 //!   benchmarks; [`IndexedSession`] — the same with a word index, for big
 //!   sessions.

@@ -1,6 +1,6 @@
 //! The host side of the contract's imports: the read-only `session-view`
 //! resource and the canonical estimator, served from whatever
-//! [`SessionView`](latch_engine_sdk::SessionView) the current call was given.
+//! [`SessionView`] the current call was given.
 
 use super::bindings::context::latch::context::{estimator, session, types as wt};
 use super::convert::Conv;
