@@ -14,8 +14,22 @@ pub trait SessionView {
     fn events(&self, from: u64, to: u64, limit: u32) -> Vec<Event>;
     /// Events with `seq < before`, newest first, at most `min(limit, MAX_PAGE)`.
     fn events_before(&self, before: u64, limit: u32) -> Vec<Event>;
-    /// Full-text search, newest first, at most `min(limit, MAX_SEARCH)` rows.
-    fn search(&self, query: &str, limit: u32) -> Vec<SearchHit>;
+    /// [`SessionView::events`] with the text of every kernel-context entry
+    /// left out (see the contract's `events-outline`). The default reads
+    /// whole events and drops the text; a view that can skip the bytes
+    /// should.
+    fn events_outline(&self, from: u64, to: u64, limit: u32) -> Vec<Event> {
+        let mut page = self.events(from, to, limit);
+        for e in &mut page {
+            if let EventBody::KernelContext(k) = &mut e.body {
+                k.text = String::new();
+            }
+        }
+        page
+    }
+    /// Full-text search over events with `seq < before`, newest first, at
+    /// most `min(limit, MAX_SEARCH)` rows.
+    fn search(&self, query: &str, before: u64, limit: u32) -> Vec<SearchHit>;
     /// The canonical task state as of the latest event.
     fn canonical_state(&self) -> CanonicalState;
     /// Artifact metadata by SHA-256.
@@ -79,6 +93,11 @@ pub trait Engine: 'static {
     fn default_budget(&self) -> ContextBudget;
 
     /// Materialize the view for the next model request.
+    ///
+    /// The view may continue the previous one: `kept_messages` leading
+    /// messages of the view this instance last returned successfully, then
+    /// `messages` (see [`crate::ViewAssembler`]). Returning 0 and the whole
+    /// list is always correct.
     fn materialize(
         &mut self,
         session: &dyn SessionView,
@@ -109,7 +128,7 @@ pub trait Engine: 'static {
 /// matching rows, then present them in chronological order.
 pub fn default_recall(session: &dyn SessionView, query: &str, limit: u32) -> Vec<Event> {
     let mut events: Vec<Event> = session
-        .search(query, limit)
+        .search(query, u64::MAX, limit)
         .into_iter()
         .map(|hit| hit.event)
         .take(limit as usize)

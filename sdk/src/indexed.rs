@@ -77,7 +77,10 @@ impl SessionView for IndexedSession {
     fn events_before(&self, before: u64, limit: u32) -> Vec<Event> {
         self.inner.events_before(before, limit)
     }
-    fn search(&self, query: &str, limit: u32) -> Vec<SearchHit> {
+    fn events_outline(&self, from: u64, to: u64, limit: u32) -> Vec<Event> {
+        self.inner.events_outline(from, to, limit)
+    }
+    fn search(&self, query: &str, before: u64, limit: u32) -> Vec<SearchHit> {
         let words = tokenize_words(query);
         if words.is_empty() {
             return Vec::new();
@@ -91,7 +94,11 @@ impl SessionView for IndexedSession {
         }
         lists.sort_by_key(|l| l.len());
         let max = limit.min(crate::MAX_SEARCH) as usize;
-        lists[0]
+        let events = &self.inner.events;
+        let end = events.partition_point(|e| e.seq < before) as u32;
+        let shortest = lists[0];
+        let below = shortest.partition_point(|idx| *idx < end);
+        shortest[..below]
             .iter()
             .rev()
             .filter(|idx| lists[1..].iter().all(|l| l.binary_search(idx).is_ok()))
@@ -135,13 +142,19 @@ mod tests {
             ("missing", 10),
             ("", 10),
         ] {
-            let a: Vec<u64> = indexed
-                .search(q, limit)
-                .iter()
-                .map(|h| h.event.seq)
-                .collect();
-            let b: Vec<u64> = plain.search(q, limit).iter().map(|h| h.event.seq).collect();
-            assert_eq!(a, b, "query {q:?}");
+            for before in [u64::MAX, 150, 1] {
+                let a: Vec<u64> = indexed
+                    .search(q, before, limit)
+                    .iter()
+                    .map(|h| h.event.seq)
+                    .collect();
+                let b: Vec<u64> = plain
+                    .search(q, before, limit)
+                    .iter()
+                    .map(|h| h.event.seq)
+                    .collect();
+                assert_eq!(a, b, "query {q:?} before {before}");
+            }
         }
     }
 }

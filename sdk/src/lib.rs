@@ -8,6 +8,8 @@
 //! * [`MemorySession`] — an in-memory [`SessionView`] for native unit tests and
 //!   benchmarks; [`IndexedSession`] — the same with a word index, for big
 //!   sessions.
+//! * [`ViewAssembler`] — restores whole views from an engine's continued
+//!   ones (what every host does); [`Assembled`] — an engine driven that way.
 //! * [`export_engine!`] — turns an [`Engine`] into a WASI component export when the
 //!   crate is built for `wasm32-wasip2`.
 //!
@@ -25,12 +27,14 @@ mod memory;
 pub mod policy;
 mod text;
 pub mod validate;
+pub mod view;
 
 pub use engine::{Engine, SessionView, default_recall};
 pub use estimate::{estimate, estimate_many, image_tokens};
 pub use indexed::IndexedSession;
 pub use memory::MemorySession;
 pub use text::{event_search_text, kernel_note_label, render_part_text, tokenize_words};
+pub use view::{Assembled, KeptTooMany, ViewAssembler};
 
 /// The contract version this SDK implements.
 pub const CONTRACT_VERSION: &str = "0.1.0";
@@ -160,6 +164,43 @@ impl CanonicalState {
 impl Default for CanonicalState {
     fn default() -> Self {
         Self::empty()
+    }
+}
+
+impl ContextReport {
+    /// A report naming `engine` with every figure 0 or unknown and status
+    /// `ok`; engines fill in what they measure.
+    pub fn empty(engine: impl Into<String>) -> Self {
+        ContextReport {
+            engine: engine.into(),
+            instructions_tokens: 0,
+            state_tokens: 0,
+            recent_tokens: 0,
+            recall_tokens: 0,
+            episode_tokens: 0,
+            tools_tokens: 0,
+            extension_tokens: 0,
+            total_tokens: 0,
+            limit_tokens: 0,
+            reserve_tokens: 0,
+            headroom_tokens: 0,
+            first_retained_seq: None,
+            evicted_tokens: 0,
+            event_count: 0,
+            episode_count: 0,
+            episodes_shown: 0,
+            status: "ok".into(),
+            epoch_generation: None,
+            epoch_user_turns: 0,
+            rotation_reason: None,
+            retained_after_rotation_tokens: 0,
+            image_count: 0,
+            image_tokens: 0,
+            common_prefix_tokens: 0,
+            request_tokens: 0,
+            provider_prefix_utilization: None,
+            measured_hit_rate: None,
+        }
     }
 }
 

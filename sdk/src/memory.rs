@@ -11,7 +11,8 @@ use crate::types::*;
 /// event's indexed text; rows come newest first.
 #[derive(Clone, Debug)]
 pub struct MemorySession {
-    /// Session facts; `event_count` is kept in step with `events`.
+    /// Session facts; `event_count` is kept in step with `events`, and
+    /// [`SessionView::info`] reports `state.revision` as `state_revision`.
     pub info: SessionInfo,
     /// Events in ascending sequence order.
     pub events: Vec<Event>,
@@ -34,6 +35,7 @@ impl MemorySession {
                 workspace_generation: 0,
                 model,
                 event_count: 0,
+                state_revision: 0,
             },
             events: Vec::new(),
             state: CanonicalState::empty(),
@@ -114,7 +116,10 @@ impl MemorySession {
 
 impl SessionView for MemorySession {
     fn info(&self) -> SessionInfo {
-        self.info.clone()
+        SessionInfo {
+            state_revision: self.state.revision,
+            ..self.info.clone()
+        }
     }
 
     fn latest_seq(&self) -> u64 {
@@ -131,6 +136,16 @@ impl SessionView for MemorySession {
             .collect()
     }
 
+    fn events_outline(&self, from: u64, to: u64, limit: u32) -> Vec<Event> {
+        let start = self.events.partition_point(|e| e.seq < from);
+        self.events[start..]
+            .iter()
+            .take_while(|e| e.seq < to)
+            .take(Self::clamp(limit, crate::MAX_PAGE))
+            .map(outline)
+            .collect()
+    }
+
     fn events_before(&self, before: u64, limit: u32) -> Vec<Event> {
         let end = self.events.partition_point(|e| e.seq < before);
         self.events[..end]
@@ -141,12 +156,13 @@ impl SessionView for MemorySession {
             .collect()
     }
 
-    fn search(&self, query: &str, limit: u32) -> Vec<SearchHit> {
+    fn search(&self, query: &str, before: u64, limit: u32) -> Vec<SearchHit> {
         let words = tokenize_words(query);
         if words.is_empty() {
             return Vec::new();
         }
-        self.events
+        let end = self.events.partition_point(|e| e.seq < before);
+        self.events[..end]
             .iter()
             .rev()
             .filter_map(|e| {
@@ -170,6 +186,25 @@ impl SessionView for MemorySession {
 
     fn artifact(&self, sha256: &str) -> Option<MediaRef> {
         self.artifacts.iter().find(|m| m.sha256 == sha256).cloned()
+    }
+}
+
+/// A copy of `event` without the text of a kernel-context entry.
+pub(crate) fn outline(event: &Event) -> Event {
+    let body = match &event.body {
+        EventBody::KernelContext(k) => EventBody::KernelContext(KernelContextEntry {
+            generation: k.generation,
+            revision: k.revision,
+            kind: k.kind,
+            epoch_start: k.epoch_start,
+            text: String::new(),
+        }),
+        other => other.clone(),
+    };
+    Event {
+        seq: event.seq,
+        time_ms: event.time_ms,
+        body,
     }
 }
 
@@ -203,14 +238,20 @@ mod tests {
         s.user("the build failed with E0425");
         s.user("unrelated");
         s.user("build failed again E0425");
-        let hits = s.search("E0425 failed", 10);
+        let hits = s.search("E0425 failed", u64::MAX, 10);
         assert_eq!(
             hits.iter().map(|h| h.event.seq).collect::<Vec<_>>(),
             vec![3, 1]
         );
+        let older = s.search("E0425 failed", 3, 10);
+        assert_eq!(
+            older.iter().map(|h| h.event.seq).collect::<Vec<_>>(),
+            vec![1],
+            "only events before the bound match"
+        );
         let recalled = crate::default_recall(&s, "E0425", 1);
         assert_eq!(recalled.len(), 1);
         assert_eq!(recalled[0].seq, 3, "newest match is selected");
-        assert!(s.search("  ", 10).is_empty());
+        assert!(s.search("  ", u64::MAX, 10).is_empty());
     }
 }

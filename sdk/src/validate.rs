@@ -25,6 +25,9 @@ pub enum ViewRule {
     KernelContext,
     /// The view has no messages at all.
     Empty,
+    /// The view continues a previous view it does not have (see
+    /// [`crate::ViewAssembler`]).
+    Continuation,
 }
 
 impl std::fmt::Display for ViewRule {
@@ -37,6 +40,7 @@ impl std::fmt::Display for ViewRule {
             ViewRule::DuplicateToolCall => "duplicate tool call",
             ViewRule::KernelContext => "kernel context",
             ViewRule::Empty => "non-empty view",
+            ViewRule::Continuation => "view continuation",
         })
     }
 }

@@ -22,7 +22,7 @@ use latch::engine::{
 use latch_continuity::ContinuityEngine;
 use latch_continuity::testkit::{EngineHost, IndexedSession, Script, run};
 use latch_engine_sdk::types::*;
-use latch_engine_sdk::{Engine, SessionView};
+use latch_engine_sdk::{Assembled, Engine, SessionView};
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 /// Warm steps measured for the printed medians.
@@ -48,7 +48,7 @@ fn component(loaded: &Arc<LoadedComponent>) -> ComponentEngine {
 /// lived through it.
 struct Generated {
     session: IndexedSession,
-    native: ContinuityEngine,
+    native: Assembled<ContinuityEngine>,
     script: Script,
 }
 
@@ -56,7 +56,7 @@ fn generate(events: usize) -> Generated {
     let mut script = Script::realistic(1, usize::MAX);
     script.max_events = Some(events);
     script.extension_change_at = Some(events / 16);
-    let mut host = EngineHost(ContinuityEngine::new(model()));
+    let mut host = EngineHost::new(ContinuityEngine::new(model()));
     let session = run(&script, &mut host);
     Generated {
         session,
@@ -156,7 +156,7 @@ fn benches(c: &mut Criterion) {
     for g in &generated {
         let mut w = Warm::new(g);
         let events = w.session.info().event_count;
-        let mut native = NativeEngine::new("continuity", g.native.clone());
+        let mut native = NativeEngine::resume("continuity", g.native.clone());
         let mut wasm = component(&loaded);
         let (mut tn, mut tc) = (Vec::new(), Vec::new());
         for i in 0..=STEPS {
@@ -269,14 +269,14 @@ fn benches(c: &mut Criterion) {
         let g = &generated[2];
         let n = g.session.info().event_count;
         let mut w = Warm::new(g);
-        let mut engine = NativeEngine::new("continuity", g.native.clone());
+        let mut engine = NativeEngine::resume("continuity", g.native.clone());
         group.bench_function(format!("warm/native/{n}"), |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
                     if w.step >= RESTART {
                         w = Warm::new(g);
-                        engine = NativeEngine::new("continuity", g.native.clone());
+                        engine = NativeEngine::resume("continuity", g.native.clone());
                     }
                     total += w.step(&mut engine);
                 }

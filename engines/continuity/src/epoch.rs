@@ -367,13 +367,14 @@ impl EpochFold {
     }
 
     fn start_epoch(&mut self, entry: KernelContextEntry, seq: u64, session: &dyn SessionView) {
-        let header = SnapshotHeader::parse(&entry.text).unwrap_or(SnapshotHeader {
+        let mut header = SnapshotHeader::parse(&entry.text).unwrap_or(SnapshotHeader {
             start: seq,
             state_revision: u64::MAX,
             retained: 0,
             evicted: 0,
             reason: Some("unreadable snapshot".into()),
         });
+        header.start = snapshot_start(&entry, seq);
         let start = header.start;
         let mut body = Vec::new();
         if start < self.floor {
@@ -467,12 +468,35 @@ impl EpochFold {
     }
 }
 
-/// The conversation start a snapshot names (its own sequence number when its
-/// header is unreadable, as [`EpochFold::apply`] reads it).
+/// The conversation start a snapshot names, as [`EpochFold::apply`] reads
+/// it: the structured `epoch_start`, else the header of its text, else its
+/// own sequence number.
 fn snapshot_start(entry: &KernelContextEntry, seq: u64) -> u64 {
-    SnapshotHeader::parse(&entry.text)
-        .map(|h| h.start)
+    entry
+        .epoch_start
+        .or_else(|| SnapshotHeader::parse(&entry.text).map(|h| h.start))
         .unwrap_or(seq)
+}
+
+/// An event of the log's outline with what [`snapshot_start`] needs: a
+/// snapshot that carries no structured start (written before the contract
+/// had one, or by another engine) is read again whole for its header.
+fn with_snapshot_start(event: Event, session: &dyn SessionView) -> Event {
+    match &event.body {
+        EventBody::KernelContext(k)
+            if k.kind == KernelContextKind::Snapshot
+                && k.epoch_start.is_none()
+                && k.text.is_empty() =>
+        {
+            session
+                .events(event.seq, event.seq.saturating_add(1), 1)
+                .into_iter()
+                .next()
+                .filter(|e| e.seq == event.seq)
+                .unwrap_or(event)
+        }
+        _ => event,
+    }
 }
 
 /// Follows the epochs [`EpochFold::apply`] would start, to confirm that the
@@ -508,11 +532,14 @@ impl EpochCheck {
 /// epochs.
 ///
 /// The loader walks back from the tail (`events_before` pages) to the latest
-/// snapshot, then reads the log forward once: events before the epoch's
-/// retained conversation only update the fold's counters, events between
-/// the retained conversation and the snapshot only build units, and the
+/// snapshot, then reads the rest of the log forward once as an outline
+/// (`events_outline`: older epochs' kernel-context text, most of a long
+/// log's bytes, is never read): events before the epoch's retained
+/// conversation only update the fold's counters, events between the
+/// retained conversation and the snapshot only build units, and the
 /// snapshot and everything after it are folded normally. `each` sees every
-/// event with its conversation volume, in order (the episode builder's pass).
+/// event with its conversation volume, in order (the episode builder's pass;
+/// it never reads kernel-context text).
 ///
 /// The shortcut is exact when the latest snapshot starts the current epoch
 /// and epoch starts never move backwards, which holds for every log this
@@ -577,11 +604,13 @@ fn load_tail(
     };
     let mut next = 0;
     while next < tail_from {
-        let page = session.events(next, tail_from, MAX_PAGE);
+        let page = session.events_outline(next, tail_from, MAX_PAGE);
         let Some(last) = page.last() else { break };
         next = last.seq.saturating_add(1);
         let short = page.len() < MAX_PAGE as usize;
-        page.into_iter().for_each(&mut feed);
+        page.into_iter()
+            .map(|e| with_snapshot_start(e, session))
+            .for_each(&mut feed);
         if short {
             break;
         }
@@ -708,7 +737,7 @@ mod tests {
         use crate::testkit::{EngineHost, Script, run};
         let mut script = Script::new(5, 70);
         script.compact_at = vec![45];
-        let mut host = EngineHost(crate::ContinuityEngine::for_model(
+        let mut host = EngineHost::new(crate::ContinuityEngine::for_model(
             ModelProfile::with_defaults("openai", "m"),
         ));
         let full = run(&script, &mut host).memory().clone();
@@ -744,6 +773,7 @@ mod tests {
                 generation,
                 revision,
                 kind: KernelContextKind::Snapshot,
+                epoch_start: None,
                 text: header.line(generation),
             })
         };

@@ -35,6 +35,7 @@ pub mod epoch;
 pub mod recall;
 pub mod render;
 pub mod report;
+pub mod sent;
 pub mod state;
 pub mod testkit;
 
@@ -51,6 +52,8 @@ use episodes::EpisodeBuilder;
 use epoch::{EpochFold, Item, Unit};
 use render::{NO_EXTENSIONS, SEP, SnapshotHeader, kernel_message, state_update_line};
 use report::{Component, Entry, Facts};
+use sent::Shown;
+use std::borrow::Cow;
 
 /// The engine's name in reports.
 pub const ENGINE_NAME: &str = "continuity";
@@ -62,9 +65,16 @@ struct Cache {
     session_id: String,
     fold: EpochFold,
     episodes: EpisodeBuilder,
-    /// The last rendered state: the state, the room it was rendered for, the
-    /// body and the price of a state update carrying it.
-    rendered: Option<(CanonicalState, u64, String, u64)>,
+    /// The canonical state, fetched again only when the session's state
+    /// revision moves.
+    state: Option<CanonicalState>,
+    /// The last rendered state: its revision, the room it was rendered for,
+    /// the body and the price of a state update carrying it.
+    rendered: Option<(u64, u64, String, u64)>,
+    /// What the previous successful view showed (see [`sent`]).
+    sent: Vec<Shown>,
+    /// The session-context message of that view.
+    sent_context: Option<Message>,
     /// What the epoch's searches proved (see [`recall::SearchMemo`]).
     searches: RefCell<recall::SearchMemo>,
 }
@@ -91,16 +101,35 @@ enum Start {
     Hard { total: u64, limit: u64 },
 }
 
-/// Everything one materialization needs, computed once.
+/// Everything one materialization needs, computed once; the state is
+/// borrowed from the cache.
 struct Inputs<'a> {
     request: &'a ContextRequest,
     plan: Plan,
-    state: CanonicalState,
-    state_body: String,
+    state: &'a CanonicalState,
+    state_body: &'a str,
     threshold: u64,
     extensions: String,
     ctx: Message,
     system_tokens: u64,
+    event_count: u64,
+}
+
+/// What [`ContinuityEngine::prepare`] computes before the state is borrowed.
+struct Prepared {
+    plan: Plan,
+    threshold: u64,
+    extensions: String,
+    ctx: Message,
+    system_tokens: u64,
+}
+
+/// A view before it is sent: every message with what the report and the
+/// continuation need about it.
+struct Draft<'a> {
+    entries: Vec<Entry<'a>>,
+    persist: Vec<KernelContextEntry>,
+    report: ContextReport,
 }
 
 impl ContinuityEngine {
@@ -121,8 +150,7 @@ impl ContinuityEngine {
     }
 
     /// Bring the caches up to the log's latest event.
-    fn sync(&mut self, session: &dyn SessionView) {
-        let info = session.info();
+    fn sync(&mut self, session: &dyn SessionView, info: &SessionInfo) {
         let latest = session.latest_seq();
         let stale = match &self.cache {
             None => true,
@@ -137,7 +165,10 @@ impl ContinuityEngine {
                 session_id: info.id.clone(),
                 fold: EpochFold::new(self.profile),
                 episodes: EpisodeBuilder::new(self.config.episode_volume_tokens),
+                state: None,
                 rendered: None,
+                sent: Vec::new(),
+                sent_context: None,
                 searches: RefCell::default(),
             });
         }
@@ -179,11 +210,15 @@ impl ContinuityEngine {
             .ok_or_else(|| EngineError::Internal("the session cache is missing".into()))
     }
 
-    fn inputs<'a>(
+    /// Plan the request and bring the cached canonical state and its
+    /// rendering up to date (the state is fetched again only when the
+    /// session's state revision moved).
+    fn prepare(
         &mut self,
         session: &dyn SessionView,
-        request: &'a ContextRequest,
-    ) -> Result<Inputs<'a>, EngineError> {
+        info: &SessionInfo,
+        request: &ContextRequest,
+    ) -> Result<Prepared, EngineError> {
         let p = self.profile;
         let ctx = render::session_context_message(&request.session_context);
         let system_tokens = estimate(p, &request.system_prompt) as u64;
@@ -200,28 +235,31 @@ impl ContinuityEngine {
             ext_tokens.max(request.budget.extension_tokens),
             self.config.recent_tokens,
         )?;
-        let state = session.canonical_state();
-        let cached = self.cache.as_ref().and_then(|c| c.rendered.as_ref());
-        let (state_body, state_tokens) = match cached {
-            Some((s, avail, body, tokens)) if *avail == plan.avail && *s == state => {
-                (body.clone(), *tokens)
+        let cache = self
+            .cache
+            .as_mut()
+            .ok_or_else(|| EngineError::Internal("the session cache is missing".into()))?;
+        let state = match &mut cache.state {
+            Some(s) if s.revision == info.state_revision => s,
+            slot => slot.insert(session.canonical_state()),
+        };
+        let state_tokens = match &cache.rendered {
+            Some((revision, avail, _, tokens))
+                if *revision == state.revision && *avail == plan.avail =>
+            {
+                *tokens
             }
             _ => {
-                let body = state::render_state(p, &state, plan.avail);
+                let body = state::render_state(p, state, plan.avail);
                 let tokens =
                     entry_tokens(p, &state_text(&state_update_line(state.revision), &body));
-                if let Some(c) = self.cache.as_mut() {
-                    c.rendered = Some((state.clone(), plan.avail, body.clone(), tokens));
-                }
-                (body, tokens)
+                cache.rendered = Some((state.revision, plan.avail, body, tokens));
+                tokens
             }
         };
         let threshold = plan.threshold(state_tokens);
-        Ok(Inputs {
-            request,
+        Ok(Prepared {
             plan,
-            state,
-            state_body,
             threshold,
             extensions,
             ctx,
@@ -229,11 +267,38 @@ impl ContinuityEngine {
         })
     }
 
-    fn build_view(
-        &self,
+    /// The inputs of one materialization, borrowing the state from the
+    /// cache that [`ContinuityEngine::prepare`] brought up to date.
+    fn inputs<'a>(
+        &'a self,
+        prepared: Prepared,
+        request: &'a ContextRequest,
+        info: &SessionInfo,
+    ) -> Result<Inputs<'a>, EngineError> {
+        let cache = self.cache()?;
+        let (Some(state), Some((_, _, state_body, _))) = (&cache.state, &cache.rendered) else {
+            return Err(EngineError::Internal(
+                "the canonical state was not prepared".into(),
+            ));
+        };
+        Ok(Inputs {
+            request,
+            plan: prepared.plan,
+            state,
+            state_body,
+            threshold: prepared.threshold,
+            extensions: prepared.extensions,
+            ctx: prepared.ctx,
+            system_tokens: prepared.system_tokens,
+            event_count: info.event_count,
+        })
+    }
+
+    fn build_view<'a>(
+        &'a self,
         session: &dyn SessionView,
-        inp: &Inputs,
-    ) -> Result<ContextView, EngineError> {
+        inp: &'a Inputs<'a>,
+    ) -> Result<Draft<'a>, EngineError> {
         let fold = &self.cache()?.fold;
         let Some(epoch) = &fold.epoch else {
             return self.rotate(session, inp, Start::First);
@@ -251,6 +316,7 @@ impl ContinuityEngine {
                 generation,
                 revision: rev,
                 kind,
+                epoch_start: None,
                 text,
             });
             rev += 1;
@@ -259,7 +325,7 @@ impl ContinuityEngine {
             push(
                 &mut new,
                 KernelContextKind::StateUpdate,
-                state_text(&state_update_line(inp.state.revision), &inp.state_body),
+                state_text(&state_update_line(inp.state.revision), inp.state_body),
             );
         }
         let shown_ext = fold.extension_text.as_deref().unwrap_or(NO_EXTENSIONS);
@@ -328,7 +394,7 @@ impl ContinuityEngine {
         let mut entries = vec![self.ctx_entry(inp, last_a)];
         for k in &fold.group {
             entries.push(kernel_entry(
-                k.message.clone(),
+                Cow::Borrowed(&k.message),
                 k.kind,
                 k.tokens.unwrap_or(0),
                 Some(k.seq),
@@ -340,7 +406,7 @@ impl ContinuityEngine {
             .map(|e| {
                 let m = kernel_message(e, None);
                 let t = message_tokens(p, &m);
-                kernel_entry(m, e.kind, t, None, last_a)
+                kernel_entry(Cow::Owned(m), e.kind, t, None, last_a)
             })
             .collect();
         if fold.group_open {
@@ -350,7 +416,7 @@ impl ContinuityEngine {
             match item {
                 Item::Unit(u) => push_unit(&mut entries, u, last_a),
                 Item::Kernel(k) => entries.push(kernel_entry(
-                    k.message.clone(),
+                    Cow::Borrowed(&k.message),
                     k.kind,
                     k.tokens.unwrap_or(0),
                     Some(k.seq),
@@ -368,39 +434,30 @@ impl ContinuityEngine {
             .find(|e| e.kind == KernelContextKind::ArchiveIndex)
             .and_then(|e| render::parse_index_shown(&e.text))
             .unwrap_or(fold.index_shown);
-        self.finish(
-            session,
-            inp,
-            entries,
-            new,
-            &epoch.header,
-            generation,
-            fresh,
-            shown,
-        )
+        self.finish(inp, entries, new, &epoch.header, generation, fresh, shown)
     }
 
     /// Start a new epoch: choose the retained units, then build the snapshot
     /// group in priority order (state, extension, re-ground, index, recall).
-    fn rotate(
-        &self,
+    fn rotate<'a>(
+        &'a self,
         session: &dyn SessionView,
-        inp: &Inputs,
+        inp: &'a Inputs<'a>,
         why: Start,
-    ) -> Result<ContextView, EngineError> {
+    ) -> Result<Draft<'a>, EngineError> {
         let p = self.profile;
         let cache = self.cache()?;
         let fold = &cache.fold;
-        let (entries_out, header, generation, retained_units) =
+        let (entries_out, header, generation, first_retained) =
             self.snapshot_group(session, inp, why)?;
         let last_a = fold.last_assistant_seq;
         let mut entries = vec![self.ctx_entry(inp, last_a)];
         for e in &entries_out {
             let m = kernel_message(e, None);
             let t = message_tokens(p, &m);
-            entries.push(kernel_entry(m, e.kind, t, None, last_a));
+            entries.push(kernel_entry(Cow::Owned(m), e.kind, t, None, last_a));
         }
-        for u in &retained_units {
+        for u in fold.units().skip(first_retained) {
             push_unit(&mut entries, u, last_a);
         }
         let shown = entries_out
@@ -408,27 +465,17 @@ impl ContinuityEngine {
             .find(|e| e.kind == KernelContextKind::ArchiveIndex)
             .and_then(|e| render::parse_index_shown(&e.text))
             .unwrap_or(0);
-        self.finish(
-            session,
-            inp,
-            entries,
-            entries_out,
-            &header,
-            generation,
-            true,
-            shown,
-        )
+        self.finish(inp, entries, entries_out, &header, generation, true, shown)
     }
 
     /// The entries of a new epoch's snapshot group, its header, generation
-    /// and retained units.
-    #[allow(clippy::type_complexity)]
+    /// and the index of the first retained unit of the current fold.
     fn snapshot_group(
         &self,
         session: &dyn SessionView,
         inp: &Inputs,
         why: Start,
-    ) -> Result<(Vec<KernelContextEntry>, SnapshotHeader, u64, Vec<Unit>), EngineError> {
+    ) -> Result<(Vec<KernelContextEntry>, SnapshotHeader, u64, usize), EngineError> {
         let p = self.profile;
         let cache = self.cache()?;
         let fold = &cache.fold;
@@ -480,7 +527,7 @@ impl ContinuityEngine {
 
         let mut texts: Vec<(KernelContextKind, String)> = vec![(
             KernelContextKind::Snapshot,
-            state_text(&header.line(generation), &inp.state_body),
+            state_text(&header.line(generation), inp.state_body),
         )];
         if inp.extensions != NO_EXTENSIONS {
             texts.push((KernelContextKind::Extension, inp.extensions.clone()));
@@ -501,7 +548,7 @@ impl ContinuityEngine {
             // state into what is actually left (the core first).
             let others = used(&texts[1..]);
             let room = inp.plan.limit.saturating_sub(others);
-            let body = state::render_state(p, &inp.state, room.saturating_mul(2));
+            let body = state::render_state(p, inp.state, room.saturating_mul(2));
             texts[0].1 = state_text(&header.line(generation), &body);
         }
         let remaining = inp.plan.limit.saturating_sub(used(&texts));
@@ -532,11 +579,11 @@ impl ContinuityEngine {
                 generation,
                 revision: first_rev + i as u64,
                 kind,
+                epoch_start: (kind == KernelContextKind::Snapshot).then_some(start),
                 text,
             })
             .collect();
-        let retained_units = units[first..].iter().map(|u| (*u).clone()).collect();
-        Ok((entries, header, generation, retained_units))
+        Ok((entries, header, generation, first))
     }
 
     /// The episode index of the archive (`seq < start`) within `budget`.
@@ -649,10 +696,11 @@ impl ContinuityEngine {
         chosen.into_iter().map(|(_, t)| t).collect()
     }
 
-    fn ctx_entry(&self, inp: &Inputs, last_a: Option<u64>) -> Entry {
+    fn ctx_entry<'a>(&self, inp: &'a Inputs, last_a: Option<u64>) -> Entry<'a> {
         Entry {
             tokens: message_tokens(self.profile, &inp.ctx),
-            message: inp.ctx.clone(),
+            message: Cow::Borrowed(&inp.ctx),
+            shown: Shown::Context,
             component: Component::Instructions,
             existed: last_a.is_some(),
             user_turn: false,
@@ -660,17 +708,16 @@ impl ContinuityEngine {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn finish(
+    fn finish<'a>(
         &self,
-        session: &dyn SessionView,
         inp: &Inputs,
-        entries: Vec<Entry>,
+        entries: Vec<Entry<'a>>,
         persist: Vec<KernelContextEntry>,
         header: &SnapshotHeader,
         generation: u64,
         fresh: bool,
         shown: u32,
-    ) -> Result<ContextView, EngineError> {
+    ) -> Result<Draft<'a>, EngineError> {
         let cache = self.cache()?;
         let status = match (fresh, &header.reason) {
             (false, _) => "ok",
@@ -686,7 +733,7 @@ impl ContinuityEngine {
             reserve_tokens: inp.request.budget.reserve_tokens,
             has_previous: cache.fold.last_assistant_seq.is_some(),
             evicted_tokens: if fresh { header.evicted } else { 0 },
-            event_count: session.info().event_count,
+            event_count: inp.event_count,
             episode_count: cache.episodes.len() as u32,
             episodes_shown: shown,
             status: status.to_string(),
@@ -701,9 +748,8 @@ impl ContinuityEngine {
                 report.total_tokens, report.limit_tokens
             )));
         }
-        Ok(ContextView {
-            system: inp.request.system_prompt.clone(),
-            messages: entries.into_iter().map(|e| e.message).collect(),
+        Ok(Draft {
+            entries,
             persist,
             report,
         })
@@ -720,14 +766,15 @@ fn state_text(header: &str, body: &str) -> String {
 }
 
 fn kernel_entry(
-    message: Message,
+    message: Cow<'_, Message>,
     kind: KernelContextKind,
     tokens: u64,
     seq: Option<u64>,
     last_a: Option<u64>,
-) -> Entry {
+) -> Entry<'_> {
     Entry {
         message,
+        shown: seq.map_or(Shown::Fresh, Shown::Logged),
         component: Component::of_kind(kind),
         tokens,
         existed: matches!((seq, last_a), (Some(s), Some(a)) if s < a),
@@ -735,11 +782,12 @@ fn kernel_entry(
     }
 }
 
-fn push_unit(entries: &mut Vec<Entry>, unit: &Unit, last_a: Option<u64>) {
+fn push_unit<'a>(entries: &mut Vec<Entry<'a>>, unit: &'a Unit, last_a: Option<u64>) {
     for (i, (m, t)) in unit.messages.iter().zip(&unit.prices).enumerate() {
         let seq = m.source_seqs.first().copied().unwrap_or(u64::MAX);
         entries.push(Entry {
-            message: m.clone(),
+            message: Cow::Borrowed(m),
+            shown: Shown::Logged(seq),
             component: Component::Recent,
             tokens: *t,
             existed: last_a.is_some_and(|a| seq < a),
@@ -782,21 +830,50 @@ impl Engine for ContinuityEngine {
         session: &dyn SessionView,
         request: &ContextRequest,
     ) -> Result<ContextView, EngineError> {
-        self.sync(session);
-        let inp = self.inputs(session, request)?;
-        self.build_view(session, &inp)
+        let info = session.info();
+        self.sync(session, &info);
+        let prepared = self.prepare(session, &info, request)?;
+        let inp = self.inputs(prepared, request, &info)?;
+        let draft = self.build_view(session, &inp)?;
+        let cache = self.cache()?;
+        let kept = sent::kept(
+            &cache.sent,
+            cache.sent_context.as_ref(),
+            &draft.entries,
+            &inp.ctx,
+        );
+        let shown: Vec<Shown> = draft.entries.iter().map(|e| e.shown).collect();
+        let messages: Vec<Message> = draft
+            .entries
+            .into_iter()
+            .skip(kept)
+            .map(|e| e.message.into_owned())
+            .collect();
+        let view = ContextView {
+            system: request.system_prompt.clone(),
+            kept_messages: kept as u32,
+            messages,
+            persist: draft.persist,
+            report: draft.report,
+        };
+        let context = inp.ctx;
+        if let Some(cache) = self.cache.as_mut() {
+            cache.sent = shown;
+            cache.sent_context = Some(context);
+        }
+        Ok(view)
     }
 
     fn manual_compact(
         &mut self,
         session: &dyn SessionView,
     ) -> Result<Vec<KernelContextEntry>, EngineError> {
-        self.sync(session);
         let info = session.info();
+        self.sync(session, &info);
         let request = ContextRequest {
             system_prompt: String::new(),
             session_context: SessionContext {
-                workspace: info.workspace,
+                workspace: info.workspace.clone(),
                 repository_instructions: String::new(),
                 mode: String::new(),
             },
@@ -804,7 +881,8 @@ impl Engine for ContinuityEngine {
             query: String::new(),
             extensions: Vec::new(),
         };
-        let inp = self.inputs(session, &request)?;
+        let prepared = self.prepare(session, &info, &request)?;
+        let inp = self.inputs(prepared, &request, &info)?;
         let at = self
             .cache()?
             .fold

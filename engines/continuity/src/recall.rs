@@ -51,13 +51,11 @@ fn searches(words: &[String]) -> Vec<String> {
 /// What earlier searches of the current epoch proved, so that a request does
 /// not repeat searches that cannot recall anything new.
 ///
-/// Within an epoch (a fixed `before`), the archival matches of a search are
-/// fixed, and events appended later are newer than all of them: they can
-/// only push archival rows out of the newest [`latch_engine_sdk::MAX_SEARCH`]
-/// rows. So the archival selection of a search at a later request is a prefix
-/// of the one seen earlier. When every search of a query once selected only
-/// events that are now all shown (or nothing), the query recalls nothing new
-/// now either, exactly as a fresh instance searching again would find.
+/// Searches are bounded by the epoch start (`before`), and events appended
+/// later are never older than it, so within an epoch the archival selection
+/// of a search never changes. When every search of a query once selected
+/// only events that are now all shown (or nothing), the query recalls nothing
+/// new now either, exactly as a fresh instance searching again would find.
 #[derive(Clone, Debug, Default)]
 pub struct SearchMemo {
     /// The epoch start the memo is for.
@@ -100,7 +98,7 @@ impl SearchMemo {
                 continue;
             }
             let hits: Vec<Event> = session
-                .search(q, latch_engine_sdk::MAX_SEARCH)
+                .search(q, before, limit)
                 .into_iter()
                 .map(|h| h.event)
                 .filter(|e| e.seq < before && recallable(&e.body))
@@ -159,9 +157,9 @@ mod tests {
         fn events_before(&self, before: u64, limit: u32) -> Vec<Event> {
             self.0.events_before(before, limit)
         }
-        fn search(&self, query: &str, limit: u32) -> Vec<SearchHit> {
+        fn search(&self, query: &str, before: u64, limit: u32) -> Vec<SearchHit> {
             self.1.set(self.1.get() + 1);
-            self.0.search(query, limit)
+            self.0.search(query, before, limit)
         }
         fn canonical_state(&self) -> CanonicalState {
             self.0.canonical_state()

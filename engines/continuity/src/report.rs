@@ -13,8 +13,12 @@
 //! exactly this view's messages whose durable events precede that assistant
 //! message, so the figure is derived from the log alone.
 
+use std::borrow::Cow;
+
 use latch_engine_sdk::estimate::message_image_tokens;
 use latch_engine_sdk::types::*;
+
+use crate::sent::Shown;
 
 /// Which report component a message belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,9 +53,11 @@ impl Component {
 
 /// One message of the view with what the report needs about it.
 #[derive(Clone, Debug)]
-pub struct Entry {
-    /// The message.
-    pub message: Message,
+pub struct Entry<'a> {
+    /// The message, borrowed from the engine's caches where it can be.
+    pub message: Cow<'a, Message>,
+    /// What identifies it across views (see [`crate::sent`]).
+    pub shown: Shown,
     /// Its component.
     pub component: Component,
     /// Its canonical price.
@@ -96,7 +102,7 @@ pub struct Facts {
 }
 
 /// The report for `entries`.
-pub fn build(entries: &[Entry], facts: Facts) -> ContextReport {
+pub fn build(entries: &[Entry<'_>], facts: Facts) -> ContextReport {
     let sum = |c: Component| {
         entries
             .iter()

@@ -13,7 +13,7 @@
 //! index has, and large generated sessions stay fast.
 
 use latch_engine_sdk::types::*;
-use latch_engine_sdk::{Engine, SessionView};
+use latch_engine_sdk::{Assembled, Engine, SessionView};
 
 /// The session the generated scripts drive: the SDK's word-indexed
 /// in-memory session, so search costs what a real full-text index costs.
@@ -122,8 +122,16 @@ pub trait Host {
     fn manual_compact(&mut self, session: &IndexedSession) -> Vec<KernelContextEntry>;
 }
 
-/// A [`Host`] that drives one engine and checks nothing.
-pub struct EngineHost<E: Engine>(pub E);
+/// A [`Host`] that drives one engine and checks nothing; views are
+/// assembled whole as the host assembles them.
+pub struct EngineHost<E: Engine>(pub Assembled<E>);
+
+impl<E: Engine> EngineHost<E> {
+    /// Drive `engine`, an instance that has returned no view yet.
+    pub fn new(engine: E) -> Self {
+        EngineHost(Assembled::new(engine))
+    }
+}
 
 impl<E: Engine> Host for EngineHost<E> {
     fn materialize(&mut self, session: &IndexedSession, request: &ContextRequest) -> ContextView {

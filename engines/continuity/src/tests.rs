@@ -5,7 +5,9 @@
 use std::collections::BTreeSet;
 
 use latch_engine_sdk::estimate::{message_image_tokens, message_tokens};
-use latch_engine_sdk::{Engine, MemorySession, SessionView, estimate, image_tokens};
+use latch_engine_sdk::{
+    Assembled, Engine, MemorySession, SessionView, ViewAssembler, estimate, image_tokens,
+};
 
 use crate::testkit::{self, Host, IndexedSession, Script};
 use crate::*;
@@ -36,8 +38,9 @@ fn request(window: u64, recent: u64, query: &str) -> ContextRequest {
     }
 }
 
-fn engine() -> ContinuityEngine {
-    ContinuityEngine::new(model())
+/// An engine driven as the host drives it: views come back whole.
+fn engine() -> Assembled<ContinuityEngine> {
+    Assembled::new(ContinuityEngine::new(model()))
 }
 
 fn session() -> MemorySession {
@@ -178,7 +181,7 @@ fn check_view(view: &ContextView, req: &ContextRequest) {
 /// A host that checks every view, and optionally resume equivalence and
 /// append-only epochs.
 struct Checker {
-    engine: ContinuityEngine,
+    engine: Assembled<ContinuityEngine>,
     config: Option<String>,
     resume: bool,
     resume_every: usize,
@@ -210,7 +213,7 @@ impl Checker {
         }
     }
 
-    fn fresh(&self) -> ContinuityEngine {
+    fn fresh(&self) -> Assembled<ContinuityEngine> {
         let mut e = engine();
         if let Some(c) = &self.config {
             e.set_config(c).expect("config");
@@ -304,6 +307,80 @@ fn generated_session_resume_equivalence_and_invariants() {
     assert!(ratio > 0.8, "estimated cacheability {ratio}");
 }
 
+/// Drives the raw engine the way the host does: each answer may continue
+/// the previous view, and the host restores the whole view.
+struct Continuing {
+    engine: ContinuityEngine,
+    views: ViewAssembler,
+    prev: Option<ContextView>,
+    sent: usize,
+    whole: usize,
+    continued: usize,
+}
+
+impl Host for Continuing {
+    fn materialize(&mut self, session: &IndexedSession, req: &ContextRequest) -> ContextView {
+        let raw = self.engine.materialize(session, req).expect("materialize");
+        let kept = raw.kept_messages as usize;
+        self.sent += raw.messages.len();
+        let whole = self
+            .views
+            .assemble(raw)
+            .expect("a warm view keeps only messages the previous view had");
+        self.whole += whole.messages.len();
+        let fresh = engine().materialize(session, req).expect("fresh");
+        assert_eq!(
+            serde_json::to_string(&whole).ok(),
+            serde_json::to_string(&fresh).ok(),
+            "the continued view equals a fresh instance's whole view"
+        );
+        if let Some(prev) = &self.prev
+            && prev.report.epoch_generation == whole.report.epoch_generation
+        {
+            // Everything the previous view showed from the log is kept.
+            let first_unpersisted = prev
+                .messages
+                .iter()
+                .position(|m| m.kernel.as_ref().is_some_and(|k| k.seq.is_none()))
+                .unwrap_or(prev.messages.len());
+            assert!(
+                kept >= first_unpersisted,
+                "kept {kept} of a previous view whose first {first_unpersisted} messages were durable"
+            );
+            self.continued += 1;
+        } else {
+            assert!(kept <= 1, "a new epoch keeps at most the session context");
+        }
+        self.prev = Some(whole.clone());
+        whole
+    }
+    fn manual_compact(&mut self, session: &IndexedSession) -> Vec<KernelContextEntry> {
+        self.engine.manual_compact(session).expect("compact")
+    }
+}
+
+#[test]
+fn warm_views_send_only_what_is_new() {
+    let mut script = Script::new(5, 120);
+    script.compact_at = vec![90];
+    let mut host = Continuing {
+        engine: ContinuityEngine::new(model()),
+        views: ViewAssembler::new(),
+        prev: None,
+        sent: 0,
+        whole: 0,
+        continued: 0,
+    };
+    testkit::run(&script, &mut host);
+    assert!(host.continued > 100, "continued views: {}", host.continued);
+    assert!(
+        host.sent * 5 < host.whole,
+        "messages sent {} vs whole views {}",
+        host.sent,
+        host.whole
+    );
+}
+
 #[test]
 fn hard_budget_holds_for_several_budgets() {
     for (window, recent) in [
@@ -347,7 +424,7 @@ fn incremental_episodes_equal_a_full_rebuild_at_every_prefix() {
 /// Plays `n` plain user/assistant turns of about `size` characters each,
 /// materializing before each reply.
 fn chat(
-    e: &mut ContinuityEngine,
+    e: &mut Assembled<ContinuityEngine>,
     s: &mut MemorySession,
     req: &ContextRequest,
     n: usize,
@@ -587,12 +664,14 @@ fn older_and_stale_revisions_are_excluded() {
         generation: gen1.saturating_sub(1),
         revision: 99,
         kind: KernelContextKind::StateUpdate,
+        epoch_start: None,
         text: "old generation".into(),
     }));
     s.push(EventBody::KernelContext(KernelContextEntry {
         generation: gen1,
         revision: 0,
         kind: KernelContextKind::StateUpdate,
+        epoch_start: None,
         text: "stale revision".into(),
     }));
     s.assistant("hi");

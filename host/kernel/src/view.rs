@@ -40,9 +40,10 @@ impl StoreSessionView {
     /// Facts about the session, with the current workspace generation and
     /// event count.
     pub fn try_info(&self) -> Result<SessionInfo> {
-        let (workspace_generation, event_count) = self
-            .store
-            .with_kernel(&self.record.id, |k| (k.generation(), k.own_event_count()))?;
+        let (workspace_generation, event_count, state_revision) =
+            self.store.with_kernel(&self.record.id, |k| {
+                (k.generation(), k.own_event_count(), k.revision())
+            })?;
         Ok(SessionInfo {
             id: self.record.id.clone(),
             parent_id: self.record.parent.clone(),
@@ -50,6 +51,7 @@ impl StoreSessionView {
             workspace_generation,
             model: self.record.model.clone(),
             event_count,
+            state_revision,
         })
     }
 
@@ -66,6 +68,14 @@ impl StoreSessionView {
         Ok(rows.iter().map(|e| e.to_sdk()).collect())
     }
 
+    /// [`StoreSessionView::try_events`] without kernel-context text.
+    pub fn try_events_outline(&self, from: u64, to: u64, limit: u32) -> Result<Vec<Event>> {
+        let rows = self
+            .store
+            .events_outline(&self.record.id, from, to, limit.min(MAX_PAGE))?;
+        Ok(rows.iter().map(|e| e.to_sdk()).collect())
+    }
+
     /// Events with `seq < before`, newest first, at most `min(limit, 1000)`.
     pub fn try_events_before(&self, before: u64, limit: u32) -> Result<Vec<Event>> {
         let rows = self
@@ -74,11 +84,12 @@ impl StoreSessionView {
         Ok(rows.iter().map(|e| e.to_sdk()).collect())
     }
 
-    /// Full-text search, newest first, at most `min(limit, 200)` rows.
-    pub fn try_search(&self, query: &str, limit: u32) -> Result<Vec<SearchHit>> {
-        let rows = self
-            .store
-            .search(&self.record.id, query, limit.min(MAX_SEARCH))?;
+    /// Full-text search over events with `seq < before`, newest first, at
+    /// most `min(limit, 200)` rows.
+    pub fn try_search(&self, query: &str, before: u64, limit: u32) -> Result<Vec<SearchHit>> {
+        let rows =
+            self.store
+                .search_before(&self.record.id, query, before, limit.min(MAX_SEARCH))?;
         Ok(rows
             .into_iter()
             .map(|r| SearchHit {
@@ -116,8 +127,11 @@ impl SessionView for StoreSessionView {
     fn events_before(&self, before: u64, limit: u32) -> Vec<Event> {
         broken("events-before", self.try_events_before(before, limit))
     }
-    fn search(&self, query: &str, limit: u32) -> Vec<SearchHit> {
-        broken("search", self.try_search(query, limit))
+    fn events_outline(&self, from: u64, to: u64, limit: u32) -> Vec<Event> {
+        broken("events-outline", self.try_events_outline(from, to, limit))
+    }
+    fn search(&self, query: &str, before: u64, limit: u32) -> Vec<SearchHit> {
+        broken("search", self.try_search(query, before, limit))
     }
     fn canonical_state(&self) -> CanonicalState {
         broken("canonical-state", self.try_canonical_state())

@@ -3,7 +3,9 @@
 mod common;
 
 use common::*;
-use latch_engine_sdk::types::{EventBody, HypothesisStatus, ValidationOutcome};
+use latch_engine_sdk::types::{
+    Event, EventBody, HypothesisStatus, KernelContextEntry, KernelContextKind, ValidationOutcome,
+};
 use latch_engine_sdk::{MemorySession, SessionView};
 use latch_kernel::*;
 use std::sync::Arc;
@@ -451,9 +453,20 @@ fn store_search_agrees_with_the_sdk_memory_session() {
         "tool result",
         "rs",
     ] {
-        let store_seqs: Vec<u64> = view.search(q, 50).iter().map(|h| h.event.seq).collect();
-        let mem_seqs: Vec<u64> = mem.search(q, 50).iter().map(|h| h.event.seq).collect();
-        assert_eq!(store_seqs, mem_seqs, "query {q:?}");
+        let middle = view.latest_seq() / 2 + 1;
+        for before in [u64::MAX, middle] {
+            let store_seqs: Vec<u64> = view
+                .search(q, before, 50)
+                .iter()
+                .map(|h| h.event.seq)
+                .collect();
+            let mem_seqs: Vec<u64> = mem
+                .search(q, before, 50)
+                .iter()
+                .map(|h| h.event.seq)
+                .collect();
+            assert_eq!(store_seqs, mem_seqs, "query {q:?} before {before}");
+        }
     }
 }
 
@@ -638,7 +651,7 @@ fn the_view_serves_bounded_pages_and_cached_state_equal_to_a_replay() {
     assert_eq!(view.events(0, u64::MAX, 5000).len(), 1000);
     assert_eq!(view.events_before(u64::MAX, 5000).len(), 1000);
     assert_eq!(view.events_from(0).len(), 1200);
-    assert_eq!(view.search("widgets", 1000).len(), 200);
+    assert_eq!(view.search("widgets", u64::MAX, 1000).len(), 200);
     for round in 0..5 {
         f.store
             .append(
@@ -661,6 +674,11 @@ fn the_view_serves_bounded_pages_and_cached_state_equal_to_a_replay() {
         )
         .unwrap();
         let cached = view.canonical_state();
+        assert_eq!(
+            view.info().state_revision,
+            cached.revision,
+            "the info names the revision canonical-state returns"
+        );
         let replayed = f.store.replay_kernel(&a).unwrap();
         assert_eq!(cached, replayed.canonical());
         assert_eq!(f.store.kernel(&a).unwrap(), replayed);
@@ -678,6 +696,63 @@ fn the_view_serves_bounded_pages_and_cached_state_equal_to_a_replay() {
         EventBody::Kernel(n) => assert!(n.summary.contains("make test")),
         other => panic!("{other:?}"),
     }
+}
+
+#[test]
+fn the_outline_leaves_out_kernel_context_text_and_nothing_else() {
+    let f = Fixture::new();
+    let a = f.session("/ws");
+    let view = StoreSessionView::new(f.store.clone(), &a).unwrap();
+    let first = f.store.append(&a, EventKind::user_text("hello")).unwrap();
+    for (revision, kind) in [
+        (1, KernelContextKind::Snapshot),
+        (2, KernelContextKind::StateUpdate),
+    ] {
+        f.store
+            .append(
+                &a,
+                EventKind::KernelContext(KernelContextEntry {
+                    generation: 1,
+                    revision,
+                    kind,
+                    epoch_start: (kind == KernelContextKind::Snapshot).then_some(first),
+                    text: "a long snapshot body ".repeat(200),
+                }),
+            )
+            .unwrap();
+    }
+    f.store
+        .append(&a, tool_result("shell", "a long snapshot body", false))
+        .unwrap();
+    let full = view.events(0, u64::MAX, 100);
+    let outline = view.events_outline(0, u64::MAX, 100);
+    let expected: Vec<Event> = full
+        .iter()
+        .cloned()
+        .map(|mut e| {
+            if let EventBody::KernelContext(k) = &mut e.body {
+                assert!(!k.text.is_empty());
+                k.text.clear();
+            }
+            e
+        })
+        .collect();
+    assert_eq!(outline, expected);
+    assert_eq!(outline.len(), 4);
+    match &outline[1].body {
+        EventBody::KernelContext(k) => assert_eq!(k.epoch_start, Some(first)),
+        other => panic!("{other:?}"),
+    }
+    // Pages are bounded like `events`.
+    let seqs = |v: Vec<Event>| v.iter().map(|e| e.seq).collect::<Vec<_>>();
+    assert_eq!(
+        seqs(view.events_outline(full[1].seq, full[3].seq, 1)),
+        [full[1].seq]
+    );
+    assert_eq!(
+        seqs(view.events_outline(full[1].seq, u64::MAX, 100)),
+        seqs(view.events(full[1].seq, u64::MAX, 100))
+    );
 }
 
 #[test]
@@ -771,7 +846,7 @@ fn stress_early_memory_survives_ten_thousand_events() {
         EventKind::ToolResult(r) => assert_eq!(r.content, diagnostic),
         other => panic!("{other:?}"),
     }
-    let hits = view.search("E0599", 5);
+    let hits = view.search("E0599", u64::MAX, 5);
     assert_eq!(hits.len(), 1);
     assert!(hits[0].snippet.contains("frobnicate_widget"));
     let _ = Arc::strong_count(&f.store);

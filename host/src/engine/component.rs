@@ -9,8 +9,8 @@ use super::runtime::{EPOCH_TICK, LoadedComponent};
 use super::sandbox::{EngineState, SandboxHandles, SandboxLimits};
 use super::session_host::SessionHandle;
 use super::{ContextEngine, ContextEngineFactory, EngineFailure};
-use latch_engine_sdk::SessionView;
 use latch_engine_sdk::types::*;
+use latch_engine_sdk::{KeptTooMany, SessionView, ViewAssembler};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use wasmtime::Store;
@@ -33,6 +33,8 @@ pub struct ComponentEngine {
     config_json: Option<String>,
     estimator: Option<EstimatorProfile>,
     live: Option<Live>,
+    /// Restores whole views from the live instance's continued ones.
+    views: ViewAssembler,
     instantiations: u64,
     peak_memory_bytes: usize,
 }
@@ -53,6 +55,7 @@ impl ComponentEngine {
             config_json: None,
             estimator: None,
             live: None,
+            views: ViewAssembler::new(),
             instantiations: 0,
             peak_memory_bytes: 0,
         }
@@ -82,6 +85,8 @@ impl ComponentEngine {
         if self.live.is_some() {
             return Ok(());
         }
+        // A new instance has no previous view to continue.
+        self.views.reset();
         let (state, handles) = EngineState::new(&self.limits, &self.session_id);
         let mut store = Store::new(self.loaded.pre.engine(), state);
         store.limiter(|s| &mut s.limiter);
@@ -340,10 +345,17 @@ impl ContextEngine for ComponentEngine {
                     &request,
                 )
         })?;
-        result.map(Conv::conv).map_err(|e| EngineFailure::Engine {
+        let view = result.map_err(|e| EngineFailure::Engine {
             engine: self.loaded.name.clone(),
             error: e.conv(),
-        })
+        })?;
+        self.views
+            .assemble(view.conv())
+            .map_err(|e| EngineFailure::Rejected {
+                engine: self.loaded.name.clone(),
+                rule: KeptTooMany::RULE,
+                detail: e.to_string(),
+            })
     }
 
     fn manual_compact(

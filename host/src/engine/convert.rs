@@ -137,6 +137,7 @@ record!(
         generation,
         revision,
         kind,
+        epoch_start,
         text
     }
 );
@@ -196,7 +197,8 @@ record!(
         workspace,
         workspace_generation,
         model,
-        event_count
+        event_count,
+        state_revision
     }
 );
 record!(s::StateEntry, wt::StateEntry { text, seq });
@@ -335,6 +337,7 @@ record!(
     s::ContextView,
     we::ContextView {
         system,
+        kept_messages,
         messages,
         persist,
         report

@@ -4,20 +4,30 @@
 
 use super::{ContextEngine, ContextEngineFactory, EngineFailure};
 use latch_engine_sdk::types::*;
-use latch_engine_sdk::{Engine, SessionView};
+use latch_engine_sdk::{Assembled, Engine, KeptTooMany, SessionView, ViewAssembler};
 
-/// An SDK engine linked natively.
+/// An SDK engine linked natively. Its views are assembled exactly as a
+/// component's are, so both kinds of engine cost the host the same.
 pub struct NativeEngine<E: Engine + Send> {
     name: String,
     engine: E,
+    views: ViewAssembler,
 }
 
 impl<E: Engine + Send> NativeEngine<E> {
-    /// Wrap an engine under `name`.
+    /// Wrap an engine instance that has returned no view yet under `name`.
     pub fn new(name: &str, engine: E) -> Self {
+        Self::resume(name, Assembled::new(engine))
+    }
+
+    /// Take over an engine that was driven elsewhere, with the assembler
+    /// holding the previous view it continues.
+    pub fn resume(name: &str, engine: Assembled<E>) -> Self {
+        let (engine, views) = engine.into_parts();
         NativeEngine {
             name: name.to_string(),
             engine,
+            views,
         }
     }
 }
@@ -49,11 +59,19 @@ impl<E: Engine + Send> ContextEngine for NativeEngine<E> {
         session: &dyn SessionView,
         request: &ContextRequest,
     ) -> Result<ContextView, EngineFailure> {
-        self.engine
-            .materialize(session, request)
-            .map_err(|error| EngineFailure::Engine {
+        let view =
+            self.engine
+                .materialize(session, request)
+                .map_err(|error| EngineFailure::Engine {
+                    engine: self.name.clone(),
+                    error,
+                })?;
+        self.views
+            .assemble(view)
+            .map_err(|e| EngineFailure::Rejected {
                 engine: self.name.clone(),
-                error,
+                rule: KeptTooMany::RULE,
+                detail: e.to_string(),
             })
     }
     fn manual_compact(

@@ -91,14 +91,26 @@ impl session::HostSessionView for EngineState {
         Ok(self.session.get()?.events_before(before, limit).conv())
     }
 
+    fn events_outline(
+        &mut self,
+        _: Resource<SessionHandle>,
+        from: u64,
+        to: u64,
+        limit: u32,
+    ) -> wasmtime::Result<Vec<wt::Event>> {
+        let limit = limit.min(latch_engine_sdk::MAX_PAGE);
+        Ok(self.session.get()?.events_outline(from, to, limit).conv())
+    }
+
     fn search(
         &mut self,
         _: Resource<SessionHandle>,
         query: String,
+        before: u64,
         limit: u32,
     ) -> wasmtime::Result<Vec<wt::SearchHit>> {
         let limit = limit.min(latch_engine_sdk::MAX_SEARCH);
-        Ok(self.session.get()?.search(&query, limit).conv())
+        Ok(self.session.get()?.search(&query, before, limit).conv())
     }
 
     fn canonical_state(

@@ -667,7 +667,7 @@ fn recall(candidate: &dyn Candidate) -> Outcome {
         s.skip_seqs(2);
     }
     let matches: Vec<u64> = s
-        .search("zebrafish", 200)
+        .search("zebrafish", u64::MAX, 200)
         .iter()
         .map(|h| h.event.seq)
         .collect();

@@ -133,7 +133,8 @@ pub trait Candidate {
 
 /// One live engine instance.
 pub trait Instance {
-    /// Materialize the view for a request (unchecked: the suite checks it).
+    /// Materialize the whole view for a request, a continuation restored as
+    /// the host restores it (unchecked: the suite checks it).
     fn materialize(
         &mut self,
         session: &dyn SessionView,

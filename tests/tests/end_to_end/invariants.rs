@@ -21,7 +21,7 @@ use latch_continuity::ContinuityEngine;
 use latch_continuity::testkit::{self, Host, IndexedSession, Script};
 use latch_engine_sdk::types::*;
 use latch_engine_sdk::validate::check_protocol;
-use latch_engine_sdk::{Engine, MemorySession, SessionView};
+use latch_engine_sdk::{Assembled, Engine, MemorySession, SessionView};
 use latch_kernel::{EventKind, StateOp, Store, StoreSessionView, record_validation};
 use latch_window_engine::WindowEngine;
 use std::path::PathBuf;
@@ -147,6 +147,7 @@ fn durable_history_ownership_the_session_view_has_only_reads() {
             "latest-seq",
             "events",
             "events-before",
+            "events-outline",
             "search",
             "canonical-state",
             "artifact"
@@ -225,7 +226,7 @@ fn canonical_authority_a_higher_revision_is_current_truth() {
     let mut s = MemorySession::new("authority", model());
     s.state = r1.clone();
     s.user("where do sessions live?");
-    let mut engine = ContinuityEngine::new(model());
+    let mut engine = Assembled::new(ContinuityEngine::new(model()));
     let first = engine.materialize(&s, &request("sessions")).unwrap();
     s.persist(&first.persist);
     s.assistant("In postgres.");
@@ -313,6 +314,7 @@ fn kernel_owned_evidence_an_engine_cannot_make_evidence() {
                 generation: 1,
                 revision: 99,
                 kind: KernelContextKind::StateUpdate,
+                epoch_start: None,
                 text: "# Evidence\n- cargo test: PASSED (cargo test --workspace) at generation 0"
                     .into(),
             }),
@@ -383,7 +385,7 @@ fn safety_hard_deny_refuses_rm_rf_root_and_records_it() {
 // Steering protocol correctness
 
 /// A host that checks every view's tool-call units.
-struct CheckingHost(ContinuityEngine, usize);
+struct CheckingHost(Assembled<ContinuityEngine>, usize);
 
 impl Host for CheckingHost {
     fn materialize(&mut self, session: &IndexedSession, request: &ContextRequest) -> ContextView {
@@ -464,7 +466,7 @@ fn steering_protocol_units_are_never_split_and_split_views_are_refused() {
         },
         ..Script::new(9, 30)
     };
-    let mut host = CheckingHost(ContinuityEngine::new(model()), 0);
+    let mut host = CheckingHost(Assembled::new(ContinuityEngine::new(model())), 0);
     testkit::run(&script, &mut host);
     assert!(host.1 > 30, "only {} views checked", host.1);
 
@@ -498,7 +500,7 @@ fn steering_protocol_units_are_never_split_and_split_views_are_refused() {
 #[test]
 fn deterministic_serialization_same_view_same_bytes() {
     let script = Script::new(4, 8);
-    let mut host = testkit::EngineHost(ContinuityEngine::new(model()));
+    let mut host = testkit::EngineHost::new(ContinuityEngine::new(model()));
     let session = testkit::run(&script, &mut host);
     let req = script.request(8, "parser");
     let view = host.0.materialize(&session, &req).unwrap();
@@ -553,7 +555,7 @@ fn usage(read: Option<u64>, miss: Option<u64>) -> latch_provider::Usage {
 
 #[test]
 fn cache_accounting_the_three_metrics_are_never_conflated() {
-    let view = testkit::EngineHost(ContinuityEngine::new(model()))
+    let view = testkit::EngineHost::new(ContinuityEngine::new(model()))
         .0
         .materialize(&MemorySession::new("m", model()), &request("x"))
         .unwrap();
@@ -602,7 +604,7 @@ fn cache_accounting_the_three_metrics_are_never_conflated() {
 
 /// Drives three engines in lockstep and requires identical bytes from each.
 struct Lockstep {
-    direct: ContinuityEngine,
+    direct: Assembled<ContinuityEngine>,
     port: Box<dyn ContextEngine>,
     component: ComponentEngine,
     views: usize,
@@ -634,7 +636,7 @@ fn port_pin_default_engine_is_byte_identical_direct_port_and_component() {
     };
     let model = ModelProfile::with_defaults("anthropic", "test-model");
     let mut host = Lockstep {
-        direct: ContinuityEngine::new(model.clone()),
+        direct: Assembled::new(ContinuityEngine::new(model.clone())),
         port: Box::new(NativeEngine::new(
             "native:continuity",
             ContinuityEngine::new(model.clone()),
@@ -676,7 +678,7 @@ fn port_pin_the_default_factory_is_the_continuity_engine() {
     let supervisor = Supervisor::from_config(&Config::default(), dir.path()).unwrap();
     assert_eq!(supervisor.factory().describe(), "builtin:continuity");
     let script = Script::new(6, 6);
-    let mut native = testkit::EngineHost(ContinuityEngine::for_model(model()));
+    let mut native = testkit::EngineHost::new(ContinuityEngine::for_model(model()));
     let session = testkit::run(&script, &mut native);
     let req = script.request(6, "widget");
     let expected = bytes(

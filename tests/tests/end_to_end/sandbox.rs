@@ -124,6 +124,30 @@ fn huge_allocation_is_out_of_memory() {
     assert_recovers(&mut engine, before);
 }
 
+/// A view that continues a previous view the instance never returned is
+/// refused by name; the store and the next whole view are unaffected.
+#[test]
+fn a_continuation_without_a_previous_view_is_refused() {
+    let mut engine = engine_in_mode("keep-too-many");
+    let err = engine.materialize(&session(), &request()).unwrap_err();
+    match &err {
+        EngineFailure::Rejected { rule, detail, .. } => {
+            assert_eq!(*rule, ViewRule::Continuation);
+            assert!(
+                detail.contains("keeps 5 messages of a previous view that had 0"),
+                "{detail}"
+            );
+        }
+        other => panic!("expected a rejected view, got {other:?}"),
+    }
+    assert!(err.to_string().contains("view continuation"), "{err}");
+    engine.set_config(r#"{"mode":"ok"}"#).expect("reconfigure");
+    let view = engine
+        .materialize(&session(), &request())
+        .expect("a whole view is accepted");
+    assert!(text_of(&view).starts_with("ok:"));
+}
+
 #[test]
 fn panic_is_reported_with_its_message() {
     let mut engine = engine_in_mode("panic");

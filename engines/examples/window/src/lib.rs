@@ -139,6 +139,8 @@ impl Engine for WindowEngine {
         let info = session.info();
         Ok(ContextView {
             system: request.system_prompt.clone(),
+            // The window slides, so each view is sent whole.
+            kept_messages: 0,
             messages,
             persist: Vec::new(),
             report: ContextReport {

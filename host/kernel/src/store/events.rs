@@ -127,6 +127,30 @@ impl Store {
         )
     }
 
+    /// [`Store::events`] with the text of every kernel-context entry left
+    /// out by SQLite itself, so the bytes of old snapshots are never decoded
+    /// (the contract's `events-outline`).
+    pub fn events_outline(
+        &self,
+        session: &str,
+        from: u64,
+        to: u64,
+        limit: u32,
+    ) -> Result<Vec<StoredEvent>> {
+        let to = to.min(i64::MAX as u64);
+        let from = from.min(i64::MAX as u64);
+        query_events(
+            &self.conn(),
+            "SELECT seq, session, kind,
+                    CASE WHEN kind = 'kernel_context'
+                         THEN json_set(body, '$.data.text', '') ELSE body END,
+                    time_ms
+             FROM events
+             WHERE session = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq LIMIT ?4",
+            params![session, from, to, limit],
+        )
+    }
+
     /// Events of `session` with `seq < before`, newest first, at most `limit`.
     pub fn events_before(
         &self,

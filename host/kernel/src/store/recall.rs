@@ -74,6 +74,18 @@ impl Store {
     /// Full-text search over `session`'s events: every query word must occur;
     /// newest first; at most `limit` rows. An empty query returns nothing.
     pub fn search(&self, session: &str, query: &str, limit: u32) -> Result<Vec<SearchRow>> {
+        self.search_before(session, query, u64::MAX, limit)
+    }
+
+    /// [`Store::search`] over the events with `seq < before` only.
+    pub fn search_before(
+        &self,
+        session: &str,
+        query: &str,
+        before: u64,
+        limit: u32,
+    ) -> Result<Vec<SearchRow>> {
+        let before = before.min(i64::MAX as u64);
         let Some(expr) = fts_query(query) else {
             return Ok(Vec::new());
         };
@@ -83,10 +95,10 @@ impl Store {
             let mut stmt = conn.prepare_cached(
                 "SELECT e.seq, e.session, e.kind, e.body, e.time_ms
                  FROM events_fts f JOIN events e ON e.seq = f.rowid
-                 WHERE events_fts MATCH ?1 AND e.session = ?2
+                 WHERE events_fts MATCH ?1 AND e.session = ?2 AND f.rowid < ?4
                  ORDER BY f.rowid DESC LIMIT ?3",
             )?;
-            stmt.query_map(params![expr, session, limit], read_event)?
+            stmt.query_map(params![expr, session, limit, before], read_event)?
                 .collect::<rusqlite::Result<Vec<_>>>()?
         };
         rows.into_iter()

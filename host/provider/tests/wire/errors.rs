@@ -2,7 +2,7 @@
 //! `Interrupted` with no partial turn, and a malformed request is refused
 //! the way the real services refuse it.
 
-mod common;
+use crate::common;
 
 use common::*;
 use latch_engine_sdk::types::Role;

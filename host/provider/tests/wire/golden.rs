@@ -1,7 +1,7 @@
 //! Golden request bodies: the exact JSON each adapter sends for a fixed
 //! request, as the fake server captured it over HTTP.
 
-mod common;
+use crate::common;
 
 use common::*;
 use latch_engine_sdk::types::{KernelContextKind, KernelTag, MediaRef, Message, Part, Role};

@@ -1,7 +1,7 @@
 //! Images: user images and tool-result images are resolved through the
 //! caller's resolver and base64-encoded in each wire format.
 
-mod common;
+use crate::common;
 
 use common::*;
 use latch_engine_sdk::types::{MediaRef, Part, Role, ToolResult};

@@ -2,7 +2,7 @@
 //! overload reported inside a stream, connection failures, and the bound on
 //! attempts.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

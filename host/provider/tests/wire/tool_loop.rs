@@ -1,7 +1,7 @@
 //! A multi-step tool loop against the fake server, in both wire formats,
 //! over real HTTP.
 
-mod common;
+use crate::common;
 
 use common::*;
 use latch_engine_sdk::types::{Part, Role};

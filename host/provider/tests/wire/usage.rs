@@ -2,7 +2,7 @@
 //! unknown, stop reasons, reasoning, and the simulated cache's honesty
 //! (append-only requests hit, prefix rewrites miss).
 
-mod common;
+use crate::common;
 
 use common::*;
 use latch_engine_sdk::types::Role;

@@ -1,7 +1,7 @@
 //! File tools on a real workspace and store: confinement, guarded writes,
 //! read bounds, and gitignore-aware listing and search.
 
-mod common;
+use crate::common;
 
 use common::{assert_err, assert_ok, env, exists};
 use latch_kernel::{EventKind, READ_MAX_BYTES, READ_MAX_TOKENS, sha256_hex};

@@ -1,7 +1,7 @@
 //! Tool schemas (valid, described, byte-stable, fixed order) and the errors
 //! for unknown tools and malformed arguments.
 
-mod common;
+use crate::common;
 
 use common::{assert_err, assert_ok, env};
 use latch_tools::{schemas, spec_of};

@@ -1,7 +1,7 @@
 //! Shell, managed processes, validation and completion on a real workspace
 //! and store.
 
-mod common;
+use crate::common;
 
 use common::{assert_err, assert_ok, env, exists};
 use latch_kernel::{CertificationOutcome, EventKind, Outcome};

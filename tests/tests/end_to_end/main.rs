@@ -1,0 +1,21 @@
+//! Latch's end-to-end tests: the host library with real components, the real
+//! SQLite store and the local wire-format server. One test binary for all of
+//! them, so a clean build links the host (wasmtime included) once.
+//!
+//! * [`agent`] — the agent loop through the provider wire formats.
+//! * [`child_policy`] — child-policy components and the supervisor.
+//! * [`conformance`] — the conformance suite against the shipped engines and
+//!   the adversarial fixture.
+//! * [`continuity_component`] — the ContinuityEngine natively and as a
+//!   component, byte for byte; warm and fresh instances.
+//! * [`invariants`] — the contract's non-negotiable properties.
+//! * [`loading`] — loading components: versions, worlds, the compile cache.
+//! * [`sandbox`] — the sandbox against a misbehaving engine.
+
+mod agent;
+mod child_policy;
+mod conformance;
+mod continuity_component;
+mod invariants;
+mod loading;
+mod sandbox;
