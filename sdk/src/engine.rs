@@ -14,18 +14,22 @@ pub trait SessionView {
     fn events(&self, from: u64, to: u64, limit: u32) -> Vec<Event>;
     /// Events with `seq < before`, newest first, at most `min(limit, MAX_PAGE)`.
     fn events_before(&self, before: u64, limit: u32) -> Vec<Event>;
-    /// [`SessionView::events`] with the text of every kernel-context entry
-    /// left out (see the contract's `events-outline`). The default reads
-    /// whole events and drops the text; a view that can skip the bytes
-    /// should.
-    fn events_outline(&self, from: u64, to: u64, limit: u32) -> Vec<Event> {
-        let mut page = self.events(from, to, limit);
-        for e in &mut page {
-            if let EventBody::KernelContext(k) = &mut e.body {
-                k.text = String::new();
-            }
-        }
-        page
+    /// [`SessionView::events`] as an outline priced under `profile`:
+    /// kernel-context text and tool-result content left out, each event's
+    /// canonical price attached (see the contract's `events-outline` and
+    /// [`outline`]). The default reads whole events; a view that can skip
+    /// the bytes should.
+    fn events_outline(
+        &self,
+        from: u64,
+        to: u64,
+        limit: u32,
+        profile: EstimatorProfile,
+    ) -> Vec<OutlinedEvent> {
+        self.events(from, to, limit)
+            .iter()
+            .map(|e| outline(profile, e))
+            .collect()
     }
     /// Full-text search over events with `seq < before`, newest first, at
     /// most `min(limit, MAX_SEARCH)` rows.
@@ -50,6 +54,37 @@ pub trait SessionView {
             }
         }
         out
+    }
+}
+
+/// The outline of `event` under `profile`: a copy without kernel-context
+/// text and tool-result content, with the canonical price of the whole
+/// event's message ([`crate::estimate::event_tokens`]).
+pub fn outline(profile: EstimatorProfile, event: &Event) -> OutlinedEvent {
+    let body = match &event.body {
+        EventBody::KernelContext(k) => EventBody::KernelContext(KernelContextEntry {
+            generation: k.generation,
+            revision: k.revision,
+            kind: k.kind,
+            epoch_start: k.epoch_start,
+            text: String::new(),
+        }),
+        EventBody::ToolResult(r) => EventBody::ToolResult(ToolResult {
+            call_id: r.call_id.clone(),
+            name: r.name.clone(),
+            content: String::new(),
+            is_error: r.is_error,
+            images: r.images.clone(),
+        }),
+        other => other.clone(),
+    };
+    OutlinedEvent {
+        event: Event {
+            seq: event.seq,
+            time_ms: event.time_ms,
+            body,
+        },
+        tokens: crate::estimate::event_tokens(profile, &event.body),
     }
 }
 

@@ -195,16 +195,19 @@ pub fn part_tokens(profile: EstimatorProfile, part: &crate::types::Part) -> u64 
                 + estimate(profile, &c.name) as u64
                 + estimate(profile, &c.arguments_json) as u64
         }
-        Part::ToolResult(r) => {
-            TOOL_PART_OVERHEAD_TOKENS
-                + estimate(profile, &r.call_id) as u64
-                + estimate(profile, &r.content) as u64
-                + r.images
-                    .iter()
-                    .map(|m| image_tokens(m.width, m.height) as u64)
-                    .sum::<u64>()
-        }
+        Part::ToolResult(r) => tool_result_tokens(profile, r),
     }
+}
+
+/// Estimated tokens of a tool-result part under `profile`.
+fn tool_result_tokens(profile: EstimatorProfile, r: &crate::types::ToolResult) -> u64 {
+    TOOL_PART_OVERHEAD_TOKENS
+        + estimate(profile, &r.call_id) as u64
+        + estimate(profile, &r.content) as u64
+        + r.images
+            .iter()
+            .map(|m| image_tokens(m.width, m.height) as u64)
+            .sum::<u64>()
 }
 
 /// Estimated tokens of one provider-visible message: its parts plus
@@ -216,6 +219,22 @@ pub fn message_tokens(profile: EstimatorProfile, message: &crate::types::Message
             .iter()
             .map(|p| part_tokens(profile, p))
             .sum::<u64>()
+}
+
+/// The canonical price of the provider-visible message a conversation event
+/// renders (the same figure as [`message_tokens`] of
+/// [`Event::to_message`](crate::types::Event::to_message)) without building
+/// it; 0 for events that render none. The `tokens` of an outlined event.
+pub fn event_tokens(profile: EstimatorProfile, body: &crate::types::EventBody) -> u64 {
+    use crate::types::EventBody;
+    match body {
+        EventBody::UserMessage(parts) | EventBody::AssistantMessage(parts) => {
+            MESSAGE_OVERHEAD_TOKENS + parts.iter().map(|p| part_tokens(profile, p)).sum::<u64>()
+        }
+        EventBody::ToolResult(r) => MESSAGE_OVERHEAD_TOKENS + tool_result_tokens(profile, r),
+        EventBody::Notification(t) => MESSAGE_OVERHEAD_TOKENS + estimate(profile, t) as u64,
+        _ => 0,
+    }
 }
 
 /// Estimated visual tokens of the images in a message (a part of its price).

@@ -33,8 +33,14 @@ impl SessionView for ImportedSessionView<'_> {
     fn events_before(&self, before: u64, limit: u32) -> Vec<Event> {
         self.0.events_before(before, limit)
     }
-    fn events_outline(&self, from: u64, to: u64, limit: u32) -> Vec<Event> {
-        self.0.events_outline(from, to, limit)
+    fn events_outline(
+        &self,
+        from: u64,
+        to: u64,
+        limit: u32,
+        profile: EstimatorProfile,
+    ) -> Vec<OutlinedEvent> {
+        self.0.events_outline(from, to, limit, profile)
     }
     fn search(&self, query: &str, before: u64, limit: u32) -> Vec<SearchHit> {
         self.0.search(query, before, limit)

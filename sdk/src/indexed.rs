@@ -77,8 +77,14 @@ impl SessionView for IndexedSession {
     fn events_before(&self, before: u64, limit: u32) -> Vec<Event> {
         self.inner.events_before(before, limit)
     }
-    fn events_outline(&self, from: u64, to: u64, limit: u32) -> Vec<Event> {
-        self.inner.events_outline(from, to, limit)
+    fn events_outline(
+        &self,
+        from: u64,
+        to: u64,
+        limit: u32,
+        profile: EstimatorProfile,
+    ) -> Vec<OutlinedEvent> {
+        self.inner.events_outline(from, to, limit, profile)
     }
     fn search(&self, query: &str, before: u64, limit: u32) -> Vec<SearchHit> {
         let words = tokenize_words(query);

@@ -29,7 +29,7 @@ mod text;
 pub mod validate;
 pub mod view;
 
-pub use engine::{Engine, SessionView, default_recall};
+pub use engine::{Engine, SessionView, default_recall, outline};
 pub use estimate::{estimate, estimate_many, image_tokens};
 pub use indexed::IndexedSession;
 pub use memory::MemorySession;
@@ -97,7 +97,8 @@ pub mod types {
         CanonicalState, EstimatorProfile, Event, EventBody, Evidence, ExtensionEvent,
         FailureLineage, FileState, Hypothesis, HypothesisStatus, KernelContextEntry,
         KernelContextKind, KernelNote, KernelNoteKind, KernelTag, MediaRef, Message, ModelProfile,
-        Part, Role, SearchHit, SessionInfo, StateEntry, ToolCall, ToolResult, ValidationOutcome,
+        OutlinedEvent, Part, Role, SearchHit, SessionInfo, StateEntry, ToolCall, ToolResult,
+        ValidationOutcome,
     };
 }
 

@@ -136,13 +136,19 @@ impl SessionView for MemorySession {
             .collect()
     }
 
-    fn events_outline(&self, from: u64, to: u64, limit: u32) -> Vec<Event> {
+    fn events_outline(
+        &self,
+        from: u64,
+        to: u64,
+        limit: u32,
+        profile: EstimatorProfile,
+    ) -> Vec<OutlinedEvent> {
         let start = self.events.partition_point(|e| e.seq < from);
         self.events[start..]
             .iter()
             .take_while(|e| e.seq < to)
             .take(Self::clamp(limit, crate::MAX_PAGE))
-            .map(outline)
+            .map(|e| crate::engine::outline(profile, e))
             .collect()
     }
 
@@ -189,25 +195,6 @@ impl SessionView for MemorySession {
     }
 }
 
-/// A copy of `event` without the text of a kernel-context entry.
-pub(crate) fn outline(event: &Event) -> Event {
-    let body = match &event.body {
-        EventBody::KernelContext(k) => EventBody::KernelContext(KernelContextEntry {
-            generation: k.generation,
-            revision: k.revision,
-            kind: k.kind,
-            epoch_start: k.epoch_start,
-            text: String::new(),
-        }),
-        other => other.clone(),
-    };
-    Event {
-        seq: event.seq,
-        time_ms: event.time_ms,
-        body,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +217,45 @@ mod tests {
             vec![4, 3, 2, 1]
         );
         assert_eq!(s.events_from(9).len(), 2);
+    }
+
+    #[test]
+    fn the_outline_drops_bulky_bodies_and_keeps_the_whole_price() {
+        let mut s = session();
+        s.user("read the parser");
+        s.tool_exchange(
+            "c1",
+            "read_file",
+            "{\"path\":\"src/parser.rs\"}",
+            &"fn parse() {}\n".repeat(50),
+        );
+        s.persist(&[KernelContextEntry {
+            generation: 1,
+            revision: 1,
+            kind: KernelContextKind::Snapshot,
+            epoch_start: Some(1),
+            text: "# Snapshot\n".repeat(40),
+        }]);
+        s.push(EventBody::ManualCompact);
+        for p in [EstimatorProfile::Openai, EstimatorProfile::CjkOptimized] {
+            let outline = s.events_outline(0, u64::MAX, 100, p);
+            assert_eq!(outline.len(), s.events.len());
+            for (o, e) in outline.iter().zip(&s.events) {
+                let price = e
+                    .to_message()
+                    .map(|m| crate::estimate::message_tokens(p, &m))
+                    .unwrap_or(0);
+                assert_eq!(o.tokens, price, "event {}", e.seq);
+                match &o.event.body {
+                    EventBody::ToolResult(r) => assert!(r.content.is_empty()),
+                    EventBody::KernelContext(k) => {
+                        assert!(k.text.is_empty());
+                        assert_eq!(k.epoch_start, Some(1));
+                    }
+                    body => assert_eq!(body, &e.body),
+                }
+            }
+        }
     }
 
     #[test]

@@ -22,9 +22,9 @@
 
 use std::collections::BTreeSet;
 
-use latch_engine_sdk::estimate::message_tokens;
+use latch_engine_sdk::estimate::{event_tokens, message_tokens};
 use latch_engine_sdk::types::*;
-use latch_engine_sdk::{MAX_PAGE, SessionView, image_tokens};
+use latch_engine_sdk::{MAX_PAGE, SessionView};
 
 #[cfg(doc)]
 use crate::render::kernel_message;
@@ -267,7 +267,7 @@ impl EpochFold {
     }
 
     /// Fold one event in. `volume` is the canonical price of its message (see
-    /// [`conversation_tokens`]). `session` is read only when a snapshot names
+    /// [`event_tokens`]). `session` is read only when a snapshot names
     /// a start older than the units this fold kept.
     pub fn apply(&mut self, event: Event, volume: u64, session: &dyn SessionView) {
         self.observe(&event);
@@ -388,7 +388,7 @@ impl EpochFold {
                 next = last.seq + 1;
                 let short = page.len() < MAX_PAGE as usize;
                 for e in page {
-                    let volume = conversation_tokens(self.profile, &e.body);
+                    let volume = event_tokens(self.profile, &e.body);
                     if let Some(u) = builder.push_event(e, volume)
                         && u.first_seq >= start
                     {
@@ -587,8 +587,7 @@ fn load_tail(
         regular: true,
         ..EpochCheck::default()
     };
-    let mut feed = |e: Event| {
-        let volume = conversation_tokens(profile, &e.body);
+    let mut feed = |e: Event, volume: u64| {
         each(&e, volume);
         check.see(&e);
         match snapshot {
@@ -602,21 +601,40 @@ fn load_tail(
             _ => fold.apply(e, volume, session),
         }
     };
+    // Before the retained conversation nothing is rendered: the outline
+    // (with prices) is enough. From there on, whole events.
+    let outline_to = snapshot.map_or(tail_from, |(_, start)| start.min(tail_from));
     let mut next = 0;
+    while next < outline_to {
+        let page = session.events_outline(next, outline_to, MAX_PAGE, profile);
+        let Some(last) = page.last() else { break };
+        next = last.event.seq.saturating_add(1);
+        let short = page.len() < MAX_PAGE as usize;
+        for o in page {
+            feed(with_snapshot_start(o.event, session), o.tokens);
+        }
+        if short {
+            break;
+        }
+    }
     while next < tail_from {
-        let page = session.events_outline(next, tail_from, MAX_PAGE);
+        let page = session.events(next, tail_from, MAX_PAGE);
         let Some(last) = page.last() else { break };
         next = last.seq.saturating_add(1);
         let short = page.len() < MAX_PAGE as usize;
-        page.into_iter()
-            .map(|e| with_snapshot_start(e, session))
-            .for_each(&mut feed);
+        for e in page {
+            let volume = event_tokens(profile, &e.body);
+            feed(e, volume);
+        }
         if short {
             break;
         }
     }
     for page in tail.into_iter().rev() {
-        page.into_iter().rev().for_each(&mut feed);
+        for e in page.into_iter().rev() {
+            let volume = event_tokens(profile, &e.body);
+            feed(e, volume);
+        }
     }
     let exact = match snapshot {
         None => true,
@@ -633,7 +651,7 @@ fn load_tail(
         next = last.seq.saturating_add(1);
         let short = page.len() < MAX_PAGE as usize;
         for e in page {
-            let volume = conversation_tokens(profile, &e.body);
+            let volume = event_tokens(profile, &e.body);
             fold.apply(e, volume, session);
         }
         if short {
@@ -659,31 +677,6 @@ fn owned_kernel_message(entry: KernelContextEntry, seq: u64) -> Message {
     }
 }
 
-/// The canonical price of a conversation event's message without building
-/// it (the same figure as `message_tokens` of [`Event::to_message`]);
-/// 0 for other events.
-pub fn conversation_tokens(profile: EstimatorProfile, body: &EventBody) -> u64 {
-    use latch_engine_sdk::estimate::{MESSAGE_OVERHEAD_TOKENS, TOOL_PART_OVERHEAD_TOKENS};
-    use latch_engine_sdk::estimate::{estimate, part_tokens};
-    match body {
-        EventBody::UserMessage(parts) | EventBody::AssistantMessage(parts) => {
-            MESSAGE_OVERHEAD_TOKENS + parts.iter().map(|p| part_tokens(profile, p)).sum::<u64>()
-        }
-        EventBody::ToolResult(r) => {
-            MESSAGE_OVERHEAD_TOKENS
-                + TOOL_PART_OVERHEAD_TOKENS
-                + estimate(profile, &r.call_id) as u64
-                + estimate(profile, &r.content) as u64
-                + r.images
-                    .iter()
-                    .map(|m| image_tokens(m.width, m.height) as u64)
-                    .sum::<u64>()
-        }
-        EventBody::Notification(t) => MESSAGE_OVERHEAD_TOKENS + estimate(profile, t) as u64,
-        _ => 0,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -693,7 +686,7 @@ mod tests {
         let p = EstimatorProfile::Openai;
         let mut f = EpochFold::new(p);
         for e in &s.events {
-            f.apply(e.clone(), conversation_tokens(p, &e.body), s);
+            f.apply(e.clone(), event_tokens(p, &e.body), s);
         }
         f
     }

@@ -193,7 +193,7 @@ impl ContinuityEngine {
             next = last.seq.saturating_add(1);
             let short = page.len() < MAX_PAGE as usize;
             for e in page {
-                let volume = epoch::conversation_tokens(self.profile, &e.body);
+                let volume = latch_engine_sdk::estimate::event_tokens(self.profile, &e.body);
                 cache.episodes.push(&e, volume);
                 cache.fold.apply(e, volume, session);
             }

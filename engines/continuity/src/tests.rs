@@ -933,7 +933,7 @@ fn conversation_prices_match_the_canonical_message_price() {
     for e in &s.memory().events {
         let expected = e.to_message().map(|m| message_tokens(P, &m)).unwrap_or(0);
         assert_eq!(
-            epoch::conversation_tokens(P, &e.body),
+            latch_engine_sdk::estimate::event_tokens(P, &e.body),
             expected,
             "event {}",
             e.seq

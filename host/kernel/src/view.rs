@@ -4,8 +4,10 @@
 //! and session facts.
 
 use crate::store::{Result, SessionRecord, Store};
-use latch_engine_sdk::types::{CanonicalState, Event, MediaRef, SearchHit, SessionInfo};
-use latch_engine_sdk::{MAX_PAGE, MAX_SEARCH, SessionView};
+use latch_engine_sdk::types::{
+    CanonicalState, EstimatorProfile, Event, MediaRef, OutlinedEvent, SearchHit, SessionInfo,
+};
+use latch_engine_sdk::{MAX_PAGE, MAX_SEARCH, SessionView, outline};
 use std::sync::Arc;
 
 /// A read-only view of one session of a [`Store`].
@@ -68,12 +70,19 @@ impl StoreSessionView {
         Ok(rows.iter().map(|e| e.to_sdk()).collect())
     }
 
-    /// [`StoreSessionView::try_events`] without kernel-context text.
-    pub fn try_events_outline(&self, from: u64, to: u64, limit: u32) -> Result<Vec<Event>> {
+    /// [`StoreSessionView::try_events`] as an outline priced under
+    /// `profile` (kernel-context text is never decoded).
+    pub fn try_events_outline(
+        &self,
+        from: u64,
+        to: u64,
+        limit: u32,
+        profile: EstimatorProfile,
+    ) -> Result<Vec<OutlinedEvent>> {
         let rows = self
             .store
             .events_outline(&self.record.id, from, to, limit.min(MAX_PAGE))?;
-        Ok(rows.iter().map(|e| e.to_sdk()).collect())
+        Ok(rows.iter().map(|e| outline(profile, &e.to_sdk())).collect())
     }
 
     /// Events with `seq < before`, newest first, at most `min(limit, 1000)`.
@@ -127,8 +136,17 @@ impl SessionView for StoreSessionView {
     fn events_before(&self, before: u64, limit: u32) -> Vec<Event> {
         broken("events-before", self.try_events_before(before, limit))
     }
-    fn events_outline(&self, from: u64, to: u64, limit: u32) -> Vec<Event> {
-        broken("events-outline", self.try_events_outline(from, to, limit))
+    fn events_outline(
+        &self,
+        from: u64,
+        to: u64,
+        limit: u32,
+        profile: EstimatorProfile,
+    ) -> Vec<OutlinedEvent> {
+        broken(
+            "events-outline",
+            self.try_events_outline(from, to, limit, profile),
+        )
     }
     fn search(&self, query: &str, before: u64, limit: u32) -> Vec<SearchHit> {
         broken("search", self.try_search(query, before, limit))

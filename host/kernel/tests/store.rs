@@ -3,8 +3,10 @@
 mod common;
 
 use common::*;
+use latch_engine_sdk::estimate::message_tokens;
 use latch_engine_sdk::types::{
-    Event, EventBody, HypothesisStatus, KernelContextEntry, KernelContextKind, ValidationOutcome,
+    EstimatorProfile, EventBody, HypothesisStatus, KernelContextEntry, KernelContextKind,
+    OutlinedEvent, ValidationOutcome,
 };
 use latch_engine_sdk::{MemorySession, SessionView};
 use latch_kernel::*;
@@ -699,7 +701,7 @@ fn the_view_serves_bounded_pages_and_cached_state_equal_to_a_replay() {
 }
 
 #[test]
-fn the_outline_leaves_out_kernel_context_text_and_nothing_else() {
+fn the_outline_leaves_out_bulky_bodies_and_prices_every_event() {
     let f = Fixture::new();
     let a = f.session("/ws");
     let view = StoreSessionView::new(f.store.clone(), &a).unwrap();
@@ -722,36 +724,52 @@ fn the_outline_leaves_out_kernel_context_text_and_nothing_else() {
             .unwrap();
     }
     f.store
-        .append(&a, tool_result("shell", "a long snapshot body", false))
+        .append(&a, tool_result("shell", &"output line\n".repeat(300), true))
         .unwrap();
+    let p = EstimatorProfile::Anthropic;
     let full = view.events(0, u64::MAX, 100);
-    let outline = view.events_outline(0, u64::MAX, 100);
-    let expected: Vec<Event> = full
-        .iter()
-        .cloned()
-        .map(|mut e| {
-            if let EventBody::KernelContext(k) = &mut e.body {
-                assert!(!k.text.is_empty());
-                k.text.clear();
-            }
-            e
-        })
-        .collect();
-    assert_eq!(outline, expected);
+    let outline = view.events_outline(0, u64::MAX, 100, p);
     assert_eq!(outline.len(), 4);
-    match &outline[1].body {
+    for (o, e) in outline.iter().zip(&full) {
+        assert_eq!(o.event.seq, e.seq);
+        let price = e.to_message().map(|m| message_tokens(p, &m)).unwrap_or(0);
+        assert_eq!(o.tokens, price, "the outline prices the whole event");
+        match (&o.event.body, &e.body) {
+            (EventBody::KernelContext(ok), EventBody::KernelContext(ek)) => {
+                assert!(ok.text.is_empty() && !ek.text.is_empty());
+                assert_eq!(
+                    (ok.generation, ok.revision, ok.kind),
+                    (ek.generation, ek.revision, ek.kind)
+                );
+                assert_eq!(ok.epoch_start, ek.epoch_start);
+            }
+            (EventBody::ToolResult(or), EventBody::ToolResult(er)) => {
+                assert!(or.content.is_empty() && !er.content.is_empty());
+                assert_eq!(
+                    (&or.call_id, &or.name, or.is_error),
+                    (&er.call_id, &er.name, er.is_error)
+                );
+                assert!(o.tokens > 300);
+            }
+            (ob, eb) => assert_eq!(ob, eb),
+        }
+    }
+    match &outline[1].event.body {
         EventBody::KernelContext(k) => assert_eq!(k.epoch_start, Some(first)),
         other => panic!("{other:?}"),
     }
     // Pages are bounded like `events`.
-    let seqs = |v: Vec<Event>| v.iter().map(|e| e.seq).collect::<Vec<_>>();
+    let seqs = |v: Vec<OutlinedEvent>| v.iter().map(|e| e.event.seq).collect::<Vec<_>>();
     assert_eq!(
-        seqs(view.events_outline(full[1].seq, full[3].seq, 1)),
+        seqs(view.events_outline(full[1].seq, full[3].seq, 1, p)),
         [full[1].seq]
     );
     assert_eq!(
-        seqs(view.events_outline(full[1].seq, u64::MAX, 100)),
-        seqs(view.events(full[1].seq, u64::MAX, 100))
+        seqs(view.events_outline(full[1].seq, u64::MAX, 100, p)),
+        view.events(full[1].seq, u64::MAX, 100)
+            .iter()
+            .map(|e| e.seq)
+            .collect::<Vec<_>>()
     );
 }
 

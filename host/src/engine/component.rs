@@ -24,6 +24,16 @@ struct Live {
     handles: SandboxHandles,
 }
 
+/// View messages an engine moved across the boundary, against the messages
+/// of the whole views they described (see the contract's `kept-messages`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ViewTraffic {
+    /// Messages the engine returned.
+    pub received: u64,
+    /// Messages of the assembled views.
+    pub assembled: u64,
+}
+
 /// One session's engine, running as a sandboxed component instance.
 pub struct ComponentEngine {
     loaded: Arc<LoadedComponent>,
@@ -35,6 +45,7 @@ pub struct ComponentEngine {
     live: Option<Live>,
     /// Restores whole views from the live instance's continued ones.
     views: ViewAssembler,
+    traffic: ViewTraffic,
     instantiations: u64,
     peak_memory_bytes: usize,
 }
@@ -56,9 +67,16 @@ impl ComponentEngine {
             estimator: None,
             live: None,
             views: ViewAssembler::new(),
+            traffic: ViewTraffic::default(),
             instantiations: 0,
             peak_memory_bytes: 0,
         }
+    }
+
+    /// How many view messages crossed the boundary and how many the
+    /// assembled views held, over this engine's life.
+    pub fn view_traffic(&self) -> ViewTraffic {
+        self.traffic
     }
 
     /// How many instances have been created (1 + rebuilds after failures).
@@ -349,13 +367,18 @@ impl ContextEngine for ComponentEngine {
             engine: self.loaded.name.clone(),
             error: e.conv(),
         })?;
-        self.views
+        let received = view.messages.len() as u64;
+        let whole = self
+            .views
             .assemble(view.conv())
             .map_err(|e| EngineFailure::Rejected {
                 engine: self.loaded.name.clone(),
                 rule: KeptTooMany::RULE,
                 detail: e.to_string(),
-            })
+            })?;
+        self.traffic.received += received;
+        self.traffic.assembled += whole.messages.len() as u64;
+        Ok(whole)
     }
 
     fn manual_compact(

@@ -202,6 +202,7 @@ record!(
     }
 );
 record!(s::StateEntry, wt::StateEntry { text, seq });
+record!(s::OutlinedEvent, wt::OutlinedEvent { event, tokens });
 cases!(
     s::HypothesisStatus,
     wt::HypothesisStatus { Active, Rejected }

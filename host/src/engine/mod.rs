@@ -23,7 +23,7 @@ pub mod runtime;
 pub mod sandbox;
 pub mod session_host;
 
-pub use component::{ComponentEngine, ComponentFactory};
+pub use component::{ComponentEngine, ComponentFactory, ViewTraffic};
 pub use latch_engine_sdk::validate::{self, ViewRule, check_view};
 pub use native::{NativeEngine, NativeFactory};
 pub use runtime::{EngineRuntime, LoadError, LoadedComponent};

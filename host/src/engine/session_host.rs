@@ -97,9 +97,14 @@ impl session::HostSessionView for EngineState {
         from: u64,
         to: u64,
         limit: u32,
-    ) -> wasmtime::Result<Vec<wt::Event>> {
+        profile: wt::EstimatorProfile,
+    ) -> wasmtime::Result<Vec<wt::OutlinedEvent>> {
         let limit = limit.min(latch_engine_sdk::MAX_PAGE);
-        Ok(self.session.get()?.events_outline(from, to, limit).conv())
+        Ok(self
+            .session
+            .get()?
+            .events_outline(from, to, limit, profile.conv())
+            .conv())
     }
 
     fn search(

@@ -200,6 +200,15 @@ fn native_and_component_views_are_byte_identical() {
         1,
         "one instance served the whole session"
     );
+    // Within an epoch the component sent only what was new; the host
+    // restored the rest.
+    let traffic = host.component.view_traffic();
+    assert!(
+        traffic.received * 3 < traffic.assembled,
+        "the component sent {} of {} view messages",
+        traffic.received,
+        traffic.assembled
+    );
 
     // The rest of the port agrees too.
     assert_same_bytes(
