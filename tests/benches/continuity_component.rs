@@ -20,7 +20,7 @@ use latch::engine::{
     ComponentEngine, ContextEngine, EngineRuntime, LoadedComponent, NativeEngine, SandboxLimits,
 };
 use latch_continuity::ContinuityEngine;
-use latch_continuity::testkit::{EngineHost, IndexedSession, Script, run};
+use latch_continuity::testkit::{EngineHost, IndexedSession, Script, bench_reply, bench_turn, run};
 use latch_engine_sdk::types::*;
 use latch_engine_sdk::{Assembled, Engine, SessionView};
 
@@ -84,33 +84,12 @@ impl Warm {
     /// Append one user turn with a tool exchange; returns the request.
     fn turn(&mut self) -> ContextRequest {
         self.step += 1;
-        let n = self.step;
-        let text = format!("step {n}: check the scheduler timeout handling in src/sched.rs");
-        self.session
-            .push(EventBody::UserMessage(vec![Part::Text(text.clone())]));
-        self.session
-            .push(EventBody::AssistantMessage(vec![Part::ToolCall(
-                ToolCall {
-                    id: format!("bench_{n}"),
-                    name: "read_file".into(),
-                    arguments_json: "{\"path\":\"src/sched.rs\"}".into(),
-                },
-            )]));
-        self.session.push(EventBody::ToolResult(ToolResult {
-            call_id: format!("bench_{n}"),
-            name: "read_file".into(),
-            content: "fn timeout(&self) -> Duration { self.deadline - self.now }\n".repeat(8),
-            is_error: false,
-            images: vec![],
-        }));
-        self.script.request(usize::MAX, &text)
+        bench_turn(&self.script, &mut self.session, self.step)
     }
 
     /// Persist the view's entries and the model's reply.
     fn reply(&mut self, view: &ContextView) {
-        self.session.persist(&view.persist);
-        self.session
-            .push(EventBody::AssistantMessage(vec![Part::Text("ok".into())]));
+        bench_reply(&mut self.session, view);
     }
 
     /// One warm step on `engine`; returns the time of `materialize` alone.

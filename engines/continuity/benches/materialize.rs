@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use latch_continuity::ContinuityEngine;
-use latch_continuity::testkit::{EngineHost, IndexedSession, Script, run};
+use latch_continuity::testkit::{EngineHost, IndexedSession, Script, bench_reply, bench_turn, run};
 use latch_engine_sdk::types::*;
 use latch_engine_sdk::{Engine, SessionView};
 
@@ -48,26 +48,7 @@ impl Warm {
     /// One warm request; returns the time of `materialize` alone.
     fn step(&mut self) -> Duration {
         self.step += 1;
-        let n = self.step;
-        let text = format!("step {n}: check the scheduler timeout handling in src/sched.rs");
-        self.session
-            .push(EventBody::UserMessage(vec![Part::Text(text.clone())]));
-        self.session
-            .push(EventBody::AssistantMessage(vec![Part::ToolCall(
-                ToolCall {
-                    id: format!("bench_{n}"),
-                    name: "read_file".into(),
-                    arguments_json: "{\"path\":\"src/sched.rs\"}".into(),
-                },
-            )]));
-        self.session.push(EventBody::ToolResult(ToolResult {
-            call_id: format!("bench_{n}"),
-            name: "read_file".into(),
-            content: "fn timeout(&self) -> Duration { self.deadline - self.now }\n".repeat(8),
-            is_error: false,
-            images: vec![],
-        }));
-        let request = self.script.request(usize::MAX, &text);
+        let request = bench_turn(&self.script, &mut self.session, self.step);
         let t = Instant::now();
         let view = self.engine.materialize(&self.session, &request);
         let elapsed = t.elapsed();
@@ -75,9 +56,7 @@ impl Warm {
             Ok(v) => v,
             Err(e) => panic!("materialize failed: {e:?}"),
         };
-        self.session.persist(&view.persist);
-        self.session
-            .push(EventBody::AssistantMessage(vec![Part::Text("ok".into())]));
+        bench_reply(&mut self.session, &view);
         black_box(view);
         elapsed
     }

@@ -113,6 +113,35 @@ impl Script {
     }
 }
 
+/// One warm benchmark step: append user turn `n` (a question about the
+/// scheduler) with one tool exchange to `session`; returns its request.
+/// Answer it with [`bench_reply`].
+pub fn bench_turn(script: &Script, session: &mut IndexedSession, n: u64) -> ContextRequest {
+    let text = format!("step {n}: check the scheduler timeout handling in src/sched.rs");
+    session.push(EventBody::UserMessage(vec![Part::Text(text.clone())]));
+    session.push(EventBody::AssistantMessage(vec![Part::ToolCall(
+        ToolCall {
+            id: format!("bench_{n}"),
+            name: "read_file".into(),
+            arguments_json: "{\"path\":\"src/sched.rs\"}".into(),
+        },
+    )]));
+    session.push(EventBody::ToolResult(ToolResult {
+        call_id: format!("bench_{n}"),
+        name: "read_file".into(),
+        content: "fn timeout(&self) -> Duration { self.deadline - self.now }\n".repeat(8),
+        is_error: false,
+        images: vec![],
+    }));
+    script.request(usize::MAX, &text)
+}
+
+/// Persist a benchmark step's view entries and the model's reply.
+pub fn bench_reply(session: &mut IndexedSession, view: &ContextView) {
+    session.persist(&view.persist);
+    session.push(EventBody::AssistantMessage(vec![Part::Text("ok".into())]));
+}
+
 /// The host side of a scripted session.
 pub trait Host {
     /// Materialize the view for a request; its `persist` entries are appended

@@ -115,16 +115,7 @@ impl Store {
         to: u64,
         limit: u32,
     ) -> Result<Vec<StoredEvent>> {
-        let to = to.min(i64::MAX as u64);
-        let from = from.min(i64::MAX as u64);
-        query_events(
-            &self.conn(),
-            &format!(
-                "SELECT {EVENT_COLUMNS} FROM events
-                 WHERE session = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq LIMIT ?4"
-            ),
-            params![session, from, to, limit],
-        )
+        self.events_in_range(EVENT_COLUMNS, session, from, to, limit)
     }
 
     /// [`Store::events`] with the text of every kernel-context entry left
@@ -137,16 +128,31 @@ impl Store {
         to: u64,
         limit: u32,
     ) -> Result<Vec<StoredEvent>> {
+        const OUTLINE_COLUMNS: &str = "seq, session, kind,
+            CASE WHEN kind = 'kernel_context'
+                 THEN json_set(body, '$.data.text', '') ELSE body END,
+            time_ms";
+        self.events_in_range(OUTLINE_COLUMNS, session, from, to, limit)
+    }
+
+    /// `columns` (in [`EVENT_COLUMNS`] order) of the events of `session`
+    /// with `from <= seq < to`, ascending, at most `limit`.
+    fn events_in_range(
+        &self,
+        columns: &str,
+        session: &str,
+        from: u64,
+        to: u64,
+        limit: u32,
+    ) -> Result<Vec<StoredEvent>> {
         let to = to.min(i64::MAX as u64);
         let from = from.min(i64::MAX as u64);
         query_events(
             &self.conn(),
-            "SELECT seq, session, kind,
-                    CASE WHEN kind = 'kernel_context'
-                         THEN json_set(body, '$.data.text', '') ELSE body END,
-                    time_ms
-             FROM events
-             WHERE session = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq LIMIT ?4",
+            &format!(
+                "SELECT {columns} FROM events
+                 WHERE session = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq LIMIT ?4"
+            ),
             params![session, from, to, limit],
         )
     }
