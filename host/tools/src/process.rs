@@ -213,6 +213,9 @@ impl ProcessTable {
                 Err(_) => (None, None),
             };
             let tail = lock(&reaped.capture).tail_text(EXIT_TAIL_BYTES);
+            // Held across the commit, so that whoever sees the exit in the
+            // store also sees it here.
+            let mut exit = lock(&reaped.exit);
             let seq = store
                 .append(
                     &reaped.session,
@@ -223,7 +226,7 @@ impl ProcessTable {
                     },
                 )
                 .ok();
-            *lock(&reaped.exit) = Some(ProcessExit {
+            *exit = Some(ProcessExit {
                 exit_code,
                 signal,
                 killed: reaped.kill_requested.load(Ordering::SeqCst),
