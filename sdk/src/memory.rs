@@ -36,6 +36,8 @@ impl MemorySession {
                 model,
                 event_count: 0,
                 state_revision: 0,
+                kernel_context_generation: 0,
+                kernel_context_revision: 0,
             },
             events: Vec::new(),
             state: CanonicalState::empty(),
@@ -50,6 +52,11 @@ impl MemorySession {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.clock_ms += 1000;
+        if let EventBody::KernelContext(k) = &body {
+            let info = &mut self.info;
+            info.kernel_context_generation = info.kernel_context_generation.max(k.generation);
+            info.kernel_context_revision = info.kernel_context_revision.max(k.revision);
+        }
         if let EventBody::Kernel(note) = &body
             && matches!(
                 note.kind,
@@ -65,6 +72,35 @@ impl MemorySession {
         });
         self.info.event_count = self.events.len() as u64;
         seq
+    }
+
+    /// Keep only the first `len` events (a prefix of the log, as it was
+    /// earlier), with the facts the view reports recomputed.
+    pub fn truncate(&mut self, len: usize) {
+        self.events.truncate(len);
+        let info = &mut self.info;
+        info.event_count = self.events.len() as u64;
+        info.workspace_generation = 0;
+        info.kernel_context_generation = 0;
+        info.kernel_context_revision = 0;
+        for e in &self.events {
+            match &e.body {
+                EventBody::KernelContext(k) => {
+                    info.kernel_context_generation =
+                        info.kernel_context_generation.max(k.generation);
+                    info.kernel_context_revision = info.kernel_context_revision.max(k.revision);
+                }
+                EventBody::Kernel(note)
+                    if matches!(
+                        note.kind,
+                        KernelNoteKind::Mutation | KernelNoteKind::ExternalChange
+                    ) =>
+                {
+                    info.workspace_generation += 1;
+                }
+                _ => {}
+            }
+        }
     }
 
     /// Skip sequence numbers (other sessions' events in a shared store).

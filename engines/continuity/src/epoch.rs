@@ -197,10 +197,6 @@ pub struct EpochFold {
     pub latest_seq: u64,
     /// Events folded in.
     pub events_seen: u64,
-    /// Highest generation of any kernel-context entry in the log.
-    pub max_generation: u64,
-    /// Highest revision of any kernel-context entry in the log.
-    pub max_revision: u64,
     epoch_max_revision: u64,
     /// The latest assistant message: the boundary of the previous request.
     pub last_assistant_seq: Option<u64>,
@@ -238,8 +234,6 @@ impl EpochFold {
             first_seq: None,
             latest_seq: 0,
             events_seen: 0,
-            max_generation: 0,
-            max_revision: 0,
             epoch_max_revision: 0,
             last_assistant_seq: None,
             last_reground_note: None,
@@ -298,17 +292,13 @@ impl EpochFold {
     }
 
     /// What every event changes, whichever epoch it belongs to: the
-    /// watermark, the counts, the highest generation and revision, the latest
-    /// assistant message and re-ground note.
+    /// watermark, the counts, the latest assistant message and re-ground
+    /// note.
     fn observe(&mut self, event: &Event) {
         self.latest_seq = event.seq;
         self.events_seen += 1;
         self.first_seq.get_or_insert(event.seq);
         match &event.body {
-            EventBody::KernelContext(entry) => {
-                self.max_generation = self.max_generation.max(entry.generation);
-                self.max_revision = self.max_revision.max(entry.revision);
-            }
             EventBody::Kernel(note) if note.kind == KernelNoteKind::Reground => {
                 self.last_reground_note = Some((event.seq, note.summary.clone()));
             }
@@ -330,11 +320,7 @@ impl EpochFold {
     }
 
     fn kernel_event(&mut self, entry: KernelContextEntry, seq: u64, session: &dyn SessionView) {
-        let newer = self
-            .epoch
-            .as_ref()
-            .is_none_or(|e| entry.generation > e.generation);
-        if entry.kind == KernelContextKind::Snapshot && newer {
+        if entry.kind == KernelContextKind::Snapshot {
             self.start_epoch(entry, seq, session);
         } else if let Some(e) = &self.epoch
             && entry.generation == e.generation
@@ -372,18 +358,20 @@ impl EpochFold {
             state_revision: u64::MAX,
             retained: 0,
             evicted: 0,
+            archived_episodes: 0,
             reason: Some("unreadable snapshot".into()),
         });
         header.start = snapshot_start(&entry, seq);
         let start = header.start;
-        let mut body = Vec::new();
-        if start < self.floor {
+        let body = if start < self.floor {
             // The snapshot retains units this fold no longer holds: rebuild
-            // them from the log.
+            // the retained conversation from the log, as a fresh instance
+            // reads it (see [`load`]).
+            let mut body = Vec::new();
             let mut builder = UnitBuilder::default();
             let mut next = start;
             'pages: loop {
-                let page = session.events(next, self.floor, MAX_PAGE);
+                let page = session.events(next, seq, MAX_PAGE);
                 let Some(last) = page.last() else { break };
                 next = last.seq + 1;
                 let short = page.len() < MAX_PAGE as usize;
@@ -399,12 +387,13 @@ impl EpochFold {
                     break 'pages;
                 }
             }
-        }
-        body.extend(
+            body
+        } else {
             std::mem::take(&mut self.body)
                 .into_iter()
-                .filter(|i| matches!(i, Item::Unit(u) if u.first_seq >= start)),
-        );
+                .filter(|i| matches!(i, Item::Unit(u) if u.first_seq >= start))
+                .collect()
+        };
         self.body = body;
         self.conv_tokens = self.units().map(|u| u.tokens).sum();
         let kind = entry.kind;
@@ -478,88 +467,26 @@ fn snapshot_start(entry: &KernelContextEntry, seq: u64) -> u64 {
         .unwrap_or(seq)
 }
 
-/// An event of the log's outline with what [`snapshot_start`] needs: a
-/// snapshot that carries no structured start (written before the contract
-/// had one, or by another engine) is read again whole for its header.
-fn with_snapshot_start(event: Event, session: &dyn SessionView) -> Event {
-    match &event.body {
-        EventBody::KernelContext(k)
-            if k.kind == KernelContextKind::Snapshot
-                && k.epoch_start.is_none()
-                && k.text.is_empty() =>
-        {
-            session
-                .events(event.seq, event.seq.saturating_add(1), 1)
-                .into_iter()
-                .next()
-                .filter(|e| e.seq == event.seq)
-                .unwrap_or(event)
-        }
-        _ => event,
-    }
-}
-
-/// Follows the epochs [`EpochFold::apply`] would start, to confirm that the
-/// tail's latest snapshot starts the current epoch and that no epoch reaches
-/// back before the previous one's start.
-#[derive(Default)]
-struct EpochCheck {
-    generation: Option<u64>,
-    floor: u64,
-    snapshot_seq: Option<u64>,
-    regular: bool,
-}
-
-impl EpochCheck {
-    fn see(&mut self, event: &Event) {
-        if let EventBody::KernelContext(k) = &event.body
-            && k.kind == KernelContextKind::Snapshot
-            && self.generation.is_none_or(|g| k.generation > g)
-        {
-            let start = snapshot_start(k, event.seq);
-            if start < self.floor {
-                self.regular = false;
-            }
-            self.floor = start;
-            self.generation = Some(k.generation);
-            self.snapshot_seq = Some(event.seq);
-        }
-    }
-}
-
 /// A fresh instance's fold: the same state as [`EpochFold::apply`] over every
-/// event of the log, built without materializing the conversation of older
-/// epochs.
+/// event of the log wherever the view depends on it, read in work
+/// proportional to the current epoch, not to the session.
 ///
-/// The loader walks back from the tail (`events_before` pages) to the latest
-/// snapshot, then reads the rest of the log forward once as an outline
-/// (`events_outline`: older epochs' kernel-context text, most of a long
-/// log's bytes, is never read): events before the epoch's retained
-/// conversation only update the fold's counters, events between the
-/// retained conversation and the snapshot only build units, and the
-/// snapshot and everything after it are folded normally. `each` sees every
-/// event with its conversation volume, in order (the episode builder's pass;
-/// it never reads kernel-context text).
-///
-/// The shortcut is exact when the latest snapshot starts the current epoch
-/// and epoch starts never move backwards, which holds for every log this
-/// engine writes; the forward pass checks both and otherwise folds the log
-/// from the beginning.
+/// The latest snapshot starts the current epoch, so the loader walks back
+/// from the tail (`events_before` pages) to it, then reads whole events
+/// from the epoch's retained start on: events before the snapshot build
+/// units, the snapshot and everything after it are folded normally. Nothing
+/// before the retained start is rendered, so it is not read; what the fold
+/// would have learned there comes from one-event reads: the session's first
+/// event and, when the epoch holds no assistant message, the latest one
+/// before it. (The re-ground note the fold remembers matters only inside
+/// the epoch.) `each` sees every event read, in order, with its conversation
+/// volume: from the retained start, or the whole log when no epoch exists
+/// yet.
 pub fn load(
     profile: EstimatorProfile,
     session: &dyn SessionView,
-    each: impl FnMut(&Event, u64),
-) -> EpochFold {
-    load_tail(profile, session, each).0
-}
-
-/// [`load`], and whether the tail shortcut held (`false` when the log had to
-/// be folded from the beginning).
-fn load_tail(
-    profile: EstimatorProfile,
-    session: &dyn SessionView,
     mut each: impl FnMut(&Event, u64),
-) -> (EpochFold, bool) {
+) -> EpochFold {
     // The tail, newest page first, down to the latest snapshot.
     let mut tail: Vec<Vec<Event>> = Vec::new();
     let mut snapshot: Option<(u64, u64)> = None;
@@ -580,85 +507,63 @@ fn load_tail(
             break;
         }
     }
-    let tail_from = if tail.is_empty() { u64::MAX } else { before };
-
     let mut fold = EpochFold::new(profile);
-    let mut check = EpochCheck {
-        regular: true,
-        ..EpochCheck::default()
+    let Some((snapshot_seq, start)) = snapshot else {
+        // No epoch yet: the tail is the whole log.
+        for e in tail
+            .into_iter()
+            .rev()
+            .flat_map(|page| page.into_iter().rev())
+        {
+            let volume = event_tokens(profile, &e.body);
+            each(&e, volume);
+            fold.apply(e, volume, session);
+        }
+        return fold;
     };
-    let mut feed = |e: Event, volume: u64| {
+    let mut feed = |e: Event| {
+        if e.seq < start {
+            return;
+        }
+        let volume = event_tokens(profile, &e.body);
         each(&e, volume);
-        check.see(&e);
-        match snapshot {
-            Some((seq, start)) if e.seq < seq => {
-                if e.seq < start {
-                    fold.observe(&e);
-                } else {
-                    fold.prime(e, volume, start);
-                }
-            }
-            _ => fold.apply(e, volume, session),
+        if e.seq < snapshot_seq {
+            fold.prime(e, volume, start);
+        } else {
+            fold.apply(e, volume, session);
         }
     };
-    // Before the retained conversation nothing is rendered: the outline
-    // (with prices) is enough. From there on, whole events.
-    let outline_to = snapshot.map_or(tail_from, |(_, start)| start.min(tail_from));
-    let mut next = 0;
-    while next < outline_to {
-        let page = session.events_outline(next, outline_to, MAX_PAGE, profile);
-        let Some(last) = page.last() else { break };
-        next = last.event.seq.saturating_add(1);
-        let short = page.len() < MAX_PAGE as usize;
-        for o in page {
-            feed(with_snapshot_start(o.event, session), o.tokens);
-        }
-        if short {
-            break;
-        }
-    }
-    while next < tail_from {
-        let page = session.events(next, tail_from, MAX_PAGE);
+    // The retained conversation the walk did not reach, then the tail.
+    let mut next = start;
+    while next < before {
+        let page = session.events(next, before, MAX_PAGE);
         let Some(last) = page.last() else { break };
         next = last.seq.saturating_add(1);
         let short = page.len() < MAX_PAGE as usize;
-        for e in page {
-            let volume = event_tokens(profile, &e.body);
-            feed(e, volume);
-        }
+        page.into_iter().for_each(&mut feed);
         if short {
             break;
         }
     }
     for page in tail.into_iter().rev() {
-        for e in page.into_iter().rev() {
-            let volume = event_tokens(profile, &e.body);
-            feed(e, volume);
-        }
+        page.into_iter().rev().for_each(&mut feed);
     }
-    let exact = match snapshot {
-        None => true,
-        Some((seq, _)) => check.regular && check.snapshot_seq == Some(seq),
-    };
-    if exact {
-        return (fold, snapshot.is_some());
-    }
-    let mut fold = EpochFold::new(profile);
-    let mut next = 0;
-    loop {
-        let page = session.events(next, u64::MAX, MAX_PAGE);
-        let Some(last) = page.last() else { break };
-        next = last.seq.saturating_add(1);
-        let short = page.len() < MAX_PAGE as usize;
-        for e in page {
-            let volume = event_tokens(profile, &e.body);
-            fold.apply(e, volume, session);
-        }
-        if short {
+    fold.events_seen = session.info().event_count;
+    fold.first_seq = session.events(0, u64::MAX, 1).first().map(|e| e.seq);
+    let mut before = start;
+    while fold.last_assistant_seq.is_none() {
+        let page = session.events_before(before, MAX_PAGE);
+        let Some(oldest) = page.last() else { break };
+        before = oldest.seq;
+        fold.last_assistant_seq = page
+            .iter()
+            .find(|e| matches!(e.body, EventBody::AssistantMessage(_)))
+            .map(|e| e.seq);
+        if page.len() < MAX_PAGE as usize {
             break;
         }
     }
-    (fold, false)
+    fold
 }
 
 /// The message of a persisted kernel-context entry, taking its text; the
@@ -691,21 +596,22 @@ mod tests {
         f
     }
 
-    /// Everything the engine reads from a fold.
+    /// Everything the engine reads from a fold (the re-ground note only
+    /// where it is read: inside the epoch).
     fn fingerprint(f: &EpochFold) -> String {
+        let start = f.start();
+        let reground = f
+            .last_reground_note
+            .as_ref()
+            .filter(|(seq, _)| *seq >= start);
         format!(
             "{:?}",
             (
                 (&f.epoch, &f.group, f.group_open, &f.body),
                 (f.conv_tokens, f.kernel_tokens, f.floor, f.first_seq),
-                (
-                    f.latest_seq,
-                    f.events_seen,
-                    f.max_generation,
-                    f.max_revision
-                ),
+                (f.latest_seq, f.events_seen),
                 (f.epoch_max_revision, f.last_assistant_seq),
-                (&f.last_reground_note, f.last_reground_entry_seq),
+                (reground, f.last_reground_entry_seq),
                 (f.state_revision, &f.extension_text, &f.recalled),
                 (f.recall_used, f.compact_seq, f.index_shown),
             )
@@ -718,11 +624,23 @@ mod tests {
         f
     }
 
-    fn loaded(s: &MemorySession) -> (EpochFold, bool, Vec<u64>) {
+    /// The loaded fold and the events its `each` saw.
+    fn loaded(s: &MemorySession) -> (EpochFold, Vec<u64>) {
         let mut seen = Vec::new();
-        let (mut f, shortcut) = load_tail(EstimatorProfile::Openai, s, |e, _| seen.push(e.seq));
+        let mut f = load(EstimatorProfile::Openai, s, |e, _| seen.push(e.seq));
         f.price();
-        (f, shortcut, seen)
+        (f, seen)
+    }
+
+    /// The events `load` hands to `each`: from the epoch's retained start,
+    /// or all of them before the first epoch.
+    fn from_start(s: &MemorySession, f: &EpochFold) -> Vec<u64> {
+        let start = f.epoch.as_ref().map_or(0, |e| e.header.start);
+        s.events
+            .iter()
+            .map(|e| e.seq)
+            .filter(|seq| *seq >= start)
+            .collect()
     }
 
     #[test]
@@ -734,25 +652,23 @@ mod tests {
             ModelProfile::with_defaults("openai", "m"),
         ));
         let full = run(&script, &mut host).memory().clone();
-        let mut shortcuts = 0;
+        let mut epochs = 0;
         for n in 0..=full.events.len() {
             let mut s = full.clone();
-            s.events.truncate(n);
-            s.info.event_count = n as u64;
-            let (f, shortcut, seen) = loaded(&s);
+            s.truncate(n);
+            let (f, seen) = loaded(&s);
             assert_eq!(fingerprint(&f), fingerprint(&folded(&s)), "prefix {n}");
-            assert_eq!(seen, s.events.iter().map(|e| e.seq).collect::<Vec<_>>());
-            shortcuts += usize::from(shortcut);
+            assert_eq!(seen, from_start(&s, &f), "prefix {n}");
+            epochs += usize::from(f.epoch.is_some());
         }
         assert!(
-            shortcuts * 10 > full.events.len() * 9,
-            "the shortcut holds on logs this engine wrote ({shortcuts} of {})",
-            full.events.len()
+            epochs * 10 > full.events.len() * 9,
+            "{epochs} prefixes had an epoch"
         );
     }
 
     #[test]
-    fn irregular_logs_are_folded_from_the_beginning() {
+    fn irregular_logs_load_as_they_fold() {
         use crate::render::SnapshotHeader;
         let snapshot = |generation, revision, start| {
             let header = SnapshotHeader {
@@ -760,6 +676,7 @@ mod tests {
                 state_revision: 0,
                 retained: 0,
                 evicted: 0,
+                archived_episodes: 0,
                 reason: None,
             };
             EventBody::KernelContext(KernelContextEntry {
@@ -773,9 +690,9 @@ mod tests {
         let build = |late: EventBody| {
             let mut s = MemorySession::new("s", ModelProfile::with_defaults("openai", "m"));
             s.user("one");
-            s.assistant("a");
+            s.tool_exchange("t1", "read_file", "{}", "before the first epoch");
             s.user("two");
-            s.push(snapshot(1, 1, 3));
+            s.push(snapshot(1, 1, 4));
             s.assistant("b");
             s.user("three");
             s.push(late);
@@ -784,18 +701,20 @@ mod tests {
         };
         for (late, why) in [
             (snapshot(2, 2, 1), "a later epoch reaching back"),
-            (snapshot(1, 2, 6), "a repeated generation"),
-            (snapshot(0, 2, 6), "an older generation"),
+            (snapshot(1, 2, 7), "a repeated generation"),
+            (snapshot(0, 2, 7), "an older generation"),
+            (snapshot(2, 2, 7), "a regular epoch"),
         ] {
             let s = build(late);
-            let (f, shortcut, _) = loaded(&s);
-            assert!(!shortcut, "{why}");
+            let (f, seen) = loaded(&s);
             assert_eq!(fingerprint(&f), fingerprint(&folded(&s)), "{why}");
+            assert_eq!(seen, from_start(&s, &f), "{why}");
+            assert_eq!(
+                f.epoch.as_ref().map(|e| e.snapshot_seq),
+                Some(8),
+                "{why}: the latest snapshot starts the epoch"
+            );
         }
-        let s = build(snapshot(2, 2, 6));
-        let (f, shortcut, _) = loaded(&s);
-        assert!(shortcut);
-        assert_eq!(fingerprint(&f), fingerprint(&folded(&s)));
     }
 
     #[test]

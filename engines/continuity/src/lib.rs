@@ -58,13 +58,19 @@ use std::borrow::Cow;
 /// The engine's name in reports.
 pub const ENGINE_NAME: &str = "continuity";
 
-/// Caches rebuilt from the log: the epoch fold and the episode builder, with
+/// Caches rebuilt from the log: the epoch fold and the episode builders, with
 /// the session they belong to.
 #[derive(Clone, Debug)]
 struct Cache {
     session_id: String,
     fold: EpochFold,
-    episodes: EpisodeBuilder,
+    /// Episodes of the current epoch, segmented from its retained start
+    /// (the whole log before the first epoch): the report's own episodes.
+    epoch_episodes: EpisodeBuilder,
+    /// Episodes of the whole log, for the archive index. A fresh instance
+    /// builds them from the log's outline the first time a snapshot is
+    /// written; then they grow with every event.
+    episodes: RefCell<Option<EpisodeBuilder>>,
     /// The canonical state, fetched again only when the session's state
     /// revision moves.
     state: Option<CanonicalState>,
@@ -113,6 +119,9 @@ struct Inputs<'a> {
     ctx: Message,
     system_tokens: u64,
     event_count: u64,
+    /// The highest generation and revision of the log's kernel context.
+    kernel_generation: u64,
+    kernel_revision: u64,
 }
 
 /// What [`ContinuityEngine::prepare`] computes before the state is borrowed.
@@ -164,7 +173,8 @@ impl ContinuityEngine {
             self.cache = Some(Cache {
                 session_id: info.id.clone(),
                 fold: EpochFold::new(self.profile),
-                episodes: EpisodeBuilder::new(self.config.episode_volume_tokens),
+                epoch_episodes: EpisodeBuilder::new(self.config.episode_volume_tokens),
+                episodes: RefCell::new(None),
                 state: None,
                 rendered: None,
                 sent: Vec::new(),
@@ -175,17 +185,23 @@ impl ContinuityEngine {
         let Some(cache) = self.cache.as_mut() else {
             return;
         };
+        let cap = self.config.episode_volume_tokens;
         if cache.fold.events_seen == 0 {
             // A fresh instance (or a new session): load the current epoch
-            // from the tail and build the episodes in one forward pass.
-            let episodes = &mut cache.episodes;
+            // from the tail, segmenting its episodes on the way.
+            let episodes = &mut cache.epoch_episodes;
             cache.fold = epoch::load(self.profile, session, |e, volume| episodes.push(e, volume));
             cache.fold.price();
+            if cache.fold.epoch.is_none() {
+                // The loader read the whole log: these are all its episodes.
+                *cache.episodes.get_mut() = Some(cache.epoch_episodes.clone());
+            }
             return;
         }
         if cache.fold.latest_seq >= latest {
             return;
         }
+        let epoch_before = cache.fold.epoch.as_ref().map(|e| e.snapshot_seq);
         let mut next = cache.fold.latest_seq + 1;
         loop {
             let page = session.events(next, u64::MAX, MAX_PAGE);
@@ -194,7 +210,10 @@ impl ContinuityEngine {
             let short = page.len() < MAX_PAGE as usize;
             for e in page {
                 let volume = latch_engine_sdk::estimate::event_tokens(self.profile, &e.body);
-                cache.episodes.push(&e, volume);
+                cache.epoch_episodes.push(&e, volume);
+                if let Some(all) = cache.episodes.get_mut() {
+                    all.push(&e, volume);
+                }
                 cache.fold.apply(e, volume, session);
             }
             if short {
@@ -202,6 +221,34 @@ impl ContinuityEngine {
             }
         }
         cache.fold.price();
+        if cache.fold.epoch.as_ref().map(|e| e.snapshot_seq) != epoch_before {
+            // A new epoch: its episodes are segmented from its retained
+            // start, as a fresh instance segments them.
+            let start = cache.fold.start();
+            cache.epoch_episodes = episodes_of(self.profile, session, cap, start, next);
+        }
+    }
+
+    /// The episodes of the whole log (see [`Cache::episodes`]).
+    fn all_episodes<'c>(
+        &self,
+        cache: &'c Cache,
+        session: &dyn SessionView,
+    ) -> std::cell::Ref<'c, EpisodeBuilder> {
+        if cache.episodes.borrow().is_none() {
+            let end = cache.fold.latest_seq.saturating_add(1);
+            let built = episodes_of(
+                self.profile,
+                session,
+                self.config.episode_volume_tokens,
+                0,
+                end,
+            );
+            *cache.episodes.borrow_mut() = Some(built);
+        }
+        std::cell::Ref::map(cache.episodes.borrow(), |e| {
+            e.as_ref().expect("built above")
+        })
     }
 
     fn cache(&self) -> Result<&Cache, EngineError> {
@@ -291,6 +338,8 @@ impl ContinuityEngine {
             ctx: prepared.ctx,
             system_tokens: prepared.system_tokens,
             event_count: info.event_count,
+            kernel_generation: info.kernel_context_generation,
+            kernel_revision: info.kernel_context_revision,
         })
     }
 
@@ -309,7 +358,7 @@ impl ContinuityEngine {
         let p = self.profile;
         let start = epoch.header.start;
         let generation = epoch.generation;
-        let mut rev = fold.max_revision + 1;
+        let mut rev = inp.kernel_revision + 1;
         let mut new: Vec<KernelContextEntry> = Vec::new();
         let mut push = |new: &mut Vec<KernelContextEntry>, kind, text: String| {
             new.push(KernelContextEntry {
@@ -434,7 +483,19 @@ impl ContinuityEngine {
             .find(|e| e.kind == KernelContextKind::ArchiveIndex)
             .and_then(|e| render::parse_index_shown(&e.text))
             .unwrap_or(fold.index_shown);
-        self.finish(inp, entries, new, &epoch.header, generation, fresh, shown)
+        // The archive's episodes as the snapshot counted them, and the
+        // epoch's own.
+        let episode_count =
+            epoch.header.archived_episodes + self.cache()?.epoch_episodes.len() as u64;
+        self.finish(
+            inp,
+            entries,
+            new,
+            &epoch.header,
+            generation,
+            fresh,
+            (episode_count, shown),
+        )
     }
 
     /// Start a new epoch: choose the retained units, then build the snapshot
@@ -465,7 +526,16 @@ impl ContinuityEngine {
             .find(|e| e.kind == KernelContextKind::ArchiveIndex)
             .and_then(|e| render::parse_index_shown(&e.text))
             .unwrap_or(0);
-        self.finish(inp, entries, entries_out, &header, generation, true, shown)
+        let episode_count = self.all_episodes(cache, session).len() as u64;
+        self.finish(
+            inp,
+            entries,
+            entries_out,
+            &header,
+            generation,
+            true,
+            (episode_count, shown),
+        )
     }
 
     /// The entries of a new epoch's snapshot group, its header, generation
@@ -516,12 +586,14 @@ impl ContinuityEngine {
             .unwrap_or(fold.latest_seq + 1);
         let retained: u64 = tokens[first..].iter().sum();
         let evicted: u64 = tokens[..first].iter().sum();
-        let generation = fold.max_generation + 1;
+        let generation = inp.kernel_generation + 1;
+        let archived_episodes = self.all_episodes(cache, session).count_before(start) as u64;
         let header = SnapshotHeader {
             start,
             state_revision: inp.state.revision,
             retained,
             evicted,
+            archived_episodes,
             reason,
         };
 
@@ -553,7 +625,7 @@ impl ContinuityEngine {
         }
         let remaining = inp.plan.limit.saturating_sub(used(&texts));
         let index_budget = self.config.index_tokens.min(remaining / 2);
-        if let Some(text) = self.index_text(cache, inp, start, index_budget) {
+        if let Some(text) = self.index_text(cache, session, inp, start, index_budget) {
             texts.push((KernelContextKind::ArchiveIndex, text));
         }
         let room = inp
@@ -571,7 +643,7 @@ impl ContinuityEngine {
                 inp.plan.limit
             )));
         }
-        let first_rev = fold.max_revision + 1;
+        let first_rev = inp.kernel_revision + 1;
         let entries = texts
             .into_iter()
             .enumerate()
@@ -587,9 +659,16 @@ impl ContinuityEngine {
     }
 
     /// The episode index of the archive (`seq < start`) within `budget`.
-    fn index_text(&self, cache: &Cache, inp: &Inputs, start: u64, budget: u64) -> Option<String> {
+    fn index_text(
+        &self,
+        cache: &Cache,
+        session: &dyn SessionView,
+        inp: &Inputs,
+        start: u64,
+        budget: u64,
+    ) -> Option<String> {
         let p = self.profile;
-        let eps = &cache.episodes;
+        let eps = self.all_episodes(cache, session);
         let archival = eps.count_before(start);
         if archival == 0 || self.config.max_index_entries == 0 {
             return None;
@@ -716,7 +795,7 @@ impl ContinuityEngine {
         header: &SnapshotHeader,
         generation: u64,
         fresh: bool,
-        shown: u32,
+        (episode_count, shown): (u64, u32),
     ) -> Result<Draft<'a>, EngineError> {
         let cache = self.cache()?;
         let status = match (fresh, &header.reason) {
@@ -734,7 +813,7 @@ impl ContinuityEngine {
             has_previous: cache.fold.last_assistant_seq.is_some(),
             evicted_tokens: if fresh { header.evicted } else { 0 },
             event_count: inp.event_count,
-            episode_count: cache.episodes.len() as u32,
+            episode_count: episode_count as u32,
             episodes_shown: shown,
             status: status.to_string(),
             generation,
@@ -754,6 +833,32 @@ impl ContinuityEngine {
             report,
         })
     }
+}
+
+/// The episodes of the events with `from <= seq < to`, segmented from
+/// `from`, read from the log's outline.
+fn episodes_of(
+    profile: EstimatorProfile,
+    session: &dyn SessionView,
+    volume_cap: u64,
+    from: u64,
+    to: u64,
+) -> EpisodeBuilder {
+    let mut episodes = EpisodeBuilder::new(volume_cap);
+    let mut next = from;
+    while next < to {
+        let page = session.events_outline(next, to, MAX_PAGE, profile);
+        let Some(last) = page.last() else { break };
+        next = last.event.seq.saturating_add(1);
+        let short = page.len() < MAX_PAGE as usize;
+        for o in &page {
+            episodes.push(&o.event, o.tokens);
+        }
+        if short {
+            break;
+        }
+    }
+    episodes
 }
 
 /// Canonical price of a kernel-context entry's message.

@@ -67,6 +67,8 @@ pub struct SnapshotHeader {
     pub retained: u64,
     /// Conversation tokens that left working memory when it started.
     pub evicted: u64,
+    /// Episodes of the archive (before `start`) when the epoch started.
+    pub archived_episodes: u64,
     /// Why the epoch started: `None` for the session's first epoch.
     pub reason: Option<String>,
 }
@@ -75,11 +77,12 @@ impl SnapshotHeader {
     /// The header line for an epoch of `generation`.
     pub fn line(&self, generation: u64) -> String {
         format!(
-            "{SNAPSHOT_TITLE}{SEP}epoch {generation}{SEP}working memory from event {}{SEP}state revision {}{SEP}retained {} tokens{SEP}evicted {} tokens{SEP}reason: {}",
+            "{SNAPSHOT_TITLE}{SEP}epoch {generation}{SEP}working memory from event {}{SEP}state revision {}{SEP}retained {} tokens{SEP}evicted {} tokens{SEP}archived episodes {}{SEP}reason: {}",
             self.start,
             self.state_revision,
             self.retained,
             self.evicted,
+            self.archived_episodes,
             self.reason.as_deref().unwrap_or("none")
         )
     }
@@ -96,6 +99,9 @@ impl SnapshotHeader {
             state_revision: field(line, "state revision ")?.parse().ok()?,
             retained: tokens_field(line, "retained ")?,
             evicted: tokens_field(line, "evicted ")?,
+            archived_episodes: field(line, "archived episodes ")
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0),
             reason: (reason != "none").then(|| reason.to_string()),
         })
     }
@@ -272,6 +278,7 @@ mod tests {
             state_revision: 7,
             retained: 4800,
             evicted: 1600,
+            archived_episodes: 12,
             reason: Some("working memory 6400 tokens exceeded 6000".into()),
         };
         let text = format!("{}\n\nbody", h.line(3));

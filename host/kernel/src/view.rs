@@ -42,9 +42,14 @@ impl StoreSessionView {
     /// Facts about the session, with the current workspace generation and
     /// event count.
     pub fn try_info(&self) -> Result<SessionInfo> {
-        let (workspace_generation, event_count, state_revision) =
+        let (workspace_generation, event_count, state_revision, (context_gen, context_rev)) =
             self.store.with_kernel(&self.record.id, |k| {
-                (k.generation(), k.own_event_count(), k.revision())
+                (
+                    k.generation(),
+                    k.own_event_count(),
+                    k.revision(),
+                    k.kernel_context_high(),
+                )
             })?;
         Ok(SessionInfo {
             id: self.record.id.clone(),
@@ -54,6 +59,8 @@ impl StoreSessionView {
             model: self.record.model.clone(),
             event_count,
             state_revision,
+            kernel_context_generation: context_gen,
+            kernel_context_revision: context_rev,
         })
     }
 

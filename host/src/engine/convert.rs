@@ -198,7 +198,9 @@ record!(
         workspace_generation,
         model,
         event_count,
-        state_revision
+        state_revision,
+        kernel_context_generation,
+        kernel_context_revision
     }
 );
 record!(s::StateEntry, wt::StateEntry { text, seq });

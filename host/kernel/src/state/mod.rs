@@ -33,6 +33,9 @@ pub struct KernelState {
     own_events: u64,
     generation: u64,
     revision: u64,
+    /// Highest generation and revision of the session's kernel-context
+    /// entries.
+    context_high: (u64, u64),
     task: TaskState,
     files: FileTable,
     evidence: EvidenceState,
@@ -50,6 +53,7 @@ impl KernelState {
             own_events: 0,
             generation: 0,
             revision: 0,
+            context_high: (0, 0),
             task: TaskState::default(),
             files: FileTable::default(),
             evidence: EvidenceState::default(),
@@ -106,6 +110,12 @@ impl KernelState {
             return changed;
         }
         self.own_events += 1;
+        if let EventKind::KernelContext(k) = &event.kind {
+            self.context_high = (
+                self.context_high.0.max(k.generation),
+                self.context_high.1.max(k.revision),
+            );
+        }
 
         changed |= match &event.kind {
             EventKind::StateUpdate(op) => self.task.apply(op, seq),
@@ -203,6 +213,12 @@ impl KernelState {
     /// Monotone revision of the canonical state; moves on each effective change.
     pub fn revision(&self) -> u64 {
         self.revision
+    }
+
+    /// The highest generation and revision of the session's kernel-context
+    /// entries, `(0, 0)` when there are none.
+    pub fn kernel_context_high(&self) -> (u64, u64) {
+        self.context_high
     }
 
     /// Number of the session's own events applied.
