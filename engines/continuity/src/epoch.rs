@@ -2,10 +2,10 @@
 //!
 //! The fold turns events into the provider-visible epoch: the snapshot group
 //! (the snapshot and the entries persisted right after it), then whole
-//! conversation units and later kernel-context deltas in log order. It is the
-//! same code whether it starts from an empty log (a fresh instance) or
-//! continues from a sequence watermark (a warm one), which is what makes a
-//! fresh instance return the same view as a warm one.
+//! conversation units and later kernel-context deltas in log order. A warm
+//! instance continues it from a sequence watermark; a fresh one ([`load`])
+//! reads only the current epoch, which gives the same fold because nothing
+//! before the epoch's retained start is rendered.
 //!
 //! * A conversation unit is a user message, a notification, an assistant
 //!   message without tool calls, or an assistant tool-call turn together with
@@ -14,10 +14,10 @@
 //!   before completion and a result without its call never render.
 //! * Only conversation counts toward the working-memory threshold; the fold
 //!   walks past any number of kernel-context revisions.
-//! * A snapshot of a newer generation starts a new epoch: it names the first
+//! * The latest snapshot starts the current epoch: it names the first
 //!   retained conversation event; units before it and every kernel-context
-//!   entry of older generations leave the provider-visible epoch (they stay in
-//!   the log). Within an epoch an entry renders only if its revision is higher
+//!   entry of other generations leave the provider-visible epoch (they stay
+//!   in the log). Within an epoch an entry renders only if its revision is higher
 //!   than every earlier one, so revisions are monotone in the view.
 
 use std::collections::BTreeSet;
