@@ -101,43 +101,43 @@ pub struct Facts {
     pub retained_after_rotation_tokens: u64,
 }
 
-/// The report for `entries`.
+/// The report for `entries`, in one pass over them.
 pub fn build(entries: &[Entry<'_>], facts: Facts) -> ContextReport {
-    let sum = |c: Component| {
-        entries
-            .iter()
-            .filter(|e| e.component == c)
-            .map(|e| e.tokens)
-            .sum::<u64>()
-    };
-    let instructions = facts.system_tokens + sum(Component::Instructions);
-    let state = sum(Component::State);
-    let recent = sum(Component::Recent);
-    let episodes = sum(Component::Episodes);
-    let recall = sum(Component::Recall) + episodes;
-    let extension = sum(Component::Extension);
-    let total = instructions + state + recent + recall + facts.tools_tokens + extension;
+    let (mut instructions, mut state, mut recent) = (facts.system_tokens, 0u64, 0u64);
+    let (mut recalled, mut episodes, mut extension) = (0u64, 0u64, 0u64);
     let mut image_count = 0u32;
     let mut image_tokens = 0u64;
     let mut first_retained = None;
     let mut user_turns = 0u32;
-    for e in entries.iter().filter(|e| e.component == Component::Recent) {
-        let (c, t) = message_image_tokens(&e.message);
-        image_count += c;
-        image_tokens += t;
-        if first_retained.is_none() {
-            first_retained = e.message.source_seqs.first().copied();
+    let mut shared = 0u64;
+    let mut prefix_open = true;
+    for e in entries {
+        match e.component {
+            Component::Instructions => instructions += e.tokens,
+            Component::State => state += e.tokens,
+            Component::Recall => recalled += e.tokens,
+            Component::Episodes => episodes += e.tokens,
+            Component::Extension => extension += e.tokens,
+            Component::Recent => {
+                recent += e.tokens;
+                let (c, t) = message_image_tokens(&e.message);
+                image_count += c;
+                image_tokens += t;
+                if first_retained.is_none() {
+                    first_retained = e.message.source_seqs.first().copied();
+                }
+                user_turns += u32::from(e.user_turn);
+            }
         }
-        user_turns += u32::from(e.user_turn);
+        prefix_open &= e.existed;
+        if prefix_open {
+            shared += e.tokens;
+        }
     }
+    let recall = recalled + episodes;
+    let total = instructions + state + recent + recall + facts.tools_tokens + extension;
     let common = if facts.has_previous {
-        facts.system_tokens
-            + facts.tools_tokens
-            + entries
-                .iter()
-                .take_while(|e| e.existed)
-                .map(|e| e.tokens)
-                .sum::<u64>()
+        facts.system_tokens + facts.tools_tokens + shared
     } else {
         0
     };
