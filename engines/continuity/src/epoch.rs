@@ -22,7 +22,7 @@
 
 use std::collections::BTreeSet;
 
-use latch_engine_sdk::estimate::{event_tokens, message_tokens};
+use latch_engine_sdk::estimate::{event_tokens, message_image_tokens, message_tokens};
 use latch_engine_sdk::types::*;
 use latch_engine_sdk::{MAX_PAGE, SessionView};
 
@@ -39,6 +39,8 @@ pub struct Unit {
     pub messages: Vec<Message>,
     /// Canonical price of each message.
     pub prices: Vec<u64>,
+    /// Images of each message and their visual tokens (a part of its price).
+    pub images: Vec<(u32, u64)>,
     /// Canonical price of its messages.
     pub tokens: u64,
     /// True for a user message (a user turn).
@@ -122,10 +124,12 @@ impl UnitBuilder {
     /// Fold one conversation event in (its message already built); returns
     /// a unit when one completes.
     fn push(&mut self, seq: u64, shape: Shape, message: Message, tokens: u64) -> Option<Unit> {
+        let images = message_image_tokens(&message);
         let single = |user_turn| Unit {
             first_seq: seq,
             messages: vec![message],
             prices: vec![tokens],
+            images: vec![images],
             tokens,
             user_turn,
         };
@@ -137,6 +141,7 @@ impl UnitBuilder {
                 }
                 unit.messages.push(single(false).messages.remove(0));
                 unit.prices.push(tokens);
+                unit.images.push(images);
                 unit.tokens += tokens;
                 if open.is_empty() {
                     return self.pending.take().map(|(u, _)| u);

@@ -83,6 +83,53 @@ struct Cache {
     sent_context: Option<Message>,
     /// What the epoch's searches proved (see [`recall::SearchMemo`]).
     searches: RefCell<recall::SearchMemo>,
+    /// The last request's instructions and extensions, priced.
+    priced: Option<PricedRequest>,
+}
+
+/// A request's instructions and extensions with their prices, kept while
+/// they stay the same (comparing is far cheaper than estimating).
+#[derive(Clone, Debug)]
+struct PricedRequest {
+    system_prompt: String,
+    session_context: SessionContext,
+    extensions: Vec<ExtensionSource>,
+    /// The session-context message and its price.
+    ctx: Message,
+    ctx_tokens: u64,
+    /// The system prompt's price.
+    system_tokens: u64,
+    /// The extension sources as one entry's text, and its price (0 when
+    /// there are none).
+    extensions_text: String,
+    extension_tokens: u64,
+}
+
+impl PricedRequest {
+    fn new(profile: EstimatorProfile, request: &ContextRequest) -> Self {
+        let ctx = render::session_context_message(&request.session_context);
+        let extensions_text = render::extensions_text(&request.extensions);
+        PricedRequest {
+            system_prompt: request.system_prompt.clone(),
+            session_context: request.session_context.clone(),
+            extensions: request.extensions.clone(),
+            ctx_tokens: message_tokens(profile, &ctx),
+            ctx,
+            system_tokens: estimate(profile, &request.system_prompt) as u64,
+            extension_tokens: if request.extensions.is_empty() {
+                0
+            } else {
+                entry_tokens(profile, &extensions_text)
+            },
+            extensions_text,
+        }
+    }
+
+    fn answers(&self, request: &ContextRequest) -> bool {
+        self.system_prompt == request.system_prompt
+            && self.session_context == request.session_context
+            && self.extensions == request.extensions
+    }
 }
 
 /// The reference context engine. One instance per session.
@@ -107,30 +154,25 @@ enum Start {
     Hard { total: u64, limit: u64 },
 }
 
-/// Everything one materialization needs, computed once; the state is
-/// borrowed from the cache.
+/// Everything one materialization needs, computed once; the state and the
+/// priced request are borrowed from the cache.
 struct Inputs<'a> {
     request: &'a ContextRequest,
     plan: Plan,
     state: &'a CanonicalState,
     state_body: &'a str,
     threshold: u64,
-    extensions: String,
-    ctx: Message,
-    system_tokens: u64,
+    priced: &'a PricedRequest,
     event_count: u64,
     /// The highest generation and revision of the log's kernel context.
     kernel_generation: u64,
     kernel_revision: u64,
 }
 
-/// What [`ContinuityEngine::prepare`] computes before the state is borrowed.
+/// What [`ContinuityEngine::prepare`] computes before the cache is borrowed.
 struct Prepared {
     plan: Plan,
     threshold: u64,
-    extensions: String,
-    ctx: Message,
-    system_tokens: u64,
 }
 
 /// A view before it is sent: every message with what the report and the
@@ -180,6 +222,7 @@ impl ContinuityEngine {
                 sent: Vec::new(),
                 sent_context: None,
                 searches: RefCell::default(),
+                priced: None,
             });
         }
         let Some(cache) = self.cache.as_mut() else {
@@ -267,25 +310,21 @@ impl ContinuityEngine {
         request: &ContextRequest,
     ) -> Result<Prepared, EngineError> {
         let p = self.profile;
-        let ctx = render::session_context_message(&request.session_context);
-        let system_tokens = estimate(p, &request.system_prompt) as u64;
-        let instructions = system_tokens + message_tokens(p, &ctx);
-        let extensions = render::extensions_text(&request.extensions);
-        let ext_tokens = if request.extensions.is_empty() {
-            0
-        } else {
-            entry_tokens(p, &extensions)
-        };
-        let plan = Plan::new(
-            &request.budget,
-            instructions,
-            ext_tokens.max(request.budget.extension_tokens),
-            self.config.recent_tokens,
-        )?;
+        let recent_tokens = self.config.recent_tokens;
         let cache = self
             .cache
             .as_mut()
             .ok_or_else(|| EngineError::Internal("the session cache is missing".into()))?;
+        let priced = match &mut cache.priced {
+            Some(r) if r.answers(request) => r,
+            slot => slot.insert(PricedRequest::new(p, request)),
+        };
+        let plan = Plan::new(
+            &request.budget,
+            priced.system_tokens + priced.ctx_tokens,
+            priced.extension_tokens.max(request.budget.extension_tokens),
+            recent_tokens,
+        )?;
         let state = match &mut cache.state {
             Some(s) if s.revision == info.state_revision => s,
             slot => slot.insert(session.canonical_state()),
@@ -305,13 +344,7 @@ impl ContinuityEngine {
             }
         };
         let threshold = plan.threshold(state_tokens);
-        Ok(Prepared {
-            plan,
-            threshold,
-            extensions,
-            ctx,
-            system_tokens,
-        })
+        Ok(Prepared { plan, threshold })
     }
 
     /// The inputs of one materialization, borrowing the state from the
@@ -323,7 +356,9 @@ impl ContinuityEngine {
         info: &SessionInfo,
     ) -> Result<Inputs<'a>, EngineError> {
         let cache = self.cache()?;
-        let (Some(state), Some((_, _, state_body, _))) = (&cache.state, &cache.rendered) else {
+        let (Some(state), Some((_, _, state_body, _)), Some(priced)) =
+            (&cache.state, &cache.rendered, &cache.priced)
+        else {
             return Err(EngineError::Internal(
                 "the canonical state was not prepared".into(),
             ));
@@ -334,9 +369,7 @@ impl ContinuityEngine {
             state,
             state_body,
             threshold: prepared.threshold,
-            extensions: prepared.extensions,
-            ctx: prepared.ctx,
-            system_tokens: prepared.system_tokens,
+            priced,
             event_count: info.event_count,
             kernel_generation: info.kernel_context_generation,
             kernel_revision: info.kernel_context_revision,
@@ -378,11 +411,11 @@ impl ContinuityEngine {
             );
         }
         let shown_ext = fold.extension_text.as_deref().unwrap_or(NO_EXTENSIONS);
-        if inp.extensions != shown_ext {
+        if inp.priced.extensions_text != shown_ext {
             push(
                 &mut new,
                 KernelContextKind::Extension,
-                inp.extensions.clone(),
+                inp.priced.extensions_text.clone(),
             );
         }
         if let Some((seq, summary)) = &fold.last_reground_note
@@ -601,8 +634,11 @@ impl ContinuityEngine {
             KernelContextKind::Snapshot,
             state_text(&header.line(generation), inp.state_body),
         )];
-        if inp.extensions != NO_EXTENSIONS {
-            texts.push((KernelContextKind::Extension, inp.extensions.clone()));
+        if inp.priced.extensions_text != NO_EXTENSIONS {
+            texts.push((
+                KernelContextKind::Extension,
+                inp.priced.extensions_text.clone(),
+            ));
         }
         if let Some((seq, summary)) = &fold.last_reground_note
             && *seq >= start
@@ -777,8 +813,9 @@ impl ContinuityEngine {
 
     fn ctx_entry<'a>(&self, inp: &'a Inputs, last_a: Option<u64>) -> Entry<'a> {
         Entry {
-            tokens: message_tokens(self.profile, &inp.ctx),
-            message: Cow::Borrowed(&inp.ctx),
+            tokens: inp.priced.ctx_tokens,
+            images: (0, 0),
+            message: Cow::Borrowed(&inp.priced.ctx),
             shown: Shown::Context,
             component: Component::Instructions,
             existed: last_a.is_some(),
@@ -806,7 +843,7 @@ impl ContinuityEngine {
         };
         let facts = Facts {
             engine: format!("{ENGINE_NAME} {}", env!("CARGO_PKG_VERSION")),
-            system_tokens: inp.system_tokens,
+            system_tokens: inp.priced.system_tokens,
             tools_tokens: inp.request.budget.tools_tokens,
             limit_tokens: inp.plan.limit,
             reserve_tokens: inp.request.budget.reserve_tokens,
@@ -882,19 +919,22 @@ fn kernel_entry(
         shown: seq.map_or(Shown::Fresh, Shown::Logged),
         component: Component::of_kind(kind),
         tokens,
+        images: (0, 0),
         existed: matches!((seq, last_a), (Some(s), Some(a)) if s < a),
         user_turn: false,
     }
 }
 
 fn push_unit<'a>(entries: &mut Vec<Entry<'a>>, unit: &'a Unit, last_a: Option<u64>) {
-    for (i, (m, t)) in unit.messages.iter().zip(&unit.prices).enumerate() {
+    let priced = unit.prices.iter().zip(&unit.images);
+    for (i, (m, (t, images))) in unit.messages.iter().zip(priced).enumerate() {
         let seq = m.source_seqs.first().copied().unwrap_or(u64::MAX);
         entries.push(Entry {
             message: Cow::Borrowed(m),
             shown: Shown::Logged(seq),
             component: Component::Recent,
             tokens: *t,
+            images: *images,
             existed: last_a.is_some_and(|a| seq < a),
             user_turn: unit.user_turn && i == 0,
         });
@@ -945,7 +985,7 @@ impl Engine for ContinuityEngine {
             &cache.sent,
             cache.sent_context.as_ref(),
             &draft.entries,
-            &inp.ctx,
+            &inp.priced.ctx,
         );
         let shown: Vec<Shown> = draft.entries.iter().map(|e| e.shown).collect();
         let messages: Vec<Message> = draft
@@ -961,7 +1001,7 @@ impl Engine for ContinuityEngine {
             persist: draft.persist,
             report: draft.report,
         };
-        let context = inp.ctx;
+        let context = inp.priced.ctx.clone();
         if let Some(cache) = self.cache.as_mut() {
             cache.sent = shown;
             cache.sent_context = Some(context);

@@ -15,7 +15,6 @@
 
 use std::borrow::Cow;
 
-use latch_engine_sdk::estimate::message_image_tokens;
 use latch_engine_sdk::types::*;
 
 use crate::sent::Shown;
@@ -62,6 +61,9 @@ pub struct Entry<'a> {
     pub component: Component,
     /// Its canonical price.
     pub tokens: u64,
+    /// Its images and their visual tokens (conversation only; kernel
+    /// context carries none).
+    pub images: (u32, u64),
     /// True when the previous request already contained it.
     pub existed: bool,
     /// True for a user turn.
@@ -120,9 +122,8 @@ pub fn build(entries: &[Entry<'_>], facts: Facts) -> ContextReport {
             Component::Extension => extension += e.tokens,
             Component::Recent => {
                 recent += e.tokens;
-                let (c, t) = message_image_tokens(&e.message);
-                image_count += c;
-                image_tokens += t;
+                image_count += e.images.0;
+                image_tokens += e.images.1;
                 if first_retained.is_none() {
                     first_retained = e.message.source_seqs.first().copied();
                 }
