@@ -51,9 +51,8 @@ use config::Config;
 use episodes::EpisodeBuilder;
 use epoch::{EpochFold, Item, Unit};
 use render::{NO_EXTENSIONS, SEP, SnapshotHeader, kernel_message, state_update_line};
-use report::{Component, Entry, Facts};
+use report::{Component, Entry, Facts, Held};
 use sent::Shown;
-use std::borrow::Cow;
 
 /// The engine's name in reports.
 pub const ENGINE_NAME: &str = "continuity";
@@ -476,7 +475,7 @@ impl ContinuityEngine {
         let mut entries = vec![self.ctx_entry(inp, last_a)];
         for k in &fold.group {
             entries.push(kernel_entry(
-                Cow::Borrowed(&k.message),
+                Held::Borrowed(&k.message),
                 k.kind,
                 k.tokens.unwrap_or(0),
                 Some(k.seq),
@@ -488,7 +487,7 @@ impl ContinuityEngine {
             .map(|e| {
                 let m = kernel_message(e, None);
                 let t = message_tokens(p, &m);
-                kernel_entry(Cow::Owned(m), e.kind, t, None, last_a)
+                kernel_entry(Held::Owned(Box::new(m)), e.kind, t, None, last_a)
             })
             .collect();
         if fold.group_open {
@@ -498,7 +497,7 @@ impl ContinuityEngine {
             match item {
                 Item::Unit(u) => push_unit(&mut entries, u, last_a),
                 Item::Kernel(k) => entries.push(kernel_entry(
-                    Cow::Borrowed(&k.message),
+                    Held::Borrowed(&k.message),
                     k.kind,
                     k.tokens.unwrap_or(0),
                     Some(k.seq),
@@ -549,7 +548,13 @@ impl ContinuityEngine {
         for e in &entries_out {
             let m = kernel_message(e, None);
             let t = message_tokens(p, &m);
-            entries.push(kernel_entry(Cow::Owned(m), e.kind, t, None, last_a));
+            entries.push(kernel_entry(
+                Held::Owned(Box::new(m)),
+                e.kind,
+                t,
+                None,
+                last_a,
+            ));
         }
         for u in fold.units().skip(first_retained) {
             push_unit(&mut entries, u, last_a);
@@ -815,7 +820,7 @@ impl ContinuityEngine {
         Entry {
             tokens: inp.priced.ctx_tokens,
             images: (0, 0),
-            message: Cow::Borrowed(&inp.priced.ctx),
+            message: Held::Borrowed(&inp.priced.ctx),
             shown: Shown::Context,
             component: Component::Instructions,
             existed: last_a.is_some(),
@@ -908,7 +913,7 @@ fn state_text(header: &str, body: &str) -> String {
 }
 
 fn kernel_entry(
-    message: Cow<'_, Message>,
+    message: Held<'_>,
     kind: KernelContextKind,
     tokens: u64,
     seq: Option<u64>,
@@ -930,7 +935,7 @@ fn push_unit<'a>(entries: &mut Vec<Entry<'a>>, unit: &'a Unit, last_a: Option<u6
     for (i, (m, (t, images))) in unit.messages.iter().zip(priced).enumerate() {
         let seq = m.source_seqs.first().copied().unwrap_or(u64::MAX);
         entries.push(Entry {
-            message: Cow::Borrowed(m),
+            message: Held::Borrowed(m),
             shown: Shown::Logged(seq),
             component: Component::Recent,
             tokens: *t,

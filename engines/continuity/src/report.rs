@@ -13,8 +13,6 @@
 //! exactly this view's messages whose durable events precede that assistant
 //! message, so the figure is derived from the log alone.
 
-use std::borrow::Cow;
-
 use latch_engine_sdk::types::*;
 
 use crate::sent::Shown;
@@ -50,11 +48,41 @@ impl Component {
     }
 }
 
+/// A view message borrowed from the engine's caches, or owned (boxed, so
+/// that an entry stays small: a view has thousands of them).
+#[derive(Clone, Debug)]
+pub enum Held<'a> {
+    /// Borrowed from the epoch cache or the priced request.
+    Borrowed(&'a Message),
+    /// Built for this view (kernel context not yet persisted).
+    Owned(Box<Message>),
+}
+
+impl Held<'_> {
+    /// The message, owned.
+    pub fn into_owned(self) -> Message {
+        match self {
+            Held::Borrowed(m) => m.clone(),
+            Held::Owned(m) => *m,
+        }
+    }
+}
+
+impl std::ops::Deref for Held<'_> {
+    type Target = Message;
+    fn deref(&self) -> &Message {
+        match self {
+            Held::Borrowed(m) => m,
+            Held::Owned(m) => m,
+        }
+    }
+}
+
 /// One message of the view with what the report needs about it.
 #[derive(Clone, Debug)]
 pub struct Entry<'a> {
     /// The message, borrowed from the engine's caches where it can be.
-    pub message: Cow<'a, Message>,
+    pub message: Held<'a>,
     /// What identifies it across views (see [`crate::sent`]).
     pub shown: Shown,
     /// Its component.
