@@ -1054,5 +1054,11 @@ impl Engine for ContinuityEngine {
 
 latch_engine_sdk::export_engine!(ContinuityEngine);
 
+/// The component's allocator (see `Cargo.toml`): an engine allocates on every
+/// request, and talc is much faster than wasm's default dlmalloc.
+#[cfg(all(target_family = "wasm", not(target_feature = "atomics")))]
+#[global_allocator]
+static ALLOCATOR: talc::wasm::WasmDynamicTalc = talc::wasm::new_wasm_dynamic_allocator();
+
 #[cfg(test)]
 mod tests;
