@@ -31,6 +31,15 @@ impl IndexedSession {
         &self.inner
     }
 
+    /// The event with sequence number `seq`, if the session has it.
+    pub fn event(&self, seq: u64) -> Option<&Event> {
+        let events = &self.inner.events;
+        events
+            .binary_search_by_key(&seq, |e| e.seq)
+            .ok()
+            .map(|i| &events[i])
+    }
+
     /// The canonical state returned to engines, for callers to change.
     pub fn state_mut(&mut self) -> &mut CanonicalState {
         &mut self.inner.state

@@ -58,7 +58,7 @@ fn play(
                 session.push(body.clone());
             }
             Step::State(state) => {
-                session.set_state((**state).clone());
+                *session.state_mut() = (**state).clone();
                 let revision = state.revision;
                 session.push(EventBody::Kernel(KernelNote {
                     kind: KernelNoteKind::StateUpdate,
@@ -272,7 +272,7 @@ fn check_view_protocol(v: &Visit, max_revision: u64, max_generation: u64) -> Res
     }
     for (i, m) in v.view.messages.iter().enumerate() {
         for s in &m.source_seqs {
-            if !v.session.owns(*s) {
+            if v.session.event(*s).is_none() {
                 return fail(format!(
                     "foreign source: message {i} renders seq {s}, which is not an event of this session"
                 ));
@@ -341,16 +341,10 @@ fn check_view_protocol(v: &Visit, max_revision: u64, max_generation: u64) -> Res
     Ok(())
 }
 
+/// The highest revision and generation of the session's kernel context.
 fn kernel_maxima(session: &GenSession) -> (u64, u64) {
-    session
-        .memory()
-        .events
-        .iter()
-        .filter_map(|e| match &e.body {
-            EventBody::KernelContext(k) => Some((k.revision, k.generation)),
-            _ => None,
-        })
-        .fold((0, 0), |(r, g), (r2, g2)| (r.max(r2), g.max(g2)))
+    let info = session.info();
+    (info.kernel_context_revision, info.kernel_context_generation)
 }
 
 fn protocol(candidate: &dyn Candidate) -> Outcome {
@@ -745,7 +739,7 @@ fn recall(candidate: &dyn Candidate) -> Outcome {
     match instance.materialize(&s, &request) {
         Ok(view) => {
             for (i, m) in view.messages.iter().enumerate() {
-                if let Some(seq) = m.source_seqs.iter().find(|q| !s.owns(**q)) {
+                if let Some(seq) = m.source_seqs.iter().find(|q| s.event(**q).is_none()) {
                     return Outcome::fail(
                         "a view rendered an event outside the session",
                         vec![format!("{at}: message {i} renders seq {seq}")],

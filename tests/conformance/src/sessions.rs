@@ -10,99 +10,11 @@
 //! names a scenario, a budget and a request index that reproduce exactly.
 
 use latch_engine_sdk::types::*;
-use latch_engine_sdk::{IndexedSession, MemorySession, SessionView, estimate};
+use latch_engine_sdk::{IndexedSession, estimate};
 
-/// A generated session: an SDK [`IndexedSession`] (whose word index gives
-/// search the cost a real full-text index has) plus the helpers scenarios
-/// need.
-#[derive(Clone, Debug)]
-pub struct GenSession {
-    inner: IndexedSession,
-}
-
-impl GenSession {
-    /// An empty session.
-    pub fn new(id: &str, model: ModelProfile) -> Self {
-        GenSession {
-            inner: IndexedSession::new(id, model),
-        }
-    }
-
-    /// The underlying in-memory session.
-    pub fn memory(&self) -> &MemorySession {
-        self.inner.memory()
-    }
-
-    /// Append an event; returns its sequence number.
-    pub fn push(&mut self, body: EventBody) -> u64 {
-        self.inner.push(body)
-    }
-
-    /// Persist kernel-context entries as the host does before a request.
-    pub fn persist(&mut self, entries: &[KernelContextEntry]) {
-        self.inner.persist(entries);
-    }
-
-    /// Skip sequence numbers: events of other sessions in the same store.
-    pub fn skip_seqs(&mut self, n: u64) {
-        self.inner.skip_seqs(n);
-    }
-
-    /// Replace the canonical state (the kernel's reduction of the log).
-    pub fn set_state(&mut self, state: CanonicalState) {
-        *self.inner.state_mut() = state;
-    }
-
-    /// True when `seq` is one of this session's events.
-    pub fn owns(&self, seq: u64) -> bool {
-        self.memory()
-            .events
-            .binary_search_by_key(&seq, |e| e.seq)
-            .is_ok()
-    }
-
-    /// The event with sequence number `seq`.
-    pub fn event(&self, seq: u64) -> Option<&Event> {
-        let events = &self.memory().events;
-        events
-            .binary_search_by_key(&seq, |e| e.seq)
-            .ok()
-            .map(|i| &events[i])
-    }
-}
-
-impl SessionView for GenSession {
-    fn info(&self) -> SessionInfo {
-        self.inner.info()
-    }
-    fn latest_seq(&self) -> u64 {
-        self.inner.latest_seq()
-    }
-    fn events(&self, from: u64, to: u64, limit: u32) -> Vec<Event> {
-        self.inner.events(from, to, limit)
-    }
-    fn events_before(&self, before: u64, limit: u32) -> Vec<Event> {
-        self.inner.events_before(before, limit)
-    }
-    fn events_outline(
-        &self,
-        from: u64,
-        to: u64,
-        limit: u32,
-        profile: EstimatorProfile,
-    ) -> Vec<OutlinedEvent> {
-        self.inner.events_outline(from, to, limit, profile)
-    }
-    fn search(&self, query: &str, before: u64, limit: u32) -> Vec<SearchHit> {
-        self.inner.search(query, before, limit)
-    }
-    fn canonical_state(&self) -> CanonicalState {
-        self.inner.canonical_state()
-    }
-    fn artifact(&self, sha256: &str) -> Option<MediaRef> {
-        self.inner.artifact(sha256)
-    }
-}
+/// A generated session: the SDK's [`IndexedSession`], whose word index gives
+/// search the cost a real full-text index has.
+pub type GenSession = IndexedSession;
 
 /// One step of a scenario.
 #[derive(Clone, Debug)]
