@@ -78,8 +78,6 @@ struct Cache {
     rendered: Option<(u64, u64, String, u64)>,
     /// What the previous successful view showed (see [`sent`]).
     sent: Vec<Shown>,
-    /// The session-context message of that view.
-    sent_context: Option<Message>,
     /// What the epoch's searches proved (see [`recall::SearchMemo`]).
     searches: RefCell<recall::SearchMemo>,
     /// The last request's instructions and extensions, priced.
@@ -93,9 +91,11 @@ struct PricedRequest {
     system_prompt: String,
     session_context: SessionContext,
     extensions: Vec<ExtensionSource>,
-    /// The session-context message and its price.
+    /// The session-context message, its price, and its version (moves
+    /// only when the message changes; see [`sent::Shown::Context`]).
     ctx: Message,
     ctx_tokens: u64,
+    context_version: u64,
     /// The system prompt's price.
     system_tokens: u64,
     /// The extension sources as one entry's text, and its price (0 when
@@ -105,8 +105,17 @@ struct PricedRequest {
 }
 
 impl PricedRequest {
-    fn new(profile: EstimatorProfile, request: &ContextRequest) -> Self {
+    fn new(
+        profile: EstimatorProfile,
+        request: &ContextRequest,
+        previous: Option<&PricedRequest>,
+    ) -> Self {
         let ctx = render::session_context_message(&request.session_context);
+        let context_version = match previous {
+            Some(p) if p.ctx == ctx => p.context_version,
+            Some(p) => p.context_version + 1,
+            None => 0,
+        };
         let extensions_text = render::extensions_text(&request.extensions);
         PricedRequest {
             system_prompt: request.system_prompt.clone(),
@@ -114,6 +123,7 @@ impl PricedRequest {
             extensions: request.extensions.clone(),
             ctx_tokens: message_tokens(profile, &ctx),
             ctx,
+            context_version,
             system_tokens: estimate(profile, &request.system_prompt) as u64,
             extension_tokens: if request.extensions.is_empty() {
                 0
@@ -219,7 +229,6 @@ impl ContinuityEngine {
                 state: None,
                 rendered: None,
                 sent: Vec::new(),
-                sent_context: None,
                 searches: RefCell::default(),
                 priced: None,
             });
@@ -314,10 +323,10 @@ impl ContinuityEngine {
             .cache
             .as_mut()
             .ok_or_else(|| EngineError::Internal("the session cache is missing".into()))?;
-        let priced = match &mut cache.priced {
-            Some(r) if r.answers(request) => r,
-            slot => slot.insert(PricedRequest::new(p, request)),
-        };
+        if !cache.priced.as_ref().is_some_and(|r| r.answers(request)) {
+            cache.priced = Some(PricedRequest::new(p, request, cache.priced.as_ref()));
+        }
+        let priced = cache.priced.as_ref().expect("priced above");
         let plan = Plan::new(
             &request.budget,
             priced.system_tokens + priced.ctx_tokens,
@@ -821,7 +830,7 @@ impl ContinuityEngine {
             tokens: inp.priced.ctx_tokens,
             images: (0, 0),
             message: Held::Borrowed(&inp.priced.ctx),
-            shown: Shown::Context,
+            shown: Shown::Context(inp.priced.context_version),
             component: Component::Instructions,
             existed: last_a.is_some(),
             user_turn: false,
@@ -986,12 +995,7 @@ impl Engine for ContinuityEngine {
         let inp = self.inputs(prepared, request, &info)?;
         let draft = self.build_view(session, &inp)?;
         let cache = self.cache()?;
-        let kept = sent::kept(
-            &cache.sent,
-            cache.sent_context.as_ref(),
-            &draft.entries,
-            &inp.priced.ctx,
-        );
+        let kept = sent::kept(&cache.sent, &draft.entries);
         let shown: Vec<Shown> = draft.entries.iter().map(|e| e.shown).collect();
         let messages: Vec<Message> = draft
             .entries
@@ -1006,10 +1010,8 @@ impl Engine for ContinuityEngine {
             persist: draft.persist,
             report: draft.report,
         };
-        let context = inp.priced.ctx.clone();
         if let Some(cache) = self.cache.as_mut() {
             cache.sent = shown;
-            cache.sent_context = Some(context);
         }
         Ok(view)
     }

@@ -6,11 +6,9 @@
 //! the boundary. The kept prefix is found without comparing message bytes:
 //! a message rendered from a durable event is a function of that event, so
 //! two messages from the same sequence number are identical; the
-//! session-context message is compared by content; a kernel-context entry
+//! session-context message by a version that moves when its content does; a kernel-context entry
 //! not yet persisted is new by definition (once persisted it renders with
 //! its sequence number, which differs from the unpersisted message).
-
-use latch_engine_sdk::types::Message;
 
 use crate::report::Entry;
 
@@ -19,28 +17,19 @@ use crate::report::Entry;
 pub enum Shown {
     /// Rendered from the durable event with this sequence number.
     Logged(u64),
-    /// The session-context message (compared by content).
-    Context,
+    /// The session-context message, by version: the version moves only when
+    /// the message's content changes.
+    Context(u64),
     /// A kernel-context entry returned for persisting; never kept.
     Fresh,
 }
 
-/// How many leading messages of the previous view (`previous`, whose
-/// session-context message was `previous_context`) the next view (`next`,
-/// with `context`) begins with.
-pub fn kept(
-    previous: &[Shown],
-    previous_context: Option<&Message>,
-    next: &[Entry<'_>],
-    context: &Message,
-) -> usize {
+/// How many leading messages of the previous view (`previous`) the next
+/// view (`next`) begins with.
+pub fn kept(previous: &[Shown], next: &[Entry<'_>]) -> usize {
     previous
         .iter()
         .zip(next)
-        .take_while(|(was, now)| match (was, now.shown) {
-            (Shown::Logged(a), Shown::Logged(b)) => *a == b,
-            (Shown::Context, Shown::Context) => previous_context == Some(context),
-            _ => false,
-        })
+        .take_while(|(was, now)| **was != Shown::Fresh && **was == now.shown)
         .count()
 }
