@@ -22,9 +22,11 @@ use latch::engine::{
     ComponentEngine, ContextEngine, EngineRuntime, LoadedComponent, NativeEngine, SandboxLimits,
 };
 use latch_continuity::ContinuityEngine;
-use latch_continuity::testkit::{EngineHost, IndexedSession, Script, bench_reply, bench_turn, run};
+use latch_continuity::testkit::{
+    BenchSession, IndexedSession, Script, bench_reply, bench_session, bench_turn, cold_median,
+};
 use latch_engine_sdk::types::*;
-use latch_engine_sdk::{Assembled, Engine, SessionView};
+use latch_engine_sdk::{Engine, SessionView};
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
 /// Warm steps measured for the printed medians.
@@ -46,25 +48,8 @@ fn component(loaded: &Arc<LoadedComponent>) -> ComponentEngine {
     )
 }
 
-/// A generated session of about `events` events and the native engine that
-/// lived through it.
-struct Generated {
-    session: IndexedSession,
-    native: Assembled<ContinuityEngine>,
-    script: Script,
-}
-
-fn generate(events: usize) -> Generated {
-    let mut script = Script::realistic(1, usize::MAX);
-    script.max_events = Some(events);
-    script.extension_change_at = Some(events / 16);
-    let mut host = EngineHost::new(ContinuityEngine::new(model()));
-    let session = run(&script, &mut host);
-    Generated {
-        session,
-        native: host.0,
-        script,
-    }
+fn generate(events: usize) -> BenchSession {
+    bench_session(events, model())
 }
 
 /// One warm session: its log and the step counter.
@@ -75,7 +60,7 @@ struct Warm {
 }
 
 impl Warm {
-    fn new(g: &Generated) -> Self {
+    fn new(g: &BenchSession) -> Self {
         Warm {
             session: g.session.clone(),
             script: g.script.clone(),
@@ -129,7 +114,7 @@ fn benches(c: &mut Criterion) {
     let loaded = runtime
         .load(&EngineSource::Builtin("continuity".into()))
         .expect("the embedded continuity component loads");
-    let generated: Vec<Generated> = SIZES.iter().map(|&n| generate(n)).collect();
+    let generated: Vec<BenchSession> = SIZES.iter().map(|&n| generate(n)).collect();
 
     // Warm medians: native and component step by step on the same session,
     // checking that they agree byte for byte.
@@ -137,7 +122,7 @@ fn benches(c: &mut Criterion) {
     for g in &generated {
         let mut w = Warm::new(g);
         let events = w.session.info().event_count;
-        let mut native = NativeEngine::resume("continuity", g.native.clone());
+        let mut native = NativeEngine::resume("continuity", g.engine.clone());
         let mut wasm = component(&loaded);
         let (mut tn, mut tc) = (Vec::new(), Vec::new());
         for i in 0..=STEPS {
@@ -195,18 +180,7 @@ fn benches(c: &mut Criterion) {
     let big = &generated[2];
     let events = big.session.info().event_count;
     let request = big.script.request(usize::MAX, "scheduler timeout");
-    let cold_native = median(
-        (0..7)
-            .map(|_| {
-                let mut e = ContinuityEngine::new(model());
-                let t = Instant::now();
-                let ok = e.materialize(&big.session, &request).is_ok();
-                let d = t.elapsed();
-                assert!(ok);
-                d
-            })
-            .collect(),
-    );
+    let cold_native = cold_median(&big.session, &request, &model(), 7);
     let cold_component = median(
         (0..7)
             .map(|_| {
@@ -289,14 +263,14 @@ fn benches(c: &mut Criterion) {
         let g = &generated[2];
         let n = g.session.info().event_count;
         let mut w = Warm::new(g);
-        let mut engine = NativeEngine::resume("continuity", g.native.clone());
+        let mut engine = NativeEngine::resume("continuity", g.engine.clone());
         group.bench_function(format!("warm/native/{n}"), |b| {
             b.iter_custom(|iters| {
                 let mut total = Duration::ZERO;
                 for _ in 0..iters {
                     if w.step >= RESTART {
                         w = Warm::new(g);
-                        engine = NativeEngine::resume("continuity", g.native.clone());
+                        engine = NativeEngine::resume("continuity", g.engine.clone());
                     }
                     total += w.step(&mut engine);
                 }

@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use latch_continuity::ContinuityEngine;
-use latch_continuity::testkit::{EngineHost, IndexedSession, Script, bench_reply, bench_turn, run};
+use latch_continuity::testkit::{
+    IndexedSession, Script, bench_reply, bench_session, bench_turn, cold_median,
+};
 use latch_engine_sdk::types::*;
 use latch_engine_sdk::{Engine, SessionView};
 
@@ -31,15 +33,11 @@ fn model() -> ModelProfile {
 
 /// A session of about `events` events and the warm engine that built it.
 fn warm(events: usize) -> Warm {
-    let mut script = Script::realistic(1, usize::MAX);
-    script.max_events = Some(events);
-    script.extension_change_at = Some(events / 16);
-    let mut host = EngineHost::new(ContinuityEngine::new(model()));
-    let session = run(&script, &mut host);
+    let generated = bench_session(events, model());
     Warm {
-        session,
-        engine: host.0.into_inner(),
-        script,
+        session: generated.session,
+        engine: generated.engine.into_inner(),
+        script: generated.script,
         step: 0,
     }
 }
@@ -90,18 +88,7 @@ fn benches(c: &mut Criterion) {
     );
     let (_, big) = &pristine[2];
     let request = big.script.request(usize::MAX, "scheduler timeout");
-    let cold = median(
-        (0..7)
-            .map(|_| {
-                let mut e = ContinuityEngine::new(model());
-                let t = Instant::now();
-                let ok = e.materialize(&big.session, &request).is_ok();
-                let d = t.elapsed();
-                assert!(ok);
-                d
-            })
-            .collect(),
-    );
+    let cold = cold_median(&big.session, &request, &model(), 7);
     println!(
         "cold materialize, {} events: median {cold:?} (goal ≤ 150 ms)",
         big.session.info().event_count

@@ -113,6 +113,57 @@ impl Script {
     }
 }
 
+/// The benchmarks' generated session: about `events` events of the
+/// realistic script (Latch's default budget), played against a
+/// ContinuityEngine, with the engine that lived through it.
+#[derive(Clone)]
+pub struct BenchSession {
+    /// The script (its requests are the benchmark's requests).
+    pub script: Script,
+    /// The generated log.
+    pub session: IndexedSession,
+    /// The engine that materialized every view of it.
+    pub engine: Assembled<crate::ContinuityEngine>,
+}
+
+/// Generate the [`BenchSession`] of about `events` events for `model`.
+pub fn bench_session(events: usize, model: ModelProfile) -> BenchSession {
+    let mut script = Script::realistic(1, usize::MAX);
+    script.max_events = Some(events);
+    script.extension_change_at = Some(events / 16);
+    let mut host = EngineHost::new(crate::ContinuityEngine::new(model));
+    let session = run(&script, &mut host);
+    BenchSession {
+        script,
+        session,
+        engine: host.0,
+    }
+}
+
+/// The median time of `runs` cold materializations: each on a fresh
+/// ContinuityEngine for `model`, over `session`.
+pub fn cold_median(
+    session: &IndexedSession,
+    request: &ContextRequest,
+    model: &ModelProfile,
+    runs: usize,
+) -> std::time::Duration {
+    let mut times: Vec<std::time::Duration> = (0..runs.max(1))
+        .map(|_| {
+            let mut engine = crate::ContinuityEngine::new(model.clone());
+            let t = std::time::Instant::now();
+            let view = engine.materialize(session, request);
+            let elapsed = t.elapsed();
+            if let Err(e) = view {
+                panic!("cold materialize failed: {e:?}");
+            }
+            elapsed
+        })
+        .collect();
+    times.sort_unstable();
+    times[times.len() / 2]
+}
+
 /// One warm benchmark step: append user turn `n` (a question about the
 /// scheduler) with one tool exchange to `session`; returns its request.
 /// Answer it with [`bench_reply`].
