@@ -199,6 +199,83 @@ impl Terms {
     }
 }
 
+/// Where an event falls in the segmentation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Step {
+    /// At or below the watermark: already folded in.
+    Seen,
+    /// Kernel context or a manual compact: in no episode.
+    Outside,
+    /// A user message: a new intent starts an episode.
+    Intent,
+    /// The open episode reached the volume cap: its next part starts here.
+    Split,
+    /// Conversation before the first user message starts an episode.
+    SessionStart,
+    /// The event joins the open episode.
+    Continues,
+}
+
+/// The segmentation rule alone: where episodes start, and how many there
+/// are. [`EpisodeBuilder`] follows it; on its own it counts episodes
+/// without reading their words.
+#[derive(Clone, Debug)]
+pub struct Segmenter {
+    watermark: u64,
+    volume_cap: u64,
+    /// The open episode's conversation volume.
+    open_volume: Option<u64>,
+    count: usize,
+}
+
+impl Segmenter {
+    /// No episodes yet, with a volume cap in estimated tokens.
+    pub fn new(volume_cap: u64) -> Self {
+        Segmenter {
+            watermark: 0,
+            volume_cap: volume_cap.max(1),
+            open_volume: None,
+            count: 0,
+        }
+    }
+
+    /// Number of episodes, the open one included.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// True before the first episode.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Fold one event in (`volume` as for [`EpisodeBuilder::push`]) and say
+    /// where it falls.
+    pub fn push(&mut self, event: &Event, volume: u64) -> Step {
+        if event.seq <= self.watermark && self.watermark != 0 {
+            return Step::Seen;
+        }
+        self.watermark = event.seq;
+        let full = self.open_volume.is_some_and(|v| v >= self.volume_cap);
+        let step = match &event.body {
+            EventBody::KernelContext(_) | EventBody::ManualCompact => return Step::Outside,
+            EventBody::UserMessage(_) => Step::Intent,
+            EventBody::AssistantMessage(_) | EventBody::Notification(_) if full => Step::Split,
+            _ if self.open_volume.is_none() => Step::SessionStart,
+            _ => Step::Continues,
+        };
+        let open = match step {
+            Step::Continues => self.open_volume.get_or_insert(0),
+            _ => {
+                self.count += 1;
+                self.open_volume.insert(0)
+            }
+        };
+        *open += volume;
+        step
+    }
+}
+
 /// The incremental episode builder: closed episodes, the open trailing one
 /// and a sequence watermark, plus inverted indexes (keyword and file to
 /// closed episodes) so that scoring reads a bounded candidate set.
@@ -206,8 +283,7 @@ impl Terms {
 pub struct EpisodeBuilder {
     closed: Vec<Episode>,
     open: Option<Episode>,
-    watermark: u64,
-    volume_cap: u64,
+    segments: Segmenter,
     terms: Terms,
     file_terms: HashMap<String, Vec<u32>, BuildHasherDefault<TermHasher>>,
 }
@@ -245,8 +321,7 @@ impl EpisodeBuilder {
         EpisodeBuilder {
             closed: Vec::new(),
             open: None,
-            watermark: 0,
-            volume_cap: volume_cap.max(1),
+            segments: Segmenter::new(volume_cap),
             terms: Terms::default(),
             file_terms: HashMap::default(),
         }
@@ -254,7 +329,7 @@ impl EpisodeBuilder {
 
     /// The last sequence number folded in.
     pub fn watermark(&self) -> u64 {
-        self.watermark
+        self.segments.watermark
     }
 
     /// Number of episodes, the open one included.
@@ -295,13 +370,12 @@ impl EpisodeBuilder {
     /// Fold one event in; `volume` is its conversation volume (see
     /// [`event_volume`]). Events at or below the watermark are ignored.
     pub fn push(&mut self, event: &Event, volume: u64) {
-        if event.seq <= self.watermark && self.watermark != 0 {
-            return;
-        }
-        self.watermark = event.seq;
-        match &event.body {
-            EventBody::KernelContext(_) | EventBody::ManualCompact => return,
-            EventBody::UserMessage(parts) => {
+        match self.segments.push(event, volume) {
+            Step::Seen | Step::Outside => return,
+            Step::Intent => {
+                let EventBody::UserMessage(parts) = &event.body else {
+                    unreachable!("only a user message starts an intent")
+                };
                 let text = parts_text(parts);
                 let topic = match one_line(&text, TOPIC_CHARS) {
                     t if t.is_empty() => "(image)".to_string(),
@@ -312,29 +386,27 @@ impl EpisodeBuilder {
                 self.terms.add_keywords(&mut ep, &text);
                 self.open = Some(ep);
             }
-            EventBody::AssistantMessage(_) | EventBody::Notification(_) => {
-                if let Some(open) = &self.open
-                    && open.volume >= self.volume_cap
-                {
-                    // The next part carries the intent's first keywords (in
-                    // lexical order).
-                    let mut next = Episode::new(event.seq, open.topic.clone(), open.part + 1);
-                    let mut carried: Vec<u32> = open.keywords.clone();
-                    carried.sort_by(|a, b| {
-                        self.terms.names[*a as usize].cmp(&self.terms.names[*b as usize])
-                    });
-                    carried.truncate(MAX_KEYWORDS / 2);
-                    carried.sort_unstable();
-                    next.keywords = carried;
-                    self.close();
-                    self.open = Some(next);
-                }
+            Step::Split => {
+                let open = self.open.as_ref().expect("a split follows an open episode");
+                // The next part carries the intent's first keywords (in
+                // lexical order).
+                let mut next = Episode::new(event.seq, open.topic.clone(), open.part + 1);
+                let mut carried: Vec<u32> = open.keywords.clone();
+                carried.sort_by(|a, b| {
+                    self.terms.names[*a as usize].cmp(&self.terms.names[*b as usize])
+                });
+                carried.truncate(MAX_KEYWORDS / 2);
+                carried.sort_unstable();
+                next.keywords = carried;
+                self.close();
+                self.open = Some(next);
             }
-            _ => {}
+            Step::SessionStart => {
+                self.open = Some(Episode::new(event.seq, "(session start)".into(), 0));
+            }
+            Step::Continues => {}
         }
-        let ep = self
-            .open
-            .get_or_insert_with(|| Episode::new(event.seq, "(session start)".into(), 0));
+        let ep = self.open.as_mut().expect("the segmenter opened an episode");
         let terms = &mut self.terms;
         ep.last_seq = event.seq;
         ep.events += 1;

@@ -48,11 +48,11 @@ use latch_engine_sdk::{Engine, MAX_PAGE, SessionView, default_recall, estimate};
 
 use budget::{Plan, retained_from, retention_target};
 use config::Config;
-use episodes::EpisodeBuilder;
+use episodes::{EpisodeBuilder, Segmenter};
 use epoch::{EpochFold, Item, Unit};
 use render::{NO_EXTENSIONS, SEP, SnapshotHeader, kernel_message, state_update_line};
-use report::{Component, Entry, Facts, Held};
-use sent::Shown;
+use report::{Component, Entry, Facts, Held, Tally};
+use sent::{Shown, Stable};
 
 /// The engine's name in reports.
 pub const ENGINE_NAME: &str = "continuity";
@@ -63,9 +63,9 @@ pub const ENGINE_NAME: &str = "continuity";
 struct Cache {
     session_id: String,
     fold: EpochFold,
-    /// Episodes of the current epoch, segmented from its retained start
-    /// (the whole log before the first epoch): the report's own episodes.
-    epoch_episodes: EpisodeBuilder,
+    /// The current epoch's episodes, segmented from its retained start
+    /// (the whole log before the first epoch): the report counts them.
+    epoch_episodes: Segmenter,
     /// Episodes of the whole log, for the archive index. A fresh instance
     /// builds them from the log's outline the first time a snapshot is
     /// written; then they grow with every event.
@@ -78,6 +78,11 @@ struct Cache {
     rendered: Option<(u64, u64, String, u64)>,
     /// What the previous successful view showed (see [`sent`]).
     sent: Vec<Shown>,
+    /// The part of the previous view the next one begins with, unless the
+    /// epoch changed (see [`sent::Stable`]).
+    stable: Option<Stable>,
+    /// View messages the last view built (the rest it knew unchanged).
+    built: usize,
     /// What the epoch's searches proved (see [`recall::SearchMemo`]).
     searches: RefCell<recall::SearchMemo>,
     /// The last request's instructions and extensions, priced.
@@ -184,10 +189,33 @@ struct Prepared {
     threshold: u64,
 }
 
+/// A view's messages: a leading part known to be the previous view's first
+/// `lead` messages (with its tally), then the entries that follow it.
+struct Built<'a> {
+    lead: usize,
+    lead_tally: Tally,
+    entries: Vec<Entry<'a>>,
+    /// What the next view of this epoch will begin with (see
+    /// [`sent::Stable`]).
+    stable: Option<Stable>,
+}
+
+impl<'a> Built<'a> {
+    /// A view built whole.
+    fn whole(entries: Vec<Entry<'a>>) -> Self {
+        Built {
+            lead: 0,
+            lead_tally: Tally::new(),
+            entries,
+            stable: None,
+        }
+    }
+}
+
 /// A view before it is sent: every message with what the report and the
 /// continuation need about it.
 struct Draft<'a> {
-    entries: Vec<Entry<'a>>,
+    view: Built<'a>,
     persist: Vec<KernelContextEntry>,
     report: ContextReport,
 }
@@ -209,6 +237,14 @@ impl ContinuityEngine {
         &self.config
     }
 
+    /// How many messages of the last view this instance built; the rest of
+    /// the view it knew to be unchanged from the view before (see
+    /// [`sent::Stable`]). A warm request within an epoch builds about as
+    /// many as are new.
+    pub fn last_built(&self) -> usize {
+        self.cache.as_ref().map_or(0, |c| c.built)
+    }
+
     /// Bring the caches up to the log's latest event.
     fn sync(&mut self, session: &dyn SessionView, info: &SessionInfo) {
         let latest = session.latest_seq();
@@ -224,11 +260,13 @@ impl ContinuityEngine {
             self.cache = Some(Cache {
                 session_id: info.id.clone(),
                 fold: EpochFold::new(self.profile),
-                epoch_episodes: EpisodeBuilder::new(self.config.episode_volume_tokens),
+                epoch_episodes: Segmenter::new(self.config.episode_volume_tokens),
                 episodes: RefCell::new(None),
                 state: None,
                 rendered: None,
                 sent: Vec::new(),
+                stable: None,
+                built: 0,
                 searches: RefCell::default(),
                 priced: None,
             });
@@ -241,12 +279,10 @@ impl ContinuityEngine {
             // A fresh instance (or a new session): load the current epoch
             // from the tail, segmenting its episodes on the way.
             let episodes = &mut cache.epoch_episodes;
-            cache.fold = epoch::load(self.profile, session, |e, volume| episodes.push(e, volume));
+            cache.fold = epoch::load(self.profile, session, |e, volume| {
+                episodes.push(e, volume);
+            });
             cache.fold.price();
-            if cache.fold.epoch.is_none() {
-                // The loader read the whole log: these are all its episodes.
-                *cache.episodes.get_mut() = Some(cache.epoch_episodes.clone());
-            }
             return;
         }
         if cache.fold.latest_seq >= latest {
@@ -276,7 +312,11 @@ impl ContinuityEngine {
             // A new epoch: its episodes are segmented from its retained
             // start, as a fresh instance segments them.
             let start = cache.fold.start();
-            cache.epoch_episodes = episodes_of(self.profile, session, cap, start, next);
+            let mut segments = Segmenter::new(cap);
+            for_outline(self.profile, session, start, next, |e, volume| {
+                segments.push(e, volume);
+            });
+            cache.epoch_episodes = segments;
         }
     }
 
@@ -479,18 +519,37 @@ impl ContinuityEngine {
         }
 
         // Assemble: context, group, (deltas while the group is still open),
-        // body, deltas.
+        // body, deltas. What the previous view showed of the context, the
+        // closed group and the body is known to lead this view unchanged:
+        // only what follows it is built.
         let last_a = fold.last_assistant_seq;
-        let mut entries = vec![self.ctx_entry(inp, last_a)];
-        for k in &fold.group {
-            entries.push(kernel_entry(
-                Held::Borrowed(&k.message),
-                k.kind,
-                k.tokens.unwrap_or(0),
-                Some(k.seq),
-                last_a,
-            ));
-        }
+        let stable = self.cache()?.stable.as_ref().filter(|s| {
+            !fold.group_open
+                && s.leads(
+                    epoch.snapshot_seq,
+                    inp.priced.context_version,
+                    fold.group.len(),
+                    fold.body.len(),
+                    last_a,
+                )
+        });
+        let mut entries = Vec::new();
+        let first_item = match stable {
+            Some(s) => s.body_items,
+            None => {
+                entries.push(self.ctx_entry(inp, last_a));
+                for k in &fold.group {
+                    entries.push(kernel_entry(
+                        Held::Borrowed(&k.message),
+                        k.kind,
+                        k.tokens.unwrap_or(0),
+                        Some(k.seq),
+                        last_a,
+                    ));
+                }
+                0
+            }
+        };
         let new_entries: Vec<Entry> = new
             .iter()
             .map(|e| {
@@ -502,7 +561,7 @@ impl ContinuityEngine {
         if fold.group_open {
             entries.extend(new_entries.iter().cloned());
         }
-        for item in &fold.body {
+        for item in &fold.body[first_item..] {
             match item {
                 Item::Unit(u) => push_unit(&mut entries, u, last_a),
                 Item::Kernel(k) => entries.push(kernel_entry(
@@ -514,6 +573,20 @@ impl ContinuityEngine {
                 )),
             }
         }
+        // The next view of this epoch begins with everything up to here,
+        // unless the group is still open (it may grow).
+        let next_stable = (!fold.group_open).then(|| {
+            let base = stable.cloned().unwrap_or(Stable {
+                snapshot_seq: epoch.snapshot_seq,
+                context_version: inp.priced.context_version,
+                group_len: fold.group.len(),
+                body_items: 0,
+                entries: 0,
+                tally: Tally::new(),
+                max_seq: None,
+            });
+            base.extended(&entries, fold.body.len())
+        });
         if !fold.group_open {
             entries.extend(new_entries);
         }
@@ -528,9 +601,16 @@ impl ContinuityEngine {
         // epoch's own.
         let episode_count =
             epoch.header.archived_episodes + self.cache()?.epoch_episodes.len() as u64;
+        let (lead, lead_tally) = stable.map_or((0, Tally::new()), |s| (s.entries, s.tally));
+        let view = Built {
+            lead,
+            lead_tally,
+            entries,
+            stable: next_stable,
+        };
         self.finish(
             inp,
-            entries,
+            view,
             new,
             &epoch.header,
             generation,
@@ -576,7 +656,7 @@ impl ContinuityEngine {
         let episode_count = self.all_episodes(cache, session).len() as u64;
         self.finish(
             inp,
-            entries,
+            Built::whole(entries),
             entries_out,
             &header,
             generation,
@@ -841,7 +921,7 @@ impl ContinuityEngine {
     fn finish<'a>(
         &self,
         inp: &Inputs,
-        entries: Vec<Entry<'a>>,
+        view: Built<'a>,
         persist: Vec<KernelContextEntry>,
         header: &SnapshotHeader,
         generation: u64,
@@ -871,7 +951,7 @@ impl ContinuityEngine {
             rotation_reason: header.reason.clone(),
             retained_after_rotation_tokens: header.retained,
         };
-        let report = report::build(&entries, facts);
+        let report = report::build(view.lead_tally, &view.entries, facts);
         if report.total_tokens > report.limit_tokens {
             return Err(EngineError::BudgetExceeded(format!(
                 "the view needs {} tokens but the request limit is {}",
@@ -879,7 +959,7 @@ impl ContinuityEngine {
             )));
         }
         Ok(Draft {
-            entries,
+            view,
             persist,
             report,
         })
@@ -896,6 +976,21 @@ fn episodes_of(
     to: u64,
 ) -> EpisodeBuilder {
     let mut episodes = EpisodeBuilder::new(volume_cap);
+    for_outline(profile, session, from, to, |e, volume| {
+        episodes.push(e, volume)
+    });
+    episodes
+}
+
+/// Call `f` with each event with `from <= seq < to` of the log's outline
+/// and its canonical price, in order.
+fn for_outline(
+    profile: EstimatorProfile,
+    session: &dyn SessionView,
+    from: u64,
+    to: u64,
+    mut f: impl FnMut(&Event, u64),
+) {
     let mut next = from;
     while next < to {
         let page = session.events_outline(next, to, MAX_PAGE, profile);
@@ -903,13 +998,12 @@ fn episodes_of(
         next = last.event.seq.saturating_add(1);
         let short = page.len() < MAX_PAGE as usize;
         for o in &page {
-            episodes.push(&o.event, o.tokens);
+            f(&o.event, o.tokens);
         }
         if short {
             break;
         }
     }
-    episodes
 }
 
 /// Canonical price of a kernel-context entry's message.
@@ -995,12 +1089,24 @@ impl Engine for ContinuityEngine {
         let inp = self.inputs(prepared, request, &info)?;
         let draft = self.build_view(session, &inp)?;
         let cache = self.cache()?;
-        let kept = sent::kept(&cache.sent, &draft.entries);
-        let shown: Vec<Shown> = draft.entries.iter().map(|e| e.shown).collect();
-        let messages: Vec<Message> = draft
-            .entries
+        let Built {
+            lead,
+            entries,
+            stable,
+            ..
+        } = draft.view;
+        if lead > cache.sent.len() {
+            return Err(EngineError::Internal(format!(
+                "the view continues {lead} messages of a previous view that had {}",
+                cache.sent.len()
+            )));
+        }
+        let kept = lead + sent::kept(&cache.sent[lead..], &entries);
+        let built = entries.len();
+        let shown: Vec<Shown> = entries.iter().map(|e| e.shown).collect();
+        let messages: Vec<Message> = entries
             .into_iter()
-            .skip(kept)
+            .skip(kept - lead)
             .map(|e| e.message.into_owned())
             .collect();
         let view = ContextView {
@@ -1011,7 +1117,10 @@ impl Engine for ContinuityEngine {
             report: draft.report,
         };
         if let Some(cache) = self.cache.as_mut() {
-            cache.sent = shown;
+            cache.sent.truncate(lead);
+            cache.sent.extend(shown);
+            cache.stable = stable;
+            cache.built = built;
         }
         Ok(view)
     }

@@ -131,38 +131,105 @@ pub struct Facts {
     pub retained_after_rotation_tokens: u64,
 }
 
-/// The report for `entries`, in one pass over them.
-pub fn build(entries: &[Entry<'_>], facts: Facts) -> ContextReport {
-    let (mut instructions, mut state, mut recent) = (facts.system_tokens, 0u64, 0u64);
-    let (mut recalled, mut episodes, mut extension) = (0u64, 0u64, 0u64);
-    let mut image_count = 0u32;
-    let mut image_tokens = 0u64;
-    let mut first_retained = None;
-    let mut user_turns = 0u32;
-    let mut shared = 0u64;
-    let mut prefix_open = true;
-    for e in entries {
-        match e.component {
-            Component::Instructions => instructions += e.tokens,
-            Component::State => state += e.tokens,
-            Component::Recall => recalled += e.tokens,
-            Component::Episodes => episodes += e.tokens,
-            Component::Extension => extension += e.tokens,
-            Component::Recent => {
-                recent += e.tokens;
-                image_count += e.images.0;
-                image_tokens += e.images.1;
-                if first_retained.is_none() {
-                    first_retained = e.message.source_seqs.first().copied();
-                }
-                user_turns += u32::from(e.user_turn);
-            }
-        }
-        prefix_open &= e.existed;
-        if prefix_open {
-            shared += e.tokens;
+/// Running sums of a view's entries in view order: what the report adds
+/// up. A tally of a view's leading entries can be kept and continued with
+/// the entries that follow (see [`crate::sent::Stable`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tally {
+    instructions: u64,
+    state: u64,
+    recent: u64,
+    recalled: u64,
+    episodes: u64,
+    extension: u64,
+    image_count: u32,
+    image_tokens: u64,
+    /// The first conversation message's first sequence number.
+    first_retained: Option<u64>,
+    user_turns: u32,
+    /// Tokens of the leading entries that the previous request contained.
+    shared: u64,
+    /// False once an entry the previous request lacked was counted.
+    open: bool,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Tally {
+    /// The tally of no entries.
+    pub fn new() -> Self {
+        Tally {
+            instructions: 0,
+            state: 0,
+            recent: 0,
+            recalled: 0,
+            episodes: 0,
+            extension: 0,
+            image_count: 0,
+            image_tokens: 0,
+            first_retained: None,
+            user_turns: 0,
+            shared: 0,
+            open: true,
         }
     }
+
+    /// Count `entry`, which the previous request contained if `existed`.
+    pub fn add(&mut self, entry: &Entry<'_>, existed: bool) {
+        match entry.component {
+            Component::Instructions => self.instructions += entry.tokens,
+            Component::State => self.state += entry.tokens,
+            Component::Recall => self.recalled += entry.tokens,
+            Component::Episodes => self.episodes += entry.tokens,
+            Component::Extension => self.extension += entry.tokens,
+            Component::Recent => {
+                self.recent += entry.tokens;
+                self.image_count += entry.images.0;
+                self.image_tokens += entry.images.1;
+                if self.first_retained.is_none() {
+                    self.first_retained = entry.message.source_seqs.first().copied();
+                }
+                self.user_turns += u32::from(entry.user_turn);
+            }
+        }
+        self.open &= existed;
+        if self.open {
+            self.shared += entry.tokens;
+        }
+    }
+
+    /// Count each of `entries` with its own `existed`.
+    pub fn extend(&mut self, entries: &[Entry<'_>]) {
+        for e in entries {
+            self.add(e, e.existed);
+        }
+    }
+}
+
+/// The report for a view: `prefix` tallies its leading entries, `entries`
+/// are the rest.
+pub fn build(prefix: Tally, entries: &[Entry<'_>], facts: Facts) -> ContextReport {
+    let mut t = prefix;
+    t.extend(entries);
+    let Tally {
+        instructions,
+        state,
+        recent,
+        recalled,
+        episodes,
+        extension,
+        image_count,
+        image_tokens,
+        first_retained,
+        user_turns,
+        shared,
+        open: _,
+    } = t;
+    let instructions = facts.system_tokens + instructions;
     let recall = recalled + episodes;
     let total = instructions + state + recent + recall + facts.tools_tokens + extension;
     let common = if facts.has_previous {

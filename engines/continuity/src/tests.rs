@@ -316,6 +316,8 @@ struct Continuing {
     sent: usize,
     whole: usize,
     continued: usize,
+    /// Messages built by continued views, and their whole views' messages.
+    built: (usize, usize),
 }
 
 impl Host for Continuing {
@@ -348,6 +350,8 @@ impl Host for Continuing {
                 "kept {kept} of a previous view whose first {first_unpersisted} messages were durable"
             );
             self.continued += 1;
+            self.built.0 += self.engine.last_built();
+            self.built.1 += whole.messages.len();
         } else {
             assert!(kept <= 1, "a new epoch keeps at most the session context");
         }
@@ -370,9 +374,18 @@ fn warm_views_send_only_what_is_new() {
         sent: 0,
         whole: 0,
         continued: 0,
+        built: (0, 0),
     };
     testkit::run(&script, &mut host);
     assert!(host.continued > 100, "continued views: {}", host.continued);
+    // A warm view builds what follows the part it knows unchanged, not the
+    // whole epoch.
+    assert!(
+        host.built.0 * 5 < host.built.1,
+        "continued views built {} of {} messages",
+        host.built.0,
+        host.built.1
+    );
     assert!(
         host.sent * 5 < host.whole,
         "messages sent {} vs whole views {}",
@@ -411,11 +424,14 @@ fn incremental_episodes_equal_a_full_rebuild_at_every_prefix() {
     let events = &s.memory().events;
     for cap in [300, 8_000] {
         let mut inc = episodes::EpisodeBuilder::new(cap);
+        let mut count = episodes::Segmenter::new(cap);
         for (i, e) in events.iter().enumerate() {
             inc.push(e, episodes::event_volume(P, e));
+            count.push(e, episodes::event_volume(P, e));
             let full = episodes::build(P, &events[..=i], cap);
             let got: Vec<episodes::Episode> = inc.episodes().cloned().collect();
             assert_eq!(got, full, "prefix {i} (cap {cap})");
+            assert_eq!(count.len(), full.len(), "episodes counted at prefix {i}");
         }
         assert!(inc.len() > 40);
     }
