@@ -64,8 +64,12 @@ pub fn kernel_note_label(kind: KernelNoteKind) -> &'static str {
 /// Lower-case alphanumeric words (with `_`), as FTS5's default tokenizer splits
 /// them for ASCII text. Used for lexical scoring and the in-memory search.
 pub fn tokenize_words(text: &str) -> Vec<String> {
+    words(text).collect()
+}
+
+/// The words of [`tokenize_words`], one at a time (to stop early).
+pub fn words(text: &str) -> impl Iterator<Item = String> + '_ {
     text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .filter(|w| !w.is_empty())
         .map(|w| w.to_lowercase())
-        .collect()
 }

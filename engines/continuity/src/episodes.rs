@@ -14,8 +14,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use latch_engine_sdk::estimate::message_tokens;
-use latch_engine_sdk::tokenize_words;
 use latch_engine_sdk::types::*;
+use latch_engine_sdk::words;
 use serde::Serialize;
 
 use crate::render::{SEP, one_line};
@@ -144,7 +144,7 @@ impl Terms {
     }
 
     /// Add the keywords of `text` (its first [`KEYWORD_SCAN_CHARS`]
-    /// characters, split and lower-cased as [`tokenize_words`] does) to `ep`
+    /// characters, split and lower-cased as [`latch_engine_sdk::tokenize_words`] does) to `ep`
     /// until it holds [`MAX_KEYWORDS`].
     fn add_keywords(&mut self, ep: &mut Episode, text: &str) {
         if ep.keywords.len() >= MAX_KEYWORDS {
@@ -594,16 +594,16 @@ const STOPWORDS: &[&str] = &[
     "sure", "about", "again", "some", "more",
 ];
 
-/// Lower-case content words of `text`: at least three characters, no
-/// stopwords, deduplicated in first-seen order.
-pub fn keywords(text: &str) -> Vec<String> {
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for w in tokenize_words(text) {
-        if !is_keyword(&w) {
-            continue;
+/// The first `max` distinct content words of `text` (lower-cased, at least
+/// three characters, no stopwords), in first-seen order. Meant for short
+/// lists such as a query's words: it reads only as far as it needs.
+pub fn keywords(text: &str, max: usize) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for w in words(text) {
+        if out.len() == max {
+            break;
         }
-        if seen.insert(w.clone()) {
+        if is_keyword(&w) && !out.contains(&w) {
             out.push(w);
         }
     }
@@ -736,6 +736,17 @@ mod tests {
     fn stopwords_fit_the_length_bound() {
         assert!(STOPWORDS.iter().all(|w| w.len() <= STOPWORD_MAX_LEN));
         assert!(STOPWORDS.iter().any(|w| w.len() == STOPWORD_MAX_LEN));
+    }
+
+    #[test]
+    fn query_keywords_are_the_first_distinct_content_words() {
+        let text = "Fix the Parser: the parser panics, then the lexer and the parser_v2 fail";
+        assert_eq!(
+            keywords(text, 8),
+            ["fix", "parser", "panics", "lexer", "parser_v2", "fail"]
+        );
+        assert_eq!(keywords(text, 2), ["fix", "parser"]);
+        assert!(keywords("the and of it", 8).is_empty());
     }
 
     #[test]

@@ -83,7 +83,8 @@ struct Cache {
     stable: Option<Stable>,
     /// View messages the last view built (the rest it knew unchanged).
     built: usize,
-    /// What the epoch's searches proved (see [`recall::SearchMemo`]).
+    /// The epoch's searches and their rendered hits (see
+    /// [`recall::SearchMemo`]).
     searches: RefCell<recall::SearchMemo>,
     /// The last request's instructions and extensions, priced.
     priced: Option<PricedRequest>,
@@ -884,21 +885,28 @@ impl ContinuityEngine {
         if room == 0 || archive_empty || self.config.recall_limit == 0 {
             return Vec::new();
         }
-        let hits = cache.searches.borrow_mut().archival_hits(
+        let (profile, event_tokens) = (self.profile, self.config.recall_event_tokens);
+        let mut memo = cache.searches.borrow_mut();
+        let hits = memo.archival_hits(
             session,
             &inp.request.query,
-            start,
-            self.config.recall_limit,
+            (start, self.config.recall_limit),
             shown,
+            |e| {
+                let text = render::recall_text(profile, e, event_tokens);
+                recall::Candidate {
+                    seq: e.seq,
+                    tokens: entry_tokens(profile, &text),
+                    text,
+                }
+            },
         );
         let mut used = 0u64;
         let mut chosen: Vec<(u64, String)> = Vec::new();
-        for e in &hits {
-            let text = render::recall_text(self.profile, e, self.config.recall_event_tokens);
-            let t = entry_tokens(self.profile, &text);
-            if used + t <= room {
-                used += t;
-                chosen.push((e.seq, text));
+        for c in hits {
+            if used + c.tokens <= room {
+                used += c.tokens;
+                chosen.push((c.seq, c.text.clone()));
             }
         }
         chosen.sort_by_key(|(seq, _)| *seq);

@@ -18,7 +18,7 @@ const MAX_QUERY_WORDS: usize = 8;
 
 /// The content words of a recall query, in first-seen order.
 pub fn query_words(query: &str) -> Vec<String> {
-    keywords(query).into_iter().take(MAX_QUERY_WORDS).collect()
+    keywords(query, MAX_QUERY_WORDS)
 }
 
 /// The word set used for lexical scoring.
@@ -48,85 +48,96 @@ fn searches(words: &[String]) -> Vec<String> {
     out
 }
 
-/// What earlier searches of the current epoch proved, so that a request does
-/// not repeat searches that cannot recall anything new.
+/// An archival event a search selected, rendered for recall.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Candidate {
+    /// Its sequence number.
+    pub seq: u64,
+    /// The recall entry's text.
+    pub text: String,
+    /// The entry's canonical price.
+    pub tokens: u64,
+}
+
+/// Most search strings the memo keeps before it starts over.
+const MAX_MEMO_SEARCHES: usize = 64;
+
+/// The current epoch's searches and what they selected, rendered, so that
+/// a request repeats neither a search nor the rendering of its hits.
 ///
 /// Searches are bounded by the epoch start (`before`), and events appended
 /// later are never older than it, so within an epoch the archival selection
-/// of a search never changes. When every search of a query once selected
-/// only events that are now all shown (or nothing), the query recalls nothing
-/// new now either, exactly as a fresh instance searching again would find.
+/// of a search never changes: an answer from the memo is exactly what a
+/// fresh instance searching again finds. A new epoch start forgets it.
 #[derive(Clone, Debug, Default)]
 pub struct SearchMemo {
     /// The epoch start the memo is for.
     before: u64,
-    /// The archival selection (`limit` newest) each search string once had.
-    seen: BTreeMap<String, Vec<u64>>,
+    /// The archival selection (`limit` newest, newest first) of each search
+    /// string.
+    seen: BTreeMap<String, Vec<Candidate>>,
+    /// The last query and its search strings (a query usually stays the
+    /// same for every request of a user turn).
+    query: Option<(String, Vec<String>)>,
 }
 
 impl SearchMemo {
     /// The newest `limit` archival events (`seq < before`) matching `query`,
-    /// newest first, minus those in `exclude`; the searches are skipped when
-    /// the memo proves that they select nothing new.
+    /// newest first and rendered by `render`, minus those in `exclude`. The
+    /// query's searches are tried in turn; the first that selects anything
+    /// answers (with nothing when all it selects is excluded).
     pub fn archival_hits(
         &mut self,
         session: &dyn SessionView,
         query: &str,
-        before: u64,
-        limit: u32,
+        (before, limit): (u64, u32),
         exclude: &BTreeSet<u64>,
-    ) -> Vec<Event> {
+        render: impl Fn(&Event) -> Candidate,
+    ) -> Vec<&Candidate> {
         if limit == 0 {
             return Vec::new();
         }
-        if self.before != before {
+        if self.before != before || self.seen.len() >= MAX_MEMO_SEARCHES {
             self.before = before;
             self.seen.clear();
         }
-        let words = query_words(query);
-        let searches = searches(&words);
-        let spent = |seen: &BTreeMap<String, Vec<u64>>, q: &String| {
-            seen.get(q)
-                .is_some_and(|s| s.iter().all(|seq| exclude.contains(seq)))
-        };
-        if searches.iter().all(|q| spent(&self.seen, q)) {
-            return Vec::new();
+        if self.query.as_ref().is_none_or(|(q, _)| q != query) {
+            self.query = Some((query.to_string(), searches(&query_words(query))));
         }
-        let mut result = None;
-        for q in &searches {
-            if result.is_some() && spent(&self.seen, q) {
-                continue;
+        let strings = self
+            .query
+            .as_ref()
+            .map(|(_, s)| s.as_slice())
+            .unwrap_or(&[]);
+        let mut answer = None;
+        for q in strings {
+            if !self.seen.contains_key(q) {
+                let selected: Vec<Candidate> = session
+                    .search(q, before, limit)
+                    .into_iter()
+                    .map(|h| h.event)
+                    .filter(|e| e.seq < before && recallable(&e.body))
+                    .take(limit as usize)
+                    .map(|e| render(&e))
+                    .collect();
+                self.seen.insert(q.clone(), selected);
             }
-            let hits: Vec<Event> = session
-                .search(q, before, limit)
-                .into_iter()
-                .map(|h| h.event)
-                .filter(|e| e.seq < before && recallable(&e.body))
-                .take(limit as usize)
-                .collect();
-            self.seen
-                .insert(q.clone(), hits.iter().map(|e| e.seq).collect());
-            match &result {
-                // Searched only to complete the memo: the answer is known.
-                Some(_) => continue,
-                None if hits.is_empty() => continue,
-                None => {}
+            if self.seen.get(q).is_some_and(|s| !s.is_empty()) {
+                answer = Some(q);
+                break;
             }
-            // The newest `limit` matches are the selection; those already
-            // shown in the epoch are not repeated (and older matches do not
-            // move up).
-            let fresh: Vec<Event> = hits
-                .into_iter()
-                .filter(|e| !exclude.contains(&e.seq))
-                .collect();
-            if !fresh.is_empty() {
-                return fresh;
-            }
-            // Nothing new: the later searches are run once, to learn that
-            // they are spent too.
-            result = Some(());
         }
-        Vec::new()
+        // The newest `limit` matches are the selection; those already shown
+        // in the epoch are not repeated (and older matches do not move up).
+        answer
+            .and_then(|q| self.seen.get(q))
+            .map(|selected| {
+                selected
+                    .iter()
+                    .filter(|c| !exclude.contains(&c.seq))
+                    .collect()
+            })
+            .unwrap_or_default()
     }
 }
 
@@ -169,8 +180,16 @@ mod tests {
         }
     }
 
+    fn render(e: &Event) -> Candidate {
+        Candidate {
+            seq: e.seq,
+            text: format!("event {}", e.seq),
+            tokens: 1,
+        }
+    }
+
     #[test]
-    fn spent_searches_are_skipped_with_the_same_answer() {
+    fn repeated_searches_are_answered_from_the_memo() {
         let mut s = MemorySession::new("s", ModelProfile::with_defaults("openai", "m"));
         s.user("the parser panics on empty input");
         s.user("the lexer drops the last token");
@@ -180,28 +199,39 @@ mod tests {
         let mut shown = BTreeSet::new();
         let check = |memo: &mut SearchMemo, s: &MemorySession, shown: &BTreeSet<u64>| {
             let counting = Counting(s, Cell::new(0));
-            let got = memo.archival_hits(&counting, query, before, 8, shown);
-            let fresh = SearchMemo::default().archival_hits(s, query, before, 8, shown);
-            let seqs = |v: &[Event]| v.iter().map(|e| e.seq).collect::<Vec<_>>();
-            assert_eq!(seqs(&got), seqs(&fresh));
-            (seqs(&got), counting.1.get())
+            let rendered = Cell::new(0);
+            let got: Vec<u64> = memo
+                .archival_hits(&counting, query, (before, 8), shown, |e| {
+                    rendered.set(rendered.get() + 1);
+                    render(e)
+                })
+                .iter()
+                .map(|c| c.seq)
+                .collect();
+            let fresh: Vec<u64> = SearchMemo::default()
+                .archival_hits(s, query, (before, 8), shown, render)
+                .iter()
+                .map(|c| c.seq)
+                .collect();
+            assert_eq!(got, fresh, "the memo answers as a fresh search does");
+            (got, counting.1.get(), rendered.get())
         };
-        let (first, searched) = check(&mut memo, &s, &shown);
-        assert_eq!(first, vec![1], "the longest word recalls the parser turn");
-        assert_eq!(searched, 2);
-        shown.extend(first);
-        // Everything selected is shown: the searches are skipped, also as
-        // the epoch grows.
-        assert_eq!(check(&mut memo, &s, &shown), (vec![], 0));
+        // "widget parser" selects nothing; "parser" selects the first turn.
+        assert_eq!(check(&mut memo, &s, &shown), (vec![1], 2, 1));
+        // The same query again: no search, no rendering, the same answer.
+        assert_eq!(check(&mut memo, &s, &shown), (vec![1], 0, 0));
+        shown.insert(1);
+        // Everything selected is shown: nothing new, still without a search,
+        // also as the epoch grows.
+        assert_eq!(check(&mut memo, &s, &shown), (vec![], 0, 0));
         s.user("the widget parser, once more");
-        assert_eq!(check(&mut memo, &s, &shown), (vec![], 0));
+        assert_eq!(check(&mut memo, &s, &shown), (vec![], 0, 0));
         // A new epoch start forgets the memo.
-        let (later, searched) = {
-            let counting = Counting(&s, Cell::new(0));
-            let got = memo.archival_hits(&counting, query, before + 5, 8, &shown);
-            (got.len(), counting.1.get())
-        };
-        assert_eq!((later, searched), (1, 1));
+        let counting = Counting(&s, Cell::new(0));
+        let later = memo
+            .archival_hits(&counting, query, (before + 5, 8), &shown, render)
+            .len();
+        assert_eq!((later, counting.1.get()), (1, 1));
     }
 
     #[test]
