@@ -66,10 +66,11 @@ struct Cache {
     /// The current epoch's episodes, segmented from its retained start
     /// (the whole log before the first epoch): the report counts them.
     epoch_episodes: Segmenter,
-    /// Episodes of the whole log, for the archive index. A fresh instance
-    /// builds them from the log's outline the first time a snapshot is
-    /// written; then they grow with every event.
-    episodes: RefCell<Option<EpisodeBuilder>>,
+    /// Episodes of the whole log, for the archive index, and the sequence
+    /// number they are folded up to (exclusive). Built from the log's
+    /// outline the first time a snapshot is written, then caught up from the
+    /// outline at each later snapshot: requests in between never touch them.
+    episodes: RefCell<Option<(EpisodeBuilder, u64)>>,
     /// The canonical state, fetched again only when the session's state
     /// revision moves.
     state: Option<CanonicalState>,
@@ -299,9 +300,6 @@ impl ContinuityEngine {
             for e in page {
                 let volume = latch_engine_sdk::estimate::event_tokens(self.profile, &e.body);
                 cache.epoch_episodes.push(&e, volume);
-                if let Some(all) = cache.episodes.get_mut() {
-                    all.push(&e, volume);
-                }
                 cache.fold.apply(e, volume, session);
             }
             if short {
@@ -321,25 +319,26 @@ impl ContinuityEngine {
         }
     }
 
-    /// The episodes of the whole log (see [`Cache::episodes`]).
+    /// The episodes of the whole log, up to date (see [`Cache::episodes`]).
     fn all_episodes<'c>(
         &self,
         cache: &'c Cache,
         session: &dyn SessionView,
     ) -> std::cell::Ref<'c, EpisodeBuilder> {
-        if cache.episodes.borrow().is_none() {
-            let end = cache.fold.latest_seq.saturating_add(1);
-            let built = episodes_of(
-                self.profile,
-                session,
-                self.config.episode_volume_tokens,
-                0,
-                end,
-            );
-            *cache.episodes.borrow_mut() = Some(built);
+        let end = cache.fold.latest_seq.saturating_add(1);
+        {
+            let mut slot = cache.episodes.borrow_mut();
+            let (episodes, next) = slot
+                .get_or_insert_with(|| (EpisodeBuilder::new(self.config.episode_volume_tokens), 0));
+            if *next < end {
+                for_outline(self.profile, session, *next, end, |e, volume| {
+                    episodes.push(e, volume)
+                });
+                *next = end;
+            }
         }
         std::cell::Ref::map(cache.episodes.borrow(), |e| {
-            e.as_ref().expect("built above")
+            &e.as_ref().expect("built above").0
         })
     }
 
@@ -972,22 +971,6 @@ impl ContinuityEngine {
             report,
         })
     }
-}
-
-/// The episodes of the events with `from <= seq < to`, segmented from
-/// `from`, read from the log's outline.
-fn episodes_of(
-    profile: EstimatorProfile,
-    session: &dyn SessionView,
-    volume_cap: u64,
-    from: u64,
-    to: u64,
-) -> EpisodeBuilder {
-    let mut episodes = EpisodeBuilder::new(volume_cap);
-    for_outline(profile, session, from, to, |e, volume| {
-        episodes.push(e, volume)
-    });
-    episodes
 }
 
 /// Call `f` with each event with `from <= seq < to` of the log's outline
