@@ -11,7 +11,18 @@
 //! and materializes on an instance that has seen the session; only the
 //! `materialize` call is timed. Each figure is also printed as a `ratio` or
 //! `figure` line, which stays meaningful on a noisy machine.
+//!
+//! Native against component: both are fresh instances driven through the
+//! host's port (so both include restoring whole views), each on its own copy
+//! of the session, through the same turns; their views must agree byte for
+//! byte at every step. Each engine runs in its own loop, ten steps at a time,
+//! taking turns, so that a machine that slows down for a while slows both
+//! and neither runs right after the other. The comparison is made twice:
+//! with the caches as a tight loop leaves them, and with more memory than
+//! the last-level cache touched before every call, as a model round trip
+//! leaves them in a real session.
 
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,8 +40,12 @@ use latch_engine_sdk::types::*;
 use latch_engine_sdk::{Engine, SessionView};
 
 const SIZES: [usize; 3] = [1_000, 10_000, 100_000];
-/// Warm steps measured for the printed medians.
-const STEPS: usize = 150;
+/// Warm steps per block; the two engines take turns block by block.
+const BLOCK: usize = 10;
+/// The first blocks run with the caches as the loop leaves them...
+const WARM_BLOCKS: usize = 24;
+/// ...the rest with the caches evicted before every call.
+const BLOCKS: usize = 32;
 /// Warm steps before the criterion loop restarts from the generated session,
 /// so that the session stays at its nominal size.
 const RESTART: u64 = 100;
@@ -92,6 +107,74 @@ impl Warm {
     }
 }
 
+/// One engine on its own copy of a generated session.
+struct Run {
+    warm: Warm,
+    engine: Box<dyn ContextEngine>,
+    /// Each step's view, hashed, from the first (untimed) call on.
+    views: Vec<u64>,
+    warm_times: Vec<Duration>,
+    evicted_times: Vec<Duration>,
+}
+
+impl Run {
+    /// `engine`, a fresh instance, after its first (cold) call on `g`.
+    fn new(g: &BenchSession, engine: Box<dyn ContextEngine>) -> Self {
+        let mut run = Run {
+            warm: Warm::new(g),
+            engine,
+            views: Vec::new(),
+            warm_times: Vec::new(),
+            evicted_times: Vec::new(),
+        };
+        run.step();
+        run
+    }
+
+    /// One step: its `materialize` time.
+    fn step(&mut self) -> Duration {
+        let request = self.warm.turn();
+        let t = Instant::now();
+        let view = self.engine.materialize(&self.warm.session, &request);
+        let elapsed = t.elapsed();
+        let view = view.unwrap_or_else(|e| panic!("materialize failed: {e}"));
+        let mut hasher = DefaultHasher::new();
+        serde_json::to_string(&view)
+            .expect("a view serializes")
+            .hash(&mut hasher);
+        self.views.push(hasher.finish());
+        self.warm.reply(&view);
+        elapsed
+    }
+
+    /// `n` timed steps, each after evicting the caches if `evict`.
+    fn steps(&mut self, n: usize, evict: bool) {
+        for _ in 0..n {
+            if evict {
+                evict_caches();
+                let d = self.step();
+                self.evicted_times.push(d);
+            } else {
+                let d = self.step();
+                self.warm_times.push(d);
+            }
+        }
+    }
+}
+
+/// Touch more memory than the last-level cache holds, so that the next
+/// call starts with cold caches, as it does after a model round trip.
+fn evict_caches() {
+    use std::sync::{Mutex, OnceLock};
+    static BUFFER: OnceLock<Mutex<Vec<u8>>> = OnceLock::new();
+    let buffer = BUFFER.get_or_init(|| Mutex::new(vec![0u8; 64 << 20]));
+    let mut bytes = buffer.lock().unwrap_or_else(|e| e.into_inner());
+    for i in (0..bytes.len()).step_by(64) {
+        bytes[i] = bytes[i].wrapping_add(1);
+    }
+    black_box(&*bytes);
+}
+
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort_unstable();
     v[v.len() / 2]
@@ -116,45 +199,37 @@ fn benches(c: &mut Criterion) {
         .expect("the embedded continuity component loads");
     let generated: Vec<BenchSession> = SIZES.iter().map(|&n| generate(n)).collect();
 
-    // Warm medians: native and component step by step on the same session,
-    // checking that they agree byte for byte.
+    // Warm medians: the natively linked engine and the component, each a
+    // fresh instance on its own copy of the session after one untimed call,
+    // stepped through the same turns. Each is timed in its own loop, block by
+    // block, taking turns so that a machine that slows down for a while
+    // slows both; their views must agree byte for byte at every step.
     let mut component_medians = Vec::new();
     for g in &generated {
-        let mut w = Warm::new(g);
-        let events = w.session.info().event_count;
-        let mut native = NativeEngine::resume("continuity", g.engine.clone());
-        let mut wasm = component(&loaded);
-        let (mut tn, mut tc) = (Vec::new(), Vec::new());
-        for i in 0..=STEPS {
-            let request = w.turn();
-            // Alternate which runs first, so neither always finds the
-            // machine's caches warmed by the other.
-            let timed = |engine: &mut dyn ContextEngine| {
-                let t = Instant::now();
-                let view = engine.materialize(&w.session, &request);
-                (view, t.elapsed())
-            };
-            let ((nv, dn), (cv, dc)) = if i % 2 == 0 {
-                let n = timed(&mut native);
-                (n, timed(&mut wasm))
+        let events = g.session.info().event_count;
+        let mut native = Run::new(
+            g,
+            Box::new(NativeEngine::new(
+                "continuity",
+                ContinuityEngine::new(model()),
+            )),
+        );
+        let mut wasm = Run::new(g, Box::new(component(&loaded)));
+        for block in 0..BLOCKS {
+            let evict = block >= WARM_BLOCKS;
+            if block % 2 == 0 {
+                native.steps(BLOCK, evict);
+                wasm.steps(BLOCK, evict);
             } else {
-                let c = timed(&mut wasm);
-                (timed(&mut native), c)
-            };
-            let nv = nv.unwrap_or_else(|e| panic!("native materialize failed: {e}"));
-            let cv = cv.unwrap_or_else(|e| panic!("component materialize failed: {e}"));
-            assert!(
-                serde_json::to_string(&nv).ok() == serde_json::to_string(&cv).ok(),
-                "native and component views differ at step {i} of the {events}-event session"
-            );
-            w.reply(&nv);
-            // Step 0 is the component's first call on this session (cold).
-            if i > 0 {
-                tn.push(dn);
-                tc.push(dc);
+                wasm.steps(BLOCK, evict);
+                native.steps(BLOCK, evict);
             }
         }
-        let (n, m) = (median(tn), median(tc));
+        assert!(
+            native.views == wasm.views,
+            "native and component views differ in the {events}-event session"
+        );
+        let (n, m) = (median(native.warm_times), median(wasm.warm_times));
         println!(
             "figure warm materialize, {events} events: component {:.3} ms, native {:.3} ms",
             ms(m),
@@ -165,6 +240,13 @@ fn benches(c: &mut Criterion) {
             ms(m),
             ms(n),
             m.as_secs_f64() / n.as_secs_f64()
+        );
+        let (nc, mc) = (median(native.evicted_times), median(wasm.evicted_times));
+        println!(
+            "ratio evicted_native_vs_component/{events}: component {:.3} ms / native {:.3} ms = {:.2}x (caches evicted before every call, as after a model round trip)",
+            ms(mc),
+            ms(nc),
+            mc.as_secs_f64() / nc.as_secs_f64()
         );
         component_medians.push((events, m));
     }
