@@ -96,11 +96,21 @@ impl Warm {
 
     /// One warm step on `engine`; returns the time of `materialize` alone.
     fn step(&mut self, engine: &mut dyn ContextEngine) -> Duration {
+        self.step_with(engine, |_| {})
+    }
+
+    /// [`Warm::step`], showing the view to `seen` (untimed).
+    fn step_with(
+        &mut self,
+        engine: &mut dyn ContextEngine,
+        seen: impl FnOnce(&ContextView),
+    ) -> Duration {
         let request = self.turn();
         let t = Instant::now();
         let view = engine.materialize(&self.session, &request);
         let elapsed = t.elapsed();
         let view = view.unwrap_or_else(|e| panic!("materialize failed: {e}"));
+        seen(&view);
         self.reply(&view);
         black_box(view);
         elapsed
@@ -133,18 +143,14 @@ impl Run {
 
     /// One step: its `materialize` time.
     fn step(&mut self) -> Duration {
-        let request = self.warm.turn();
-        let t = Instant::now();
-        let view = self.engine.materialize(&self.warm.session, &request);
-        let elapsed = t.elapsed();
-        let view = view.unwrap_or_else(|e| panic!("materialize failed: {e}"));
-        let mut hasher = DefaultHasher::new();
-        serde_json::to_string(&view)
-            .expect("a view serializes")
-            .hash(&mut hasher);
-        self.views.push(hasher.finish());
-        self.warm.reply(&view);
-        elapsed
+        let views = &mut self.views;
+        self.warm.step_with(self.engine.as_mut(), |view| {
+            let mut hasher = DefaultHasher::new();
+            serde_json::to_string(view)
+                .expect("a view serializes")
+                .hash(&mut hasher);
+            views.push(hasher.finish());
+        })
     }
 
     /// `n` timed steps, each after evicting the caches if `evict`.
@@ -291,13 +297,9 @@ fn benches(c: &mut Criterion) {
     // episodes are built once, at its first rotation (the archive index).
     let first_rotation = |engine: &mut dyn ContextEngine, w: &mut Warm| {
         for _ in 0..400 {
-            let request = w.turn();
-            let t = Instant::now();
-            let view = engine.materialize(&w.session, &request);
-            let d = t.elapsed();
-            let view = view.unwrap_or_else(|e| panic!("materialize failed: {e}"));
-            w.reply(&view);
-            if view.report.status == "rotated" {
+            let mut rotated = false;
+            let d = w.step_with(engine, |view| rotated = view.report.status == "rotated");
+            if rotated {
                 return Some(d);
             }
         }

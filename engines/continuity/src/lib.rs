@@ -576,14 +576,12 @@ impl ContinuityEngine {
         // The next view of this epoch begins with everything up to here,
         // unless the group is still open (it may grow).
         let next_stable = (!fold.group_open).then(|| {
-            let base = stable.cloned().unwrap_or(Stable {
-                snapshot_seq: epoch.snapshot_seq,
-                context_version: inp.priced.context_version,
-                group_len: fold.group.len(),
-                body_items: 0,
-                entries: 0,
-                tally: Tally::new(),
-                max_seq: None,
+            let base = stable.cloned().unwrap_or_else(|| {
+                Stable::group(
+                    epoch.snapshot_seq,
+                    inp.priced.context_version,
+                    fold.group.len(),
+                )
             });
             base.extended(&entries, fold.body.len())
         });

@@ -74,6 +74,20 @@ pub struct Stable {
 }
 
 impl Stable {
+    /// The part made of the session-context message and a closed snapshot
+    /// group of `group_len` entries, before any body item.
+    pub fn group(snapshot_seq: u64, context_version: u64, group_len: usize) -> Stable {
+        Stable {
+            snapshot_seq,
+            context_version,
+            group_len,
+            body_items: 0,
+            entries: 0,
+            tally: Tally::new(),
+            max_seq: None,
+        }
+    }
+
     /// Whether this part still leads a view of the epoch whose snapshot is
     /// `snapshot_seq`, showing session-context version `context_version`,
     /// a closed group of `group_len` entries and `body_items` body items,
