@@ -16,8 +16,9 @@
 //! host's port (so both include restoring whole views), each on its own copy
 //! of the session, through the same turns; their views must agree byte for
 //! byte at every step. Each engine runs in its own loop, ten steps at a time,
-//! taking turns, so that a machine that slows down for a while slows both
-//! and neither runs right after the other. The comparison is made twice:
+//! every session size and engine taking turns, so that a machine that slows
+//! down for a while slows all of them and neither engine runs right after
+//! the other on the same step. The comparison is made twice:
 //! with the caches as a tight loop leaves them, and with more memory than
 //! the last-level cache touched before every call, as a model round trip
 //! leaves them in a real session.
@@ -208,21 +209,26 @@ fn benches(c: &mut Criterion) {
     // Warm medians: the natively linked engine and the component, each a
     // fresh instance on its own copy of the session after one untimed call,
     // stepped through the same turns. Each is timed in its own loop, block by
-    // block, taking turns so that a machine that slows down for a while
-    // slows both; their views must agree byte for byte at every step.
-    let mut component_medians = Vec::new();
-    for g in &generated {
-        let events = g.session.info().event_count;
-        let mut native = Run::new(
-            g,
-            Box::new(NativeEngine::new(
+    // block, every session size and engine taking turns, so that a machine
+    // that slows down for a while slows all of them; their views must agree
+    // byte for byte at every step.
+    let mut runs: Vec<(u64, Run, Run)> = generated
+        .iter()
+        .map(|g| {
+            let native = Box::new(NativeEngine::new(
                 "continuity",
                 ContinuityEngine::new(model()),
-            )),
-        );
-        let mut wasm = Run::new(g, Box::new(component(&loaded)));
-        for block in 0..BLOCKS {
-            let evict = block >= WARM_BLOCKS;
+            ));
+            (
+                g.session.info().event_count,
+                Run::new(g, native),
+                Run::new(g, Box::new(component(&loaded))),
+            )
+        })
+        .collect();
+    for block in 0..BLOCKS {
+        let evict = block >= WARM_BLOCKS;
+        for (_, native, wasm) in &mut runs {
             if block % 2 == 0 {
                 native.steps(BLOCK, evict);
                 wasm.steps(BLOCK, evict);
@@ -231,6 +237,9 @@ fn benches(c: &mut Criterion) {
                 native.steps(BLOCK, evict);
             }
         }
+    }
+    let mut component_medians = Vec::new();
+    for (events, native, wasm) in runs {
         assert!(
             native.views == wasm.views,
             "native and component views differ in the {events}-event session"
