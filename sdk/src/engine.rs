@@ -42,18 +42,46 @@ pub trait SessionView {
     /// Every event with `seq >= from`, ascending, paging as needed.
     fn events_from(&self, from: u64) -> Vec<Event> {
         let mut out = Vec::new();
+        self.for_each_event(from, u64::MAX, &mut |e| out.push(e));
+        out
+    }
+
+    /// Call `f` with every event with `from <= seq < to`, ascending, one
+    /// page at a time.
+    fn for_each_event(&self, from: u64, to: u64, f: &mut dyn FnMut(Event)) {
         let mut next = from;
-        loop {
-            let page = self.events(next, u64::MAX, crate::MAX_PAGE);
+        while next < to {
+            let page = self.events(next, to, crate::MAX_PAGE);
             let Some(last) = page.last() else { break };
-            next = last.seq + 1;
+            next = last.seq.saturating_add(1);
             let short = page.len() < crate::MAX_PAGE as usize;
-            out.extend(page);
+            page.into_iter().for_each(&mut *f);
             if short {
                 break;
             }
         }
-        out
+    }
+
+    /// Call `f` with the outline of every event with `from <= seq < to`
+    /// under `profile`, ascending, one page at a time.
+    fn for_each_outlined(
+        &self,
+        from: u64,
+        to: u64,
+        profile: EstimatorProfile,
+        f: &mut dyn FnMut(OutlinedEvent),
+    ) {
+        let mut next = from;
+        while next < to {
+            let page = self.events_outline(next, to, crate::MAX_PAGE, profile);
+            let Some(last) = page.last() else { break };
+            next = last.event.seq.saturating_add(1);
+            let short = page.len() < crate::MAX_PAGE as usize;
+            page.into_iter().for_each(&mut *f);
+            if short {
+                break;
+            }
+        }
     }
 }
 

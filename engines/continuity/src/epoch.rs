@@ -374,24 +374,15 @@ impl EpochFold {
             // reads it (see [`load`]).
             let mut body = Vec::new();
             let mut builder = UnitBuilder::default();
-            let mut next = start;
-            'pages: loop {
-                let page = session.events(next, seq, MAX_PAGE);
-                let Some(last) = page.last() else { break };
-                next = last.seq + 1;
-                let short = page.len() < MAX_PAGE as usize;
-                for e in page {
-                    let volume = event_tokens(self.profile, &e.body);
-                    if let Some(u) = builder.push_event(e, volume)
-                        && u.first_seq >= start
-                    {
-                        body.push(Item::Unit(u));
-                    }
+            let profile = self.profile;
+            session.for_each_event(start, seq, &mut |e| {
+                let volume = event_tokens(profile, &e.body);
+                if let Some(u) = builder.push_event(e, volume)
+                    && u.first_seq >= start
+                {
+                    body.push(Item::Unit(u));
                 }
-                if short {
-                    break 'pages;
-                }
-            }
+            });
             body
         } else {
             std::mem::take(&mut self.body)
@@ -539,17 +530,7 @@ pub fn load(
         }
     };
     // The retained conversation the walk did not reach, then the tail.
-    let mut next = start;
-    while next < before {
-        let page = session.events(next, before, MAX_PAGE);
-        let Some(last) = page.last() else { break };
-        next = last.seq.saturating_add(1);
-        let short = page.len() < MAX_PAGE as usize;
-        page.into_iter().for_each(&mut feed);
-        if short {
-            break;
-        }
-    }
+    session.for_each_event(start, before, &mut feed);
     for page in tail.into_iter().rev() {
         page.into_iter().rev().for_each(&mut feed);
     }

@@ -44,7 +44,7 @@ use std::collections::BTreeSet;
 
 use latch_engine_sdk::estimate::message_tokens;
 use latch_engine_sdk::types::*;
-use latch_engine_sdk::{Engine, MAX_PAGE, SessionView, default_recall, estimate};
+use latch_engine_sdk::{Engine, SessionView, default_recall, estimate};
 
 use budget::{Plan, retained_from, retention_target};
 use config::Config;
@@ -291,29 +291,21 @@ impl ContinuityEngine {
             return;
         }
         let epoch_before = cache.fold.epoch.as_ref().map(|e| e.snapshot_seq);
-        let mut next = cache.fold.latest_seq + 1;
-        loop {
-            let page = session.events(next, u64::MAX, MAX_PAGE);
-            let Some(last) = page.last() else { break };
-            next = last.seq.saturating_add(1);
-            let short = page.len() < MAX_PAGE as usize;
-            for e in page {
-                let volume = latch_engine_sdk::estimate::event_tokens(self.profile, &e.body);
-                cache.epoch_episodes.push(&e, volume);
-                cache.fold.apply(e, volume, session);
-            }
-            if short {
-                break;
-            }
-        }
+        let profile = self.profile;
+        session.for_each_event(cache.fold.latest_seq + 1, u64::MAX, &mut |e| {
+            let volume = latch_engine_sdk::estimate::event_tokens(profile, &e.body);
+            cache.epoch_episodes.push(&e, volume);
+            cache.fold.apply(e, volume, session);
+        });
+        let next = cache.fold.latest_seq + 1;
         cache.fold.price();
         if cache.fold.epoch.as_ref().map(|e| e.snapshot_seq) != epoch_before {
             // A new epoch: its episodes are segmented from its retained
             // start, as a fresh instance segments them.
             let start = cache.fold.start();
             let mut segments = Segmenter::new(cap);
-            for_outline(self.profile, session, start, next, |e, volume| {
-                segments.push(e, volume);
+            session.for_each_outlined(start, next, self.profile, &mut |o| {
+                segments.push(&o.event, o.tokens);
             });
             cache.epoch_episodes = segments;
         }
@@ -331,8 +323,8 @@ impl ContinuityEngine {
             let (episodes, next) = slot
                 .get_or_insert_with(|| (EpisodeBuilder::new(self.config.episode_volume_tokens), 0));
             if *next < end {
-                for_outline(self.profile, session, *next, end, |e, volume| {
-                    episodes.push(e, volume)
+                session.for_each_outlined(*next, end, self.profile, &mut |o| {
+                    episodes.push(&o.event, o.tokens)
                 });
                 *next = end;
             }
@@ -968,30 +960,6 @@ impl ContinuityEngine {
             persist,
             report,
         })
-    }
-}
-
-/// Call `f` with each event with `from <= seq < to` of the log's outline
-/// and its canonical price, in order.
-fn for_outline(
-    profile: EstimatorProfile,
-    session: &dyn SessionView,
-    from: u64,
-    to: u64,
-    mut f: impl FnMut(&Event, u64),
-) {
-    let mut next = from;
-    while next < to {
-        let page = session.events_outline(next, to, MAX_PAGE, profile);
-        let Some(last) = page.last() else { break };
-        next = last.event.seq.saturating_add(1);
-        let short = page.len() < MAX_PAGE as usize;
-        for o in &page {
-            f(&o.event, o.tokens);
-        }
-        if short {
-            break;
-        }
     }
 }
 
