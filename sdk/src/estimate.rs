@@ -91,6 +91,20 @@ pub fn estimate(profile: EstimatorProfile, text: &str) -> u32 {
 
 /// The character-by-character statement of the rule, which [`estimate`]
 /// must equal.
+/// Quarter tokens of one character, exactly as the canonical estimator counts.
+pub fn char_quarters(profile: EstimatorProfile, c: char) -> u64 {
+    if c.is_ascii() {
+        if c.is_ascii_punctuation() { 2 } else { 1 }
+    } else if is_wide(c) {
+        match profile {
+            EstimatorProfile::CjkOptimized => 4,
+            _ => 8,
+        }
+    } else {
+        2
+    }
+}
+
 #[cfg(test)]
 fn reference_estimate(profile: EstimatorProfile, text: &str) -> u32 {
     let wide = match profile {

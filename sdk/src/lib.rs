@@ -33,7 +33,10 @@ pub use engine::{Engine, SessionView, default_recall, outline};
 pub use estimate::{estimate, estimate_many, image_tokens};
 pub use indexed::IndexedSession;
 pub use memory::MemorySession;
-pub use text::{event_search_text, kernel_note_label, render_part_text, tokenize_words, words};
+pub use text::{
+    RECALL_TOOL, event_label, event_search_text, kernel_note_label, one_line, render_part_text,
+    tokenize_words, truncate_tokens, words,
+};
 pub use view::{Assembled, KeptTooMany, ViewAssembler};
 
 /// The contract version this SDK implements.

@@ -64,10 +64,58 @@ impl Plan {
     }
 }
 
-/// How much conversation a rotation keeps: about three quarters of the
-/// threshold, so the next rotation is a quarter-budget away.
-pub fn retention_target(threshold: u64) -> u64 {
-    threshold / 4 * 3
+/// How much conversation a rotation keeps: `percent` of the rotation point
+/// (at 75, the spec's "about three quarters", the next rotation at the same
+/// point is a quarter-budget away).
+pub fn retention_target(point: u64, percent: u64) -> u64 {
+    point / 100 * percent + point % 100 * percent / 100
+}
+
+/// The fewest requests a cost-aware epoch lasts: rotation stays occasional,
+/// never per turn.
+pub const MIN_EPOCH_REQUESTS: u64 = 4;
+
+/// The price of a cached input token relative to an uncached one, in tenths
+/// (OpenAI-style cached input, and Anthropic's cache reads, cost 0.1×).
+pub const CACHED_PRICE_TENTHS: u64 = 1;
+
+/// The conversation size at which a cost-aware rotation starts a new epoch.
+///
+/// Within an epoch every request re-reads the epoch's prefix from the
+/// provider's cache at [`CACHED_PRICE_TENTHS`] of the uncached price, so each
+/// request pays for the conversation the epoch has grown by since it
+/// started; a rotation pays once to send the new snapshot group and the
+/// retained tail uncached. With `d` tokens of conversation added per request
+/// and `s` tokens re-sent at a rotation (the epoch's kernel context plus the
+/// retained conversation), the cost per request of an epoch that grows by
+/// `g` is about `c·g/2 + (1 - c)·s·d/g`, lowest at
+/// `g = sqrt(2·(1 - c)/c · s · d)` (`sqrt(18·s·d)` at `c = 0.1`). The point is
+/// `retained + g`, at least [`MIN_EPOCH_REQUESTS`] requests' growth past the
+/// retained tail, and never past the working-memory `threshold`.
+///
+/// `growth` is what the epoch's conversation grew by over `requests` model
+/// requests; before [`MIN_EPOCH_REQUESTS`] requests the rate is not known and
+/// the threshold applies. Integer arithmetic only, so the component and the
+/// native build agree to the token.
+pub fn cost_rotation_point(
+    threshold: u64,
+    retained: u64,
+    resent_kernel: u64,
+    growth: u64,
+    requests: u64,
+) -> u64 {
+    if requests < MIN_EPOCH_REQUESTS || growth == 0 {
+        return threshold;
+    }
+    let per_request = growth.div_ceil(requests);
+    let ratio = 2 * (10 - CACHED_PRICE_TENTHS) / CACHED_PRICE_TENTHS;
+    let resent = retained.saturating_add(resent_kernel);
+    let g = ratio
+        .saturating_mul(resent)
+        .saturating_mul(per_request)
+        .isqrt()
+        .max(MIN_EPOCH_REQUESTS.saturating_mul(per_request));
+    retained.saturating_add(g).min(threshold)
 }
 
 /// Index of the first retained unit: the largest suffix of whole units whose
@@ -97,6 +145,32 @@ mod tests {
         assert_eq!(retained_from(&[10, 10, 10, 10], 25), 2);
         assert_eq!(retained_from(&[10, 10, 10, 10], 40), 0);
         assert_eq!(retained_from(&[], 40), 0);
+    }
+
+    #[test]
+    fn retention_is_a_share_of_the_rotation_point() {
+        assert_eq!(retention_target(10_000, 75), 7_500);
+        assert_eq!(retention_target(9_999, 25), 2_499);
+        assert_eq!(retention_target(u64::MAX, 90), u64::MAX / 100 * 90 + 13);
+    }
+
+    #[test]
+    fn the_cost_point_balances_cached_growth_against_a_rotation() {
+        // Too early to know the rate: the threshold.
+        assert_eq!(cost_rotation_point(20_000, 2_000, 1_000, 3_000, 3), 20_000);
+        // s = 3000, d = 1000: g = sqrt(18 · 3000 · 1000) ≈ 7348.
+        assert_eq!(
+            cost_rotation_point(20_000, 2_000, 1_000, 4_000, 4),
+            2_000 + 7_348
+        );
+        // Never past the threshold.
+        assert_eq!(cost_rotation_point(8_000, 2_000, 1_000, 4_000, 4), 8_000);
+        // At least MIN_EPOCH_REQUESTS requests of growth.
+        assert_eq!(cost_rotation_point(90_000, 10, 0, 40_000, 4), 10 + 40_000);
+        // The cost of one request, c·g/2 + (1 - c)·s·d/g, is lowest at the point.
+        let cost = |g: f64| 0.1 * g / 2.0 + 0.9 * 3_000.0 * 1_000.0 / g;
+        let g = (cost_rotation_point(u64::MAX, 2_000, 1_000, 4_000, 4) - 2_000) as f64;
+        assert!(cost(g) <= cost(g * 0.8) && cost(g) <= cost(g * 1.25));
     }
 
     #[test]

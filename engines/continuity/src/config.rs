@@ -8,6 +8,27 @@ use latch_engine_sdk::types::ConfigError;
 /// Most entries the episode index may show (the spec's bound).
 pub const MAX_INDEX_ENTRIES: u32 = 16;
 
+/// When a cache epoch rotates (`rotation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rotation {
+    /// When the epoch's conversation passes the working-memory threshold
+    /// (`"threshold"`): the spec's rule, the most verbatim context.
+    Threshold,
+    /// When a fresh epoch becomes cheaper than growing this one
+    /// (`"cost"`), and at the threshold at the latest; see
+    /// [`crate::budget::cost_rotation_point`].
+    Cost,
+}
+
+impl Rotation {
+    fn name(self) -> &'static str {
+        match self {
+            Rotation::Threshold => "threshold",
+            Rotation::Cost => "cost",
+        }
+    }
+}
+
 /// The engine's settings.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -29,6 +50,16 @@ pub struct Config {
     /// Longest single recalled original, in tokens; longer ones are cut with
     /// a pointer to the durable log (`recall_event_tokens`).
     pub recall_event_tokens: u64,
+    /// Tokens the user's earlier messages may take in a new epoch's
+    /// snapshot group (`user_tokens`): the session's first message always
+    /// (cut to this budget), then the newest, verbatim. The rest stays
+    /// reachable through the episode index and recall.
+    pub user_tokens: u64,
+    /// When an epoch rotates (`rotation`: `"threshold"` or `"cost"`).
+    pub rotation: Rotation,
+    /// How much of the rotation point a rotation keeps verbatim, in percent
+    /// (`retain_percent`, 1 to 90; the spec's "about three quarters" is 75).
+    pub retain_percent: u64,
 }
 
 impl Default for Config {
@@ -41,6 +72,9 @@ impl Default for Config {
             recall_tokens: 8_000,
             index_tokens: 2_000,
             recall_event_tokens: 1_500,
+            user_tokens: 4_000,
+            rotation: Rotation::Threshold,
+            retain_percent: 75,
         }
     }
 }
@@ -53,14 +87,17 @@ impl Config {
             None => "null".to_string(),
         };
         format!(
-            "{{\"episode_volume_tokens\":{},\"index_tokens\":{},\"max_index_entries\":{},\"recall_event_tokens\":{},\"recall_limit\":{},\"recall_tokens\":{},\"recent_tokens\":{}}}",
+            "{{\"episode_volume_tokens\":{},\"index_tokens\":{},\"max_index_entries\":{},\"recall_event_tokens\":{},\"recall_limit\":{},\"recall_tokens\":{},\"recent_tokens\":{},\"retain_percent\":{},\"rotation\":\"{}\",\"user_tokens\":{}}}",
             self.episode_volume_tokens,
             self.index_tokens,
             self.max_index_entries,
             self.recall_event_tokens,
             self.recall_limit,
             self.recall_tokens,
-            recent
+            recent,
+            self.retain_percent,
+            self.rotation.name(),
+            self.user_tokens,
         )
     }
 
@@ -99,6 +136,20 @@ impl Config {
                 "recall_tokens" => next.recall_tokens = int(key, v, 0, u64::MAX / 4)?,
                 "index_tokens" => next.index_tokens = int(key, v, 0, u64::MAX / 4)?,
                 "recall_event_tokens" => next.recall_event_tokens = int(key, v, 64, u64::MAX / 4)?,
+                "user_tokens" => next.user_tokens = int(key, v, 0, u64::MAX / 4)?,
+                "retain_percent" => next.retain_percent = int(key, v, 1, 90)?,
+                "rotation" => {
+                    next.rotation = match v.as_str() {
+                        Some("threshold") => Rotation::Threshold,
+                        Some("cost") => Rotation::Cost,
+                        _ => {
+                            return Err(ConfigError::InvalidValue((
+                                key.to_string(),
+                                format!("expected \"threshold\" or \"cost\", got {v}"),
+                            )));
+                        }
+                    }
+                }
                 other => return Err(ConfigError::UnknownKey(other.to_string())),
             }
         }
@@ -158,5 +209,23 @@ mod tests {
             Err(ConfigError::Malformed(_))
         ));
         assert!(matches!(c.apply_json("{"), Err(ConfigError::Malformed(_))));
+        let c3 = c
+            .apply_json(r#"{"rotation": "cost", "retain_percent": 40, "user_tokens": 0}"#)
+            .expect("valid");
+        assert_eq!(
+            (c3.rotation, c3.retain_percent, c3.user_tokens),
+            (Rotation::Cost, 40, 0)
+        );
+        assert_eq!(c3.apply_json(&c3.to_json()).expect("round trip"), c3);
+        for bad in [
+            r#"{"rotation": "sometimes"}"#,
+            r#"{"retain_percent": 0}"#,
+            r#"{"retain_percent": 95}"#,
+        ] {
+            assert!(
+                matches!(c.apply_json(bad), Err(ConfigError::InvalidValue(_))),
+                "{bad}"
+            );
+        }
     }
 }

@@ -205,6 +205,8 @@ pub struct EpochFold {
     epoch_max_revision: u64,
     /// The latest assistant message: the boundary of the previous request.
     pub last_assistant_seq: Option<u64>,
+    /// Assistant messages (model requests) since the current snapshot.
+    pub epoch_requests: u64,
     /// The latest re-ground kernel note and its summary.
     pub last_reground_note: Option<(u64, String)>,
     /// The latest re-ground entry of the epoch.
@@ -241,6 +243,7 @@ impl EpochFold {
             events_seen: 0,
             epoch_max_revision: 0,
             last_assistant_seq: None,
+            epoch_requests: 0,
             last_reground_note: None,
             last_reground_entry_seq: None,
             state_revision: None,
@@ -284,8 +287,10 @@ impl EpochFold {
                 body,
             },
         };
-        if matches!(event.body, EventBody::ManualCompact) {
-            self.compact_seq = Some(event.seq);
+        match event.body {
+            EventBody::ManualCompact => self.compact_seq = Some(event.seq),
+            EventBody::AssistantMessage(_) if self.epoch.is_some() => self.epoch_requests += 1,
+            _ => {}
         }
         let complete = self.units.push_event(event, volume);
         if let Some(unit) = complete
@@ -418,6 +423,7 @@ impl EpochFold {
         self.last_reground_entry_seq = None;
         self.compact_seq = None;
         self.index_shown = 0;
+        self.epoch_requests = 0;
     }
 
     fn add_kernel(&mut self, entry: KernelContextEntry, seq: u64) {
@@ -596,7 +602,7 @@ mod tests {
                 (&f.epoch, &f.group, f.group_open, &f.body),
                 (f.conv_tokens, f.kernel_tokens, f.floor, f.first_seq),
                 (f.latest_seq, f.events_seen),
-                (f.epoch_max_revision, f.last_assistant_seq),
+                (f.epoch_max_revision, f.last_assistant_seq, f.epoch_requests),
                 (reground, f.last_reground_entry_seq),
                 (f.state_revision, &f.extension_text, &f.recalled),
                 (f.recall_used, f.compact_seq, f.index_shown),

@@ -44,7 +44,7 @@ use std::collections::BTreeSet;
 
 use latch_engine_sdk::estimate::message_tokens;
 use latch_engine_sdk::types::*;
-use latch_engine_sdk::{Engine, SessionView, default_recall, estimate};
+use latch_engine_sdk::{Engine, SessionView, estimate};
 
 use budget::{Plan, retained_from, retention_target};
 use config::Config;
@@ -164,8 +164,13 @@ enum Start {
     First,
     /// `/compact` at this sequence number.
     Compact(u64),
-    /// Conversation passed the threshold.
-    Threshold { conv: u64, threshold: u64 },
+    /// Conversation passed the rotation point: the threshold, or the
+    /// cost-aware point below it (`cost`).
+    Threshold {
+        conv: u64,
+        threshold: u64,
+        cost: bool,
+    },
     /// The request would break the hard budget.
     Hard { total: u64, limit: u64 },
 }
@@ -469,11 +474,13 @@ impl ContinuityEngine {
             );
         }
 
-        // Rotation: past the threshold (when a rotation would evict
+        // Rotation: past the rotation point (when a rotation would evict
         // something), or past the hard budget.
-        if fold.conv_tokens > inp.threshold {
+        let point = self.rotation_point(fold, &epoch.header, inp);
+        if fold.conv_tokens > point {
             let tokens: Vec<u64> = fold.units().map(|u| u.tokens).collect();
-            let first = retained_from(&tokens, retention_target(inp.threshold));
+            let target = retention_target(point, self.config.retain_percent);
+            let first = retained_from(&tokens, target);
             let new_start = fold
                 .units()
                 .nth(first)
@@ -485,7 +492,8 @@ impl ContinuityEngine {
                     inp,
                     Start::Threshold {
                         conv: fold.conv_tokens,
-                        threshold: inp.threshold,
+                        threshold: point,
+                        cost: point < inp.threshold,
                     },
                 );
             }
@@ -609,6 +617,21 @@ impl ContinuityEngine {
         )
     }
 
+    /// The conversation size past which the current epoch rotates (see
+    /// [`config::Rotation`]).
+    fn rotation_point(&self, fold: &EpochFold, header: &SnapshotHeader, inp: &Inputs) -> u64 {
+        match self.config.rotation {
+            config::Rotation::Threshold => inp.threshold,
+            config::Rotation::Cost => budget::cost_rotation_point(
+                inp.threshold,
+                header.retained,
+                fold.kernel_tokens,
+                fold.conv_tokens.saturating_sub(header.retained),
+                fold.epoch_requests,
+            ),
+        }
+    }
+
     /// Start a new epoch: choose the retained units, then build the snapshot
     /// group in priority order (state, extension, re-ground, index, recall).
     fn rotate<'a>(
@@ -669,7 +692,11 @@ impl ContinuityEngine {
         let units: Vec<&Unit> = fold.units().collect();
         let tokens: Vec<u64> = units.iter().map(|u| u.tokens).collect();
         let conv: u64 = tokens.iter().sum();
-        let target = retention_target(inp.threshold);
+        let point = match &why {
+            Start::Threshold { threshold, .. } => *threshold,
+            _ => inp.threshold,
+        };
+        let target = retention_target(point, self.config.retain_percent);
         let (first, reason) = match &why {
             Start::First if conv <= inp.threshold => (0, None),
             Start::First => (
@@ -686,9 +713,23 @@ impl ContinuityEngine {
                     .unwrap_or(units.len()),
                 Some("manual compact".to_string()),
             ),
-            Start::Threshold { conv, threshold } => (
+            Start::Threshold {
+                conv,
+                threshold,
+                cost: false,
+            } => (
                 retained_from(&tokens, target),
                 Some(format!("working memory {conv} tokens exceeded {threshold}")),
+            ),
+            Start::Threshold {
+                conv,
+                threshold,
+                cost: true,
+            } => (
+                retained_from(&tokens, target),
+                Some(format!(
+                    "cost: a fresh epoch is cheaper past {threshold} tokens of working memory ({conv})"
+                )),
             ),
             Start::Hard { total, limit } => (
                 retained_from(&tokens, target),
@@ -743,6 +784,16 @@ impl ContinuityEngine {
             let body = state::render_state(p, inp.state, room.saturating_mul(2));
             texts[0].1 = state_text(&header.line(generation), &body);
         }
+        // The user's own words outrank everything after the state: the
+        // first task and the newest messages the epoch no longer holds.
+        let remaining = inp.plan.limit.saturating_sub(used(&texts));
+        let (pinned, pinned_seqs) = self.user_intents(
+            cache,
+            session,
+            start,
+            self.config.user_tokens.min(remaining / 2),
+        );
+        texts.extend(pinned.into_iter().map(|t| (KernelContextKind::Recall, t)));
         let remaining = inp.plan.limit.saturating_sub(used(&texts));
         let index_budget = self.config.index_tokens.min(remaining / 2);
         if let Some(text) = self.index_text(cache, session, inp, start, index_budget) {
@@ -753,7 +804,7 @@ impl ContinuityEngine {
             .limit
             .saturating_sub(used(&texts))
             .min(self.config.recall_tokens);
-        for text in self.recall_entries(session, inp, start, &BTreeSet::new(), room) {
+        for text in self.recall_entries(session, inp, start, &pinned_seqs, room) {
             texts.push((KernelContextKind::Recall, text));
         }
         let total = used(&texts);
@@ -776,6 +827,66 @@ impl ContinuityEngine {
             })
             .collect();
         Ok((entries, header, generation, first))
+    }
+
+    /// The user's messages before `start`, verbatim, as recalled-original
+    /// entry texts within `budget` tokens, and their sequence numbers: the
+    /// session's first message always (cut to the budget), then the newest
+    /// back to the first that does not fit (each cut at
+    /// `recall_event_tokens`), in chronological order.
+    fn user_intents(
+        &self,
+        cache: &Cache,
+        session: &dyn SessionView,
+        start: u64,
+        budget: u64,
+    ) -> (Vec<String>, BTreeSet<u64>) {
+        let p = self.profile;
+        // Every user message starts an intent's first episode.
+        let starts: Vec<u64> = self
+            .all_episodes(cache, session)
+            .episodes()
+            .filter(|e| e.part == 0 && e.first_seq < start)
+            .map(|e| e.first_seq)
+            .collect();
+        let read = |seq: u64| {
+            session
+                .events(seq, seq + 1, 1)
+                .into_iter()
+                .find(|e| e.seq == seq && matches!(e.body, EventBody::UserMessage(_)))
+        };
+        let mut chosen: Vec<(u64, String)> = Vec::new();
+        let mut used = 0u64;
+        let mut first = None;
+        for &seq in &starts {
+            if let Some(e) = read(seq) {
+                // The header and the message overhead come out of the budget.
+                let text = render::recall_text(p, &e, budget.saturating_sub(48));
+                let tokens = entry_tokens(p, &text);
+                if tokens <= budget {
+                    used += tokens;
+                    chosen.push((seq, text));
+                }
+                first = Some(seq);
+                break;
+            }
+        }
+        for &seq in starts.iter().rev() {
+            if Some(seq) <= first {
+                break;
+            }
+            let Some(e) = read(seq) else { continue };
+            let text = render::recall_text(p, &e, self.config.recall_event_tokens);
+            let tokens = entry_tokens(p, &text);
+            if used + tokens > budget {
+                break;
+            }
+            used += tokens;
+            chosen.push((seq, text));
+        }
+        chosen.sort_by_key(|(seq, _)| *seq);
+        let seqs = chosen.iter().map(|(seq, _)| *seq).collect();
+        (chosen.into_iter().map(|(_, t)| t).collect(), seqs)
     }
 
     /// The episode index of the archive (`seq < start`) within `budget`.
@@ -807,16 +918,22 @@ impl ContinuityEngine {
             &files,
             self.config.max_index_entries as usize,
         );
+        let pointers = self.match_pointers(cache, session, inp, start, &query);
         let query = eps.term_ids(&query);
         let lines: Vec<(u64, usize, String)> = chosen
             .iter()
             .filter_map(|&i| {
                 let ep = eps.get(i)?;
-                Some((
-                    episodes::score(ep, &query, &files, i, archival),
-                    i,
-                    episodes::index_line(ep),
-                ))
+                let mut line = episodes::index_line(ep);
+                // The newest archival match of the query inside the
+                // episode, as a pointer for `recall`.
+                if let Some((seq, text)) = pointers
+                    .iter()
+                    .find(|(seq, _)| (ep.first_seq..=ep.last_seq).contains(seq))
+                {
+                    line.push_str(&format!("{SEP}match: event {seq}: {text}"));
+                }
+                Some((episodes::score(ep, &query, &files, i, archival), i, line))
             })
             .collect();
         // Drop the lowest-scored choices (older first on ties) until the
@@ -832,7 +949,7 @@ impl ContinuityEngine {
         let render = |keep: &[bool]| {
             let shown = keep.iter().filter(|k| **k).count();
             let mut text = format!(
-                "{}{SEP}{shown} of {archival} episodes{SEP}archive before event {start}\nOlder work, by intent. Originals stay in the durable log and are recalled by keyword.",
+                "{}{SEP}{shown} of {archival} episodes{SEP}archive before event {start}\nOlder work, by intent. Originals stay in the durable log: call the `recall` tool with keywords (a command, a path, an error) to read them verbatim.",
                 render::INDEX_TITLE,
             );
             for (k, (_, _, line)) in keep.iter().zip(&lines) {
@@ -856,6 +973,52 @@ impl ContinuityEngine {
         (entry_tokens(p, &text) <= budget).then_some(text)
     }
 
+    /// The archival matches of the request's query, newest first, each with
+    /// the first line of its original that carries a query word (else its
+    /// first line), shortened: pointers the episode index shows so the model
+    /// knows what `recall` will find. The search is the one recall makes
+    /// (answered from the memo after the first time).
+    fn match_pointers(
+        &self,
+        cache: &Cache,
+        session: &dyn SessionView,
+        inp: &Inputs,
+        start: u64,
+        words: &BTreeSet<String>,
+    ) -> Vec<(u64, String)> {
+        let mut memo = cache.searches.borrow_mut();
+        let limit = self.config.recall_limit.max(1);
+        let hits = memo.archival_hits(
+            session,
+            &inp.request.query,
+            (start, limit),
+            &BTreeSet::new(),
+            |e| self.candidate(e),
+        );
+        hits.into_iter()
+            .map(|c| {
+                let body = c.text.split_once("\n\n").map_or("", |(_, b)| b);
+                let mut lines = body.lines().filter(|l| !l.trim().is_empty());
+                let hit = body
+                    .lines()
+                    .find(|l| latch_engine_sdk::words(l).any(|w| words.contains(&w)));
+                let line = hit.or_else(|| lines.next()).unwrap_or("");
+                (c.seq, format!("\"{}\"", render::one_line(line, 100)))
+            })
+            .collect()
+    }
+
+    /// An archival event rendered as a recall entry (see
+    /// [`recall::SearchMemo`]).
+    fn candidate(&self, e: &Event) -> recall::Candidate {
+        let text = render::recall_text(self.profile, e, self.config.recall_event_tokens);
+        recall::Candidate {
+            seq: e.seq,
+            tokens: entry_tokens(self.profile, &text),
+            text,
+        }
+    }
+
     /// Recalled-original entry texts for the request's query: the newest
     /// archival matches not already shown, in chronological order, greedily
     /// within `room` tokens.
@@ -874,21 +1037,13 @@ impl ContinuityEngine {
         if room == 0 || archive_empty || self.config.recall_limit == 0 {
             return Vec::new();
         }
-        let (profile, event_tokens) = (self.profile, self.config.recall_event_tokens);
         let mut memo = cache.searches.borrow_mut();
         let hits = memo.archival_hits(
             session,
             &inp.request.query,
             (start, self.config.recall_limit),
             shown,
-            |e| {
-                let text = render::recall_text(profile, e, event_tokens);
-                recall::Candidate {
-                    seq: e.seq,
-                    tokens: entry_tokens(profile, &text),
-                    text,
-                }
-            },
+            |e| self.candidate(e),
         );
         let mut used = 0u64;
         let mut chosen: Vec<(u64, String)> = Vec::new();
@@ -1116,7 +1271,7 @@ impl Engine for ContinuityEngine {
         query: &str,
         limit: u32,
     ) -> Result<Vec<Event>, EngineError> {
-        Ok(default_recall(session, query, limit))
+        Ok(recall::search_log(session, query, limit))
     }
 }
 

@@ -141,6 +141,31 @@ impl SearchMemo {
     }
 }
 
+/// The port's `recall`: the newest `limit` original events of the whole log
+/// matching `query`, in chronological order. The query's searches are tried
+/// in turn as for [`SearchMemo::archival_hits`] (all content words, then the
+/// three longest, then the longest), so a model's wordy query still finds
+/// the event that carries its rarest word.
+pub fn search_log(session: &dyn SessionView, query: &str, limit: u32) -> Vec<Event> {
+    if limit == 0 {
+        return Vec::new();
+    }
+    for q in searches(&query_words(query)) {
+        let mut found: Vec<Event> = session
+            .search(&q, u64::MAX, limit)
+            .into_iter()
+            .map(|h| h.event)
+            .filter(|e| recallable(&e.body))
+            .take(limit as usize)
+            .collect();
+        if !found.is_empty() {
+            found.sort_by_key(|e| e.seq);
+            return found;
+        }
+    }
+    Vec::new()
+}
+
 /// True for events whose original text recall may show.
 fn recallable(body: &EventBody) -> bool {
     !matches!(body, EventBody::KernelContext(_) | EventBody::ManualCompact)

@@ -7,9 +7,9 @@
 //! revision was rendered, which events were recalled) is reconstructible from
 //! durable events alone.
 
-use latch_engine_sdk::estimate::is_wide;
+use latch_engine_sdk::event_search_text;
 use latch_engine_sdk::types::*;
-use latch_engine_sdk::{estimate, event_search_text};
+pub use latch_engine_sdk::{event_label, one_line, truncate_tokens};
 
 /// Separator between header fields.
 pub const SEP: &str = " · ";
@@ -152,23 +152,6 @@ fn tokens_field(line: &str, key: &str) -> Option<u64> {
     field(line, key)?.strip_suffix(" tokens")?.parse().ok()
 }
 
-/// A short label for an event, e.g. `user`, `tool result cargo_test`.
-pub fn event_label(body: &EventBody) -> String {
-    match body {
-        EventBody::UserMessage(_) => "user".into(),
-        EventBody::AssistantMessage(_) => "assistant".into(),
-        EventBody::ToolResult(r) => {
-            let status = if r.is_error { " (error)" } else { "" };
-            format!("tool result {}{status}", one_line(&r.name, 60))
-        }
-        EventBody::Notification(_) => "notification".into(),
-        EventBody::Kernel(n) => format!("kernel {}", latch_engine_sdk::kernel_note_label(n.kind)),
-        EventBody::KernelContext(_) => "kernel context".into(),
-        EventBody::ManualCompact => "manual compact".into(),
-        EventBody::Extension(e) => format!("extension {}", one_line(&e.kind, 60)),
-    }
-}
-
 /// The recalled-original entry text for an event, cut at `max_tokens`.
 pub fn recall_text(profile: EstimatorProfile, event: &Event, max_tokens: u64) -> String {
     let body = event_search_text(&event.body);
@@ -203,73 +186,10 @@ pub fn reground_text(seq: u64, summary: &str) -> String {
     )
 }
 
-/// `text` on one line (newlines and tabs as spaces), at most `max` characters.
-pub fn one_line(text: &str, max: usize) -> String {
-    let mut out = String::new();
-    let mut count = 0;
-    let mut space = false;
-    for c in text.chars() {
-        if c.is_whitespace() {
-            space = !out.is_empty();
-            continue;
-        }
-        if space {
-            out.push(' ');
-            count += 1;
-            space = false;
-        }
-        if count >= max {
-            out.push('…');
-            break;
-        }
-        out.push(c);
-        count += 1;
-    }
-    out
-}
-
-/// Quarter tokens of one character, exactly as the canonical estimator counts.
-fn char_quarters(profile: EstimatorProfile, c: char) -> u64 {
-    if c.is_ascii() {
-        if c.is_ascii_punctuation() { 2 } else { 1 }
-    } else if is_wide(c) {
-        match profile {
-            EstimatorProfile::CjkOptimized => 4,
-            _ => 8,
-        }
-    } else {
-        2
-    }
-}
-
-/// `text` cut so that it costs at most `max_tokens`, with a note saying how
-/// much was left in the durable log.
-pub fn truncate_tokens(profile: EstimatorProfile, text: &str, max_tokens: u64) -> String {
-    if estimate(profile, text) as u64 <= max_tokens {
-        return text.to_string();
-    }
-    const NOTE_TOKENS: u64 = 32;
-    let budget = max_tokens.saturating_sub(NOTE_TOKENS) * 4;
-    let mut used = 0u64;
-    let mut end = 0usize;
-    for (i, c) in text.char_indices() {
-        let q = char_quarters(profile, c);
-        if used + q > budget {
-            break;
-        }
-        used += q;
-        end = i + c.len_utf8();
-    }
-    let rest = text[end..].chars().count();
-    format!(
-        "{}\n[cut: {rest} more characters in the durable log]",
-        &text[..end]
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use latch_engine_sdk::estimate;
 
     #[test]
     fn headers_round_trip() {

@@ -957,3 +957,5 @@ fn conversation_prices_match_the_canonical_message_price() {
         assert_eq!(episodes::event_volume(P, e), expected);
     }
 }
+
+mod intents;

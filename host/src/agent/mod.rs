@@ -8,6 +8,7 @@
 //! schemas and nothing else.
 
 pub mod prompt;
+pub mod recall;
 pub mod tools;
 
 use crate::engine::{ContextEngine, EngineFailure, check_view};
@@ -140,7 +141,13 @@ impl Agent {
             .enable_all()
             .build()
             .map_err(|e| AgentError::Runtime(e.to_string()))?;
-        let schemas = tools.schemas();
+        let mut schemas = tools.schemas();
+        if !schemas
+            .iter()
+            .any(|s| s.name == latch_engine_sdk::RECALL_TOOL)
+        {
+            schemas.push(recall::schema());
+        }
         let schemas_json = serde_json::to_string(&schemas).unwrap_or_default();
         let tools_tokens = estimate(session.model.estimator, &schemas_json) as u64;
         Ok(Agent {
@@ -273,6 +280,20 @@ impl Agent {
     pub fn recall(&mut self, query: &str, limit: u32) -> Result<Vec<Event>, AgentError> {
         let view = self.view()?;
         Ok(self.engine.recall(&view, query, limit)?)
+    }
+
+    /// Answer the model's `recall` call through the engine. A bad argument
+    /// or an engine failure is a tool error the model sees, never the end of
+    /// the turn.
+    fn recall_tool(&mut self, call: &ToolCall) -> ToolResult {
+        let args = match recall::parse(call) {
+            Ok(args) => args,
+            Err(message) => return recall::failed(call, message),
+        };
+        match self.recall(&args.query, args.limit) {
+            Ok(events) => recall::answer(call, &args.query, &events, self.session.model.estimator),
+            Err(e) => recall::failed(call, format!("recall failed: {e}")),
+        }
     }
 
     /// Make the log a valid continuation after a crash: an unfinished run is
@@ -441,7 +462,12 @@ impl Agent {
             }
             let mut results = Vec::with_capacity(calls.len());
             for call in &calls {
-                results.push(EventKind::ToolResult(self.tools.execute(call)));
+                let result = if call.name == latch_engine_sdk::RECALL_TOOL {
+                    self.recall_tool(call)
+                } else {
+                    self.tools.execute(call)
+                };
+                results.push(EventKind::ToolResult(result));
             }
             // The results of one assistant turn commit together.
             self.append_batch(results, observer)?;

@@ -66,18 +66,39 @@ impl ContextEngine for Recording {
     }
 }
 
-struct Harness {
+pub(crate) struct Harness {
     _dir: tempfile::TempDir,
-    io: tokio::runtime::Runtime,
-    server: Option<FakeServer>,
-    store: Arc<Store>,
-    agent: Agent,
+    pub(crate) io: tokio::runtime::Runtime,
+    pub(crate) server: Option<FakeServer>,
+    pub(crate) store: Arc<Store>,
+    pub(crate) agent: Agent,
     provider: Provider,
-    views: Arc<Mutex<Vec<ContextView>>>,
-    session: String,
+    pub(crate) views: Arc<Mutex<Vec<ContextView>>>,
+    pub(crate) session: String,
 }
 
 fn harness(format: WireFormat, engine: EngineSource, script: Script) -> Harness {
+    harness_with(
+        format,
+        engine,
+        script,
+        |_| {},
+        AgentOptions {
+            mode: "run".into(),
+            ..AgentOptions::default()
+        },
+    )
+}
+
+/// A harness whose model profile `adjust` changes (e.g. a small window) and
+/// whose agent runs with `options`.
+pub(crate) fn harness_with(
+    format: WireFormat,
+    engine: EngineSource,
+    script: Script,
+    adjust: impl FnOnce(&mut ModelProfile),
+    options: AgentOptions,
+) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().canonicalize().unwrap();
     std::fs::write(ws.join("notes.txt"), "alpha\nbeta\n").unwrap();
@@ -99,7 +120,8 @@ fn harness(format: WireFormat, engine: EngineSource, script: Script) -> Harness 
     };
     let provider = Provider::new(config).unwrap();
     let store = Arc::new(Store::open(ws.join("latch.db")).unwrap());
-    let model = ModelProfile::with_defaults(kind.name(), "test-model");
+    let mut model = ModelProfile::with_defaults(kind.name(), "test-model");
+    adjust(&mut model);
     let session = store
         .create_session(&ws.display().to_string(), None, &model)
         .unwrap();
@@ -124,10 +146,7 @@ fn harness(format: WireFormat, engine: EngineSource, script: Script) -> Harness 
         Box::new(engine),
         provider.clone(),
         Box::new(StandardTools::new(tools)),
-        AgentOptions {
-            mode: "run".into(),
-            ..AgentOptions::default()
-        },
+        options,
     )
     .unwrap();
     Harness {
@@ -160,7 +179,7 @@ fn assert_provider_saw_exactly_the_views(h: &Harness) {
         views.len(),
         "one engine view per provider request"
     );
-    let tools: Vec<ToolSchema> = latch_tools::schemas()
+    let mut tools: Vec<ToolSchema> = latch_tools::schemas()
         .into_iter()
         .map(|s| ToolSchema {
             name: s.name,
@@ -168,6 +187,7 @@ fn assert_provider_saw_exactly_the_views(h: &Harness) {
             input_schema: s.input_schema,
         })
         .collect();
+    tools.push(latch::agent::recall::schema());
     for (i, (captured, view)) in requests.iter().zip(views.iter()).enumerate() {
         let request = ProviderRequest {
             model: "test-model".into(),

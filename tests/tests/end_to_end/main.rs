@@ -10,6 +10,7 @@
 //!   component, byte for byte; warm and fresh instances.
 //! * [`invariants`] — the contract's non-negotiable properties.
 //! * [`loading`] — loading components: versions, worlds, the compile cache.
+//! * [`recall`] — the model's `recall` tool reaches what rotated out.
 //! * [`sandbox`] — the sandbox against a misbehaving engine.
 
 mod agent;
@@ -18,4 +19,5 @@ mod conformance;
 mod continuity_component;
 mod invariants;
 mod loading;
+mod recall;
 mod sandbox;
