@@ -14,7 +14,7 @@ const DIAGNOSTIC: &str = "error[E0599]: no method named `frobnicate_v2` found fo
 fn the_model_recalls_an_early_diagnostic_after_several_rotations() {
     let mut steps = vec![ScriptedTurn::tool_call(
         "shell",
-        &format!(r#"{{"command":"echo '{DIAGNOSTIC}'"}}"#),
+        format!(r#"{{"command":"echo '{DIAGNOSTIC}'"}}"#),
     )];
     for _ in 0..14 {
         steps.push(ScriptedTurn::tool_call(
