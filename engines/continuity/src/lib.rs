@@ -13,10 +13,17 @@
 //! 3. new kernel-context entries, returned in `persist` for the host to
 //!    append before sending, and read back from the log afterwards.
 //!
-//! When the epoch's conversation passes the working-memory threshold (or the
-//! hard budget), one hysteretic rotation keeps the newest whole units up to
-//! about three quarters of the threshold and starts a new generation with a
-//! fresh snapshot. `/compact` starts one with no conversation retained.
+//! When the epoch's conversation passes its rotation point (or the hard
+//! budget), one hysteretic rotation keeps the newest whole units up to
+//! `retain_percent` of that point and starts a new generation with a fresh
+//! snapshot group: state, the user's earlier messages verbatim (the first
+//! task always, then the newest, within `user_tokens`), an episode index
+//! that points at what the model's `recall` tool will find, and recalled
+//! originals. The rotation point is the working-memory threshold, or under
+//! `rotation = "cost"` the point where a fresh epoch becomes cheaper than
+//! re-reading a grown one from the provider's cache
+//! ([`budget::cost_rotation_point`]). `/compact` starts an epoch with no
+//! conversation retained.
 //!
 //! Every decision is a function of the log and the request: the instance
 //! keeps caches keyed by a sequence watermark so a warm request costs work in
@@ -912,13 +919,24 @@ impl ContinuityEngine {
             .take(episodes::MAX_SCORED_FILES)
             .map(|f| f.path.clone())
             .collect();
-        let chosen = eps.select(
-            archival,
-            &query,
-            &files,
-            self.config.max_index_entries as usize,
-        );
+        let max = self.config.max_index_entries as usize;
         let pointers = self.match_pointers(cache, session, inp, start, &query);
+        // Episodes holding an exact match of the query come first (their
+        // words may be only in tool output, which scoring never reads),
+        // then the best scored, in chronological order.
+        let mut chosen: Vec<usize> = Vec::new();
+        for (seq, _) in &pointers {
+            let i = eps.count_before(seq + 1).saturating_sub(1);
+            if i < archival && !chosen.contains(&i) && chosen.len() < max {
+                chosen.push(i);
+            }
+        }
+        for i in eps.select(archival, &query, &files, max) {
+            if chosen.len() < max && !chosen.contains(&i) {
+                chosen.push(i);
+            }
+        }
+        chosen.sort_unstable();
         let query = eps.term_ids(&query);
         let lines: Vec<(u64, usize, String)> = chosen
             .iter()
@@ -931,7 +949,7 @@ impl ContinuityEngine {
                     .iter()
                     .find(|(seq, _)| (ep.first_seq..=ep.last_seq).contains(seq))
                 {
-                    line.push_str(&format!("{SEP}match: event {seq}: {text}"));
+                    line.push_str(&format!("{SEP}match: event {seq}, {text}"));
                 }
                 Some((episodes::score(ep, &query, &files, i, archival), i, line))
             })
@@ -997,13 +1015,19 @@ impl ContinuityEngine {
         );
         hits.into_iter()
             .map(|c| {
-                let body = c.text.split_once("\n\n").map_or("", |(_, b)| b);
+                let (header, body) = c.text.split_once("\n\n").unwrap_or((&c.text, ""));
+                // The header ends with what the event is (`tool result
+                // shell`, `user`, ...).
+                let label = header.rsplit(SEP).next().unwrap_or("");
                 let mut lines = body.lines().filter(|l| !l.trim().is_empty());
                 let hit = body
                     .lines()
                     .find(|l| latch_engine_sdk::words(l).any(|w| words.contains(&w)));
                 let line = hit.or_else(|| lines.next()).unwrap_or("");
-                (c.seq, format!("\"{}\"", render::one_line(line, 100)))
+                (
+                    c.seq,
+                    format!("{label}: \"{}\"", render::one_line(line, 100)),
+                )
             })
             .collect()
     }

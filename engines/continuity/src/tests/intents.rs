@@ -182,3 +182,40 @@ fn the_ports_recall_finds_a_wordy_querys_rarest_word() {
         "{found:?}"
     );
 }
+
+#[test]
+fn the_index_names_recall_and_points_at_the_matching_line() {
+    let mut e = engine();
+    let mut s = session();
+    s.user("set up the build");
+    s.tool_exchange(
+        "c1",
+        "shell",
+        r#"{"command":"cargo build"}"#,
+        "Compiling parser\nerror[E0599]: no method named `frobnicate_v2` found\nbuild failed",
+    );
+    for i in 0..40 {
+        s.user(&format!("next step {i}"));
+        s.tool_exchange(&format!("d{i}"), "shell", "{}", &"lorem ipsum ".repeat(60));
+    }
+    let req = request(100_000, 2_000, "where does frobnicate_v2 fail");
+    let v = e.materialize(&s, &req).expect("materialize");
+    check_view(&v, &req);
+    let index = v
+        .persist
+        .iter()
+        .find(|k| k.kind == KernelContextKind::ArchiveIndex)
+        .expect("an index");
+    assert!(
+        index.text.contains("call the `recall` tool"),
+        "{}",
+        index.text
+    );
+    assert!(
+        index.text.contains(
+            "match: event 3, tool result shell: \"error[E0599]: no method named `frobnicate_v2` found\""
+        ),
+        "{}",
+        index.text
+    );
+}
