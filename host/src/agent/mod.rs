@@ -7,41 +7,21 @@
 //! own behind the engine's back: the provider sees the engine's view, the tool
 //! schemas and nothing else.
 
+mod error;
 pub mod prompt;
+mod repair;
 pub mod tools;
+mod turn;
+
+pub use error::AgentError;
 
 use crate::engine::{ContextEngine, EngineFailure, check_view};
 use latch_engine_sdk::estimate::estimate;
 use latch_engine_sdk::types::*;
-use latch_kernel::{EventKind, SessionRecord, Store, StoreError, StoreSessionView};
-use latch_provider::{
-    AssistantTurn, CacheHints, MediaResolver, Provider, ProviderError, ProviderRequest, StopReason,
-    StreamEvent, ToolSchema,
-};
+use latch_kernel::{EventKind, SessionRecord, Store, StoreSessionView};
+use latch_provider::{MediaResolver, Provider, ToolSchema};
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// How a turn failed. Nothing already committed is lost.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    /// The engine failed or returned a view the host refused.
-    #[error(transparent)]
-    Engine(#[from] EngineFailure),
-    /// The provider failed.
-    #[error(transparent)]
-    Provider(#[from] ProviderError),
-    /// The store failed.
-    #[error("event store: {0}")]
-    Store(#[from] StoreError),
-    /// The model kept calling tools past the step limit.
-    #[error(
-        "the turn stopped after {0} model requests without finishing; continue with another message"
-    )]
-    StepLimit(usize),
-    /// The async runtime could not start.
-    #[error("could not start the I/O runtime: {0}")]
-    Runtime(String),
-}
 
 /// Options of an agent session.
 #[derive(Clone, Debug)]
@@ -273,180 +253,6 @@ impl Agent {
     pub fn recall(&mut self, query: &str, limit: u32) -> Result<Vec<Event>, AgentError> {
         let view = self.view()?;
         Ok(self.engine.recall(&view, query, limit)?)
-    }
-
-    /// Make the log a valid continuation after a crash: an unfinished run is
-    /// marked interrupted and every unanswered tool call gets an error result.
-    /// Returns how many events were appended.
-    pub fn repair_interrupted(
-        &mut self,
-        observer: &mut (dyn FnMut(AgentEvent) + Send),
-    ) -> Result<usize, AgentError> {
-        let events = self.store.events(&self.session.id, 0, u64::MAX, u32::MAX)?;
-        let mut open_run = false;
-        let mut open_calls: Vec<ToolCall> = Vec::new();
-        for e in &events {
-            match &e.kind {
-                EventKind::RunStarted { .. } => open_run = true,
-                EventKind::RunFinished { .. } | EventKind::RunInterrupted { .. } => {
-                    open_run = false
-                }
-                EventKind::AssistantMessage { parts } => {
-                    open_calls = parts
-                        .iter()
-                        .filter_map(|p| match p {
-                            Part::ToolCall(c) => Some(c.clone()),
-                            _ => None,
-                        })
-                        .collect();
-                }
-                EventKind::ToolResult(r) => open_calls.retain(|c| c.id != r.call_id),
-                EventKind::UserMessage { .. } => open_calls.clear(),
-                _ => {}
-            }
-        }
-        let mut repairs: Vec<EventKind> = open_calls
-            .into_iter()
-            .map(|c| {
-                EventKind::ToolResult(ToolResult {
-                    call_id: c.id,
-                    name: c.name,
-                    content: "interrupted: Latch stopped before this tool call finished. Any effect it had is in the workspace; check and re-run it if needed.".into(),
-                    is_error: true,
-                    images: vec![],
-                })
-            })
-            .collect();
-        if open_run {
-            repairs.push(EventKind::RunInterrupted {
-                reason: "the previous run stopped before it finished (found on resume)".into(),
-            });
-        }
-        let n = repairs.len();
-        self.append_batch(repairs, observer)?;
-        Ok(n)
-    }
-
-    /// Run one user turn to its end.
-    pub fn run_turn(
-        &mut self,
-        input: &str,
-        observer: &mut (dyn FnMut(AgentEvent) + Send),
-    ) -> Result<TurnOutcome, AgentError> {
-        self.repair_interrupted(observer)?;
-        self.append(
-            EventKind::RunStarted {
-                mode: self.options.mode.clone(),
-            },
-            observer,
-        )?;
-        self.append(
-            EventKind::UserMessage {
-                parts: vec![Part::Text(input.to_string())],
-            },
-            observer,
-        )?;
-        match self.drive(input, observer) {
-            Ok(outcome) => {
-                self.append(
-                    EventKind::RunFinished {
-                        outcome: "completed".into(),
-                    },
-                    observer,
-                )?;
-                Ok(outcome)
-            }
-            Err(e) => {
-                // Committed history stays; the run is marked interrupted.
-                let _ = self.append(
-                    EventKind::RunInterrupted {
-                        reason: e.to_string(),
-                    },
-                    observer,
-                );
-                Err(e)
-            }
-        }
-    }
-
-    fn drive(
-        &mut self,
-        query: &str,
-        observer: &mut (dyn FnMut(AgentEvent) + Send),
-    ) -> Result<TurnOutcome, AgentError> {
-        let schemas = self.schemas.clone();
-        for step in 1..=self.options.max_steps {
-            let (_, view) = self.materialize(query)?;
-            // Kernel context is durable before the request that shows it.
-            self.append_batch(
-                view.persist
-                    .iter()
-                    .cloned()
-                    .map(EventKind::KernelContext)
-                    .collect(),
-                observer,
-            )?;
-            let request = ProviderRequest {
-                model: self.session.model.model.clone(),
-                system: view.system.clone(),
-                tools: schemas.clone(),
-                cache_breakpoints: CacheHints::for_messages(&view.messages),
-                messages: view.messages.clone(),
-                max_tokens: self.options.max_tokens,
-            };
-            let media = StoreMedia(self.store.clone());
-            let turn: AssistantTurn = {
-                let provider = &self.provider;
-                let mut on_event = |e: StreamEvent| match e {
-                    StreamEvent::TextDelta(t) => observer(AgentEvent::TextDelta(&t)),
-                    StreamEvent::ReasoningActivity => observer(AgentEvent::Reasoning),
-                    StreamEvent::Retrying {
-                        attempt, reason, ..
-                    } => observer(AgentEvent::Retrying {
-                        attempt,
-                        reason: &reason,
-                    }),
-                    _ => {}
-                };
-                self.runtime
-                    .block_on(provider.complete(&request, &media, &mut on_event))?
-            };
-            let calls: Vec<ToolCall> = turn.tool_calls().cloned().collect();
-            let usage = &turn.usage;
-            self.append_batch(
-                vec![
-                    EventKind::AssistantMessage {
-                        parts: turn.parts.clone(),
-                    },
-                    EventKind::ProviderUsage {
-                        input_tokens: usage.input_tokens.unwrap_or(0),
-                        output_tokens: usage.output_tokens.unwrap_or(0),
-                        cache_read_tokens: usage.cache_read_tokens,
-                        cache_creation_tokens: usage.cache_creation_tokens,
-                        cache_miss_tokens: usage.cache_miss_tokens,
-                        common_prefix_tokens: Some(view.report.common_prefix_tokens),
-                    },
-                ],
-                observer,
-            )?;
-            if calls.is_empty() || turn.stop_reason == StopReason::EndTurn && calls.is_empty() {
-                let prefix = view.report.common_prefix_tokens;
-                let mut report = view.report;
-                fill_provider_metrics(&mut report, Some((*usage, Some(prefix))));
-                return Ok(TurnOutcome {
-                    steps: step,
-                    final_text: turn.text(),
-                    report: Some(report),
-                });
-            }
-            let mut results = Vec::with_capacity(calls.len());
-            for call in &calls {
-                results.push(EventKind::ToolResult(self.tools.execute(call)));
-            }
-            // The results of one assistant turn commit together.
-            self.append_batch(results, observer)?;
-        }
-        Err(AgentError::StepLimit(self.options.max_steps))
     }
 
     fn latest_user_text(&self) -> Result<String, AgentError> {
