@@ -8,6 +8,7 @@
 //! schemas and nothing else.
 
 mod error;
+mod guarded;
 pub mod prompt;
 mod repair;
 pub mod tools;
@@ -16,6 +17,7 @@ mod turn;
 pub use error::AgentError;
 
 use crate::engine::{ContextEngine, EngineFailure, check_view};
+use guarded::GuardedView;
 use latch_engine_sdk::estimate::estimate;
 use latch_engine_sdk::types::*;
 use latch_kernel::{EventKind, SessionRecord, Store, StoreSessionView};
@@ -28,8 +30,9 @@ use std::sync::Arc;
 pub struct AgentOptions {
     /// Interaction mode, e.g. `interactive`, `run`, `demo`.
     pub mode: String,
-    /// Most model requests per turn.
-    pub max_steps: usize,
+    /// Most model requests per turn; `None` (the default) runs a turn until
+    /// the model ends it, the user interrupts it or a provider error stops it.
+    pub max_steps: Option<usize>,
     /// Most output tokens per response.
     pub max_tokens: u32,
     /// Working-memory mark (`[context] recent_tokens`), overriding the engine's
@@ -41,7 +44,7 @@ impl Default for AgentOptions {
     fn default() -> Self {
         AgentOptions {
             mode: "interactive".into(),
-            max_steps: 50,
+            max_steps: None,
             max_tokens: 8_192,
             recent_tokens: None,
         }
@@ -99,9 +102,23 @@ pub struct Agent {
     schemas: Vec<ToolSchema>,
     tools_tokens: u64,
     system_prompt: String,
+    /// The session context every request carries: the one the session
+    /// started with, so the first provider-visible message never changes.
     session_context: SessionContext,
+    /// This process's session context (mode, workspace, instructions now).
+    current_context: SessionContext,
+    /// The session context the model was last told about (the start, or the
+    /// latest update note); a difference from `current_context` is appended
+    /// as a note when the next run starts.
+    announced_context: SessionContext,
+    /// True once the session has a recorded session context.
+    context_recorded: bool,
     options: AgentOptions,
     runtime: tokio::runtime::Runtime,
+    /// Set when the store failed under an engine call: the engine instance
+    /// may hold what it read from incomplete answers, so it is not asked
+    /// again; resuming builds a fresh one.
+    engine_tainted: Option<String>,
 }
 
 impl Agent {
@@ -123,19 +140,81 @@ impl Agent {
         let schemas = tools.schemas();
         let schemas_json = serde_json::to_string(&schemas).unwrap_or_default();
         let tools_tokens = estimate(session.model.estimator, &schemas_json) as u64;
+        let current_context = prompt::session_context(&workspace, &options.mode);
+        let recorded = store.session_contexts(&session.id)?;
+        let context_recorded = recorded.is_some();
+        let (session_context, announced_context) = match recorded {
+            Some((first, latest)) => (first, latest),
+            None => (current_context.clone(), current_context.clone()),
+        };
         Ok(Agent {
             store,
             schemas,
             tools_tokens,
             system_prompt: prompt::system_prompt(),
-            session_context: prompt::session_context(&workspace, &options.mode),
+            session_context,
+            current_context,
+            announced_context,
+            context_recorded,
             session,
             engine,
             provider,
             tools,
             options,
             runtime,
+            engine_tainted: None,
         })
+    }
+
+    /// The session context every request carries (the session's first).
+    pub fn session_context(&self) -> &SessionContext {
+        &self.session_context
+    }
+
+    /// Resume the session in this process: settle what the tools left from
+    /// an earlier process (managed processes that died with it are recorded
+    /// as ended), then repair an interrupted run so the log is a valid
+    /// continuation. Returns how many repair events were appended.
+    pub fn resume(
+        &mut self,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<usize, AgentError> {
+        self.tools.on_resume();
+        self.repair_interrupted(observer)
+    }
+
+    /// Lend the session to the engine for one call: `call` gets a view that
+    /// records store errors, and a store error met during the call becomes
+    /// an engine-call error (the engine's answer is discarded).
+    fn with_engine<T>(
+        &mut self,
+        what: &'static str,
+        call: impl FnOnce(&mut dyn ContextEngine, &GuardedView) -> Result<T, EngineFailure>,
+    ) -> Result<T, AgentError> {
+        let engine = self.engine.name().to_string();
+        if let Some(reason) = &self.engine_tainted {
+            return Err(AgentError::EngineTainted {
+                engine,
+                reason: reason.clone(),
+            });
+        }
+        let view = GuardedView::new(self.view()?).map_err(|f| AgentError::EngineStore {
+            engine: engine.clone(),
+            engine_call: what,
+            view_call: f.call,
+            source: f.error,
+        })?;
+        let result = call(self.engine.as_mut(), &view);
+        if let Some(f) = view.take_failure() {
+            self.engine_tainted = Some(format!("the store failed during `{what}`: {}", f.error));
+            return Err(AgentError::EngineStore {
+                engine,
+                engine_call: what,
+                view_call: f.call,
+                source: f.error,
+            });
+        }
+        Ok(result?)
     }
 
     /// The session this agent serves.
@@ -211,8 +290,9 @@ impl Agent {
         query: &str,
     ) -> Result<(ContextRequest, ContextView), AgentError> {
         let request = self.next_request(query)?;
-        let view = self.view()?;
-        let ctx_view = self.engine.materialize(&view, &request)?;
+        let ctx_view = self.with_engine("materialize", |engine, view| {
+            engine.materialize(view, &request)
+        })?;
         check_view(self.session.model.estimator, &request, &ctx_view).map_err(
             |(rule, detail)| EngineFailure::Rejected {
                 engine: self.engine.name().to_string(),
@@ -239,8 +319,8 @@ impl Agent {
         observer: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<usize, AgentError> {
         self.append(EventKind::ManualCompact, observer)?;
-        let view = self.view()?;
-        let entries = self.engine.manual_compact(&view)?;
+        let entries =
+            self.with_engine("manual-compact", |engine, view| engine.manual_compact(view))?;
         let n = entries.len();
         self.append_batch(
             entries.into_iter().map(EventKind::KernelContext).collect(),
@@ -251,8 +331,7 @@ impl Agent {
 
     /// Recall original events for a query through the engine.
     pub fn recall(&mut self, query: &str, limit: u32) -> Result<Vec<Event>, AgentError> {
-        let view = self.view()?;
-        Ok(self.engine.recall(&view, query, limit)?)
+        self.with_engine("recall", |engine, view| engine.recall(view, query, limit))
     }
 
     fn latest_user_text(&self) -> Result<String, AgentError> {

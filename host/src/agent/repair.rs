@@ -1,8 +1,16 @@
 //! Repair on resume: make the log a valid continuation after a crash.
+//!
+//! What needs repair (an unfinished run, tool calls without a result) is a
+//! kernel reducer over the session's own events, cached by the store and
+//! caught up from its watermark, so checking on every turn costs what is new,
+//! not a decode of the whole log.
 
 use super::{Agent, AgentError, AgentEvent};
-use latch_engine_sdk::types::{Part, ToolCall, ToolResult};
+use latch_engine_sdk::types::ToolResult;
 use latch_kernel::EventKind;
+
+/// The result an interrupted tool call gets.
+pub const INTERRUPTED_RESULT: &str = "interrupted: Latch stopped before this tool call finished. Any effect it had is in the workspace; check and re-run it if needed.";
 
 impl Agent {
     /// Make the log a valid continuation after a crash: an unfinished run is
@@ -12,42 +20,23 @@ impl Agent {
         &mut self,
         observer: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<usize, AgentError> {
-        let events = self.store.events(&self.session.id, 0, u64::MAX, u32::MAX)?;
-        let mut open_run = false;
-        let mut open_calls: Vec<ToolCall> = Vec::new();
-        for e in &events {
-            match &e.kind {
-                EventKind::RunStarted { .. } => open_run = true,
-                EventKind::RunFinished { .. } | EventKind::RunInterrupted { .. } => {
-                    open_run = false
-                }
-                EventKind::AssistantMessage { parts } => {
-                    open_calls = parts
-                        .iter()
-                        .filter_map(|p| match p {
-                            Part::ToolCall(c) => Some(c.clone()),
-                            _ => None,
-                        })
-                        .collect();
-                }
-                EventKind::ToolResult(r) => open_calls.retain(|c| c.id != r.call_id),
-                EventKind::UserMessage { .. } => open_calls.clear(),
-                _ => {}
-            }
-        }
-        let mut repairs: Vec<EventKind> = open_calls
+        let open = self
+            .store
+            .with_kernel(&self.session.id, |k| k.unfinished().clone())?;
+        let mut repairs: Vec<EventKind> = open
+            .open_calls
             .into_iter()
             .map(|c| {
                 EventKind::ToolResult(ToolResult {
                     call_id: c.id,
                     name: c.name,
-                    content: "interrupted: Latch stopped before this tool call finished. Any effect it had is in the workspace; check and re-run it if needed.".into(),
+                    content: INTERRUPTED_RESULT.into(),
                     is_error: true,
                     images: vec![],
                 })
             })
             .collect();
-        if open_run {
+        if open.open_run {
             repairs.push(EventKind::RunInterrupted {
                 reason: "the previous run stopped before it finished (found on resume)".into(),
             });
