@@ -2,6 +2,15 @@
 //! provider's exact wire format: `demo`, `run` in both formats with a
 //! multi-step tool loop, and a crash mid-turn (SIGKILL) followed by
 //! `resume --last`.
+//!
+//! * [`safety`] — no step cap, commands die with Latch, resume settles
+//!   managed processes, `demo --store`, read-only commands create nothing.
+//! * [`crash`] — crash trials: SIGKILL at random points, then resume.
+
+#[path = "cli/crash.rs"]
+mod crash;
+#[path = "cli/safety.rs"]
+mod safety;
 
 use latch_kernel::{EventKind, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn, WireFormat};

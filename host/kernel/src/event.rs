@@ -331,6 +331,12 @@ pub enum EventKind {
     RunStarted {
         /// The interaction mode, e.g. `interactive` or `run`.
         mode: String,
+        /// The session context of this run, recorded when the session's
+        /// first run starts and whenever it changed since the last recorded
+        /// one. The first recorded context is the one every request carries,
+        /// so the first provider-visible message never changes on resume.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        context: Option<latch_engine_sdk::types::SessionContext>,
     },
     /// A run finished normally.
     RunFinished {
@@ -640,7 +646,7 @@ impl EventKind {
                 format!("child agent {child} spawned as {role}"),
                 vec![],
             ),
-            EventKind::RunStarted { mode } => note(
+            EventKind::RunStarted { mode, .. } => note(
                 KernelNoteKind::Other,
                 format!("run started ({mode})"),
                 vec![],

@@ -32,6 +32,8 @@ pub use ops::{
     GuardError, MutationReceipt, attempt_certification, check_guarded_write, commit_mutation,
     record_validation,
 };
-pub use state::{Certification, FileKnowledge, GuardVerdict, KernelState};
+pub use state::{
+    Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, Unfinished, operation_of,
+};
 pub use store::{SearchRow, SessionRecord, Store, StoreError, default_store_path};
 pub use view::StoreSessionView;

@@ -1,6 +1,8 @@
 //! Store behaviour on a real SQLite file in a temporary directory.
 
 mod common;
+#[path = "store/resume.rs"]
+mod resume;
 
 use common::*;
 use latch_engine_sdk::estimate::message_tokens;

@@ -7,50 +7,33 @@
 //! own behind the engine's back: the provider sees the engine's view, the tool
 //! schemas and nothing else.
 
+mod error;
+mod guarded;
 pub mod prompt;
 pub mod recall;
+mod repair;
 pub mod tools;
+mod turn;
+
+pub use error::AgentError;
 
 use crate::engine::{ContextEngine, EngineFailure, check_view};
+use guarded::GuardedView;
 use latch_engine_sdk::estimate::estimate;
 use latch_engine_sdk::types::*;
-use latch_kernel::{EventKind, SessionRecord, Store, StoreError, StoreSessionView};
-use latch_provider::{
-    AssistantTurn, CacheHints, MediaResolver, Provider, ProviderError, ProviderRequest, StopReason,
-    StreamEvent, ToolSchema,
-};
+use latch_kernel::{EventKind, SessionRecord, Store, StoreSessionView};
+use latch_provider::{MediaResolver, Provider, ToolSchema};
 use std::path::PathBuf;
 use std::sync::Arc;
-
-/// How a turn failed. Nothing already committed is lost.
-#[derive(Debug, thiserror::Error)]
-pub enum AgentError {
-    /// The engine failed or returned a view the host refused.
-    #[error(transparent)]
-    Engine(#[from] EngineFailure),
-    /// The provider failed.
-    #[error(transparent)]
-    Provider(#[from] ProviderError),
-    /// The store failed.
-    #[error("event store: {0}")]
-    Store(#[from] StoreError),
-    /// The model kept calling tools past the step limit.
-    #[error(
-        "the turn stopped after {0} model requests without finishing; continue with another message"
-    )]
-    StepLimit(usize),
-    /// The async runtime could not start.
-    #[error("could not start the I/O runtime: {0}")]
-    Runtime(String),
-}
 
 /// Options of an agent session.
 #[derive(Clone, Debug)]
 pub struct AgentOptions {
     /// Interaction mode, e.g. `interactive`, `run`, `demo`.
     pub mode: String,
-    /// Most model requests per turn.
-    pub max_steps: usize,
+    /// Most model requests per turn; `None` (the default) runs a turn until
+    /// the model ends it, the user interrupts it or a provider error stops it.
+    pub max_steps: Option<usize>,
     /// Most output tokens per response.
     pub max_tokens: u32,
     /// Working-memory mark (`[context] recent_tokens`), overriding the engine's
@@ -62,7 +45,7 @@ impl Default for AgentOptions {
     fn default() -> Self {
         AgentOptions {
             mode: "interactive".into(),
-            max_steps: 50,
+            max_steps: None,
             max_tokens: 8_192,
             recent_tokens: None,
         }
@@ -120,9 +103,23 @@ pub struct Agent {
     schemas: Vec<ToolSchema>,
     tools_tokens: u64,
     system_prompt: String,
+    /// The session context every request carries: the one the session
+    /// started with, so the first provider-visible message never changes.
     session_context: SessionContext,
+    /// This process's session context (mode, workspace, instructions now).
+    current_context: SessionContext,
+    /// The session context the model was last told about (the start, or the
+    /// latest update note); a difference from `current_context` is appended
+    /// as a note when the next run starts.
+    announced_context: SessionContext,
+    /// True once the session has a recorded session context.
+    context_recorded: bool,
     options: AgentOptions,
     runtime: tokio::runtime::Runtime,
+    /// Set when the store failed under an engine call: the engine instance
+    /// may hold what it read from incomplete answers, so it is not asked
+    /// again; resuming builds a fresh one.
+    engine_tainted: Option<String>,
 }
 
 impl Agent {
@@ -150,19 +147,81 @@ impl Agent {
         }
         let schemas_json = serde_json::to_string(&schemas).unwrap_or_default();
         let tools_tokens = estimate(session.model.estimator, &schemas_json) as u64;
+        let current_context = prompt::session_context(&workspace, &options.mode);
+        let recorded = store.session_contexts(&session.id)?;
+        let context_recorded = recorded.is_some();
+        let (session_context, announced_context) = match recorded {
+            Some((first, latest)) => (first, latest),
+            None => (current_context.clone(), current_context.clone()),
+        };
         Ok(Agent {
             store,
             schemas,
             tools_tokens,
             system_prompt: prompt::system_prompt(),
-            session_context: prompt::session_context(&workspace, &options.mode),
+            session_context,
+            current_context,
+            announced_context,
+            context_recorded,
             session,
             engine,
             provider,
             tools,
             options,
             runtime,
+            engine_tainted: None,
         })
+    }
+
+    /// The session context every request carries (the session's first).
+    pub fn session_context(&self) -> &SessionContext {
+        &self.session_context
+    }
+
+    /// Resume the session in this process: settle what the tools left from
+    /// an earlier process (managed processes that died with it are recorded
+    /// as ended), then repair an interrupted run so the log is a valid
+    /// continuation. Returns how many repair events were appended.
+    pub fn resume(
+        &mut self,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<usize, AgentError> {
+        self.tools.on_resume();
+        self.repair_interrupted(observer)
+    }
+
+    /// Lend the session to the engine for one call: `call` gets a view that
+    /// records store errors, and a store error met during the call becomes
+    /// an engine-call error (the engine's answer is discarded).
+    fn with_engine<T>(
+        &mut self,
+        what: &'static str,
+        call: impl FnOnce(&mut dyn ContextEngine, &GuardedView) -> Result<T, EngineFailure>,
+    ) -> Result<T, AgentError> {
+        let engine = self.engine.name().to_string();
+        if let Some(reason) = &self.engine_tainted {
+            return Err(AgentError::EngineTainted {
+                engine,
+                reason: reason.clone(),
+            });
+        }
+        let view = GuardedView::new(self.view()?).map_err(|f| AgentError::EngineStore {
+            engine: engine.clone(),
+            engine_call: what,
+            view_call: f.call,
+            source: f.error,
+        })?;
+        let result = call(self.engine.as_mut(), &view);
+        if let Some(f) = view.take_failure() {
+            self.engine_tainted = Some(format!("the store failed during `{what}`: {}", f.error));
+            return Err(AgentError::EngineStore {
+                engine,
+                engine_call: what,
+                view_call: f.call,
+                source: f.error,
+            });
+        }
+        Ok(result?)
     }
 
     /// The session this agent serves.
@@ -238,8 +297,9 @@ impl Agent {
         query: &str,
     ) -> Result<(ContextRequest, ContextView), AgentError> {
         let request = self.next_request(query)?;
-        let view = self.view()?;
-        let ctx_view = self.engine.materialize(&view, &request)?;
+        let ctx_view = self.with_engine("materialize", |engine, view| {
+            engine.materialize(view, &request)
+        })?;
         check_view(self.session.model.estimator, &request, &ctx_view).map_err(
             |(rule, detail)| EngineFailure::Rejected {
                 engine: self.engine.name().to_string(),
@@ -266,8 +326,8 @@ impl Agent {
         observer: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<usize, AgentError> {
         self.append(EventKind::ManualCompact, observer)?;
-        let view = self.view()?;
-        let entries = self.engine.manual_compact(&view)?;
+        let entries =
+            self.with_engine("manual-compact", |engine, view| engine.manual_compact(view))?;
         let n = entries.len();
         self.append_batch(
             entries.into_iter().map(EventKind::KernelContext).collect(),
@@ -278,14 +338,13 @@ impl Agent {
 
     /// Recall original events for a query through the engine.
     pub fn recall(&mut self, query: &str, limit: u32) -> Result<Vec<Event>, AgentError> {
-        let view = self.view()?;
-        Ok(self.engine.recall(&view, query, limit)?)
+        self.with_engine("recall", |engine, view| engine.recall(view, query, limit))
     }
 
     /// Answer the model's `recall` call through the engine. A bad argument
     /// or an engine failure is a tool error the model sees, never the end of
     /// the turn.
-    fn recall_tool(&mut self, call: &ToolCall) -> ToolResult {
+    pub(crate) fn recall_tool(&mut self, call: &ToolCall) -> ToolResult {
         let args = match recall::parse(call) {
             Ok(args) => args,
             Err(message) => return recall::failed(call, message),
@@ -294,185 +353,6 @@ impl Agent {
             Ok(events) => recall::answer(call, &args.query, &events, self.session.model.estimator),
             Err(e) => recall::failed(call, format!("recall failed: {e}")),
         }
-    }
-
-    /// Make the log a valid continuation after a crash: an unfinished run is
-    /// marked interrupted and every unanswered tool call gets an error result.
-    /// Returns how many events were appended.
-    pub fn repair_interrupted(
-        &mut self,
-        observer: &mut (dyn FnMut(AgentEvent) + Send),
-    ) -> Result<usize, AgentError> {
-        let events = self.store.events(&self.session.id, 0, u64::MAX, u32::MAX)?;
-        let mut open_run = false;
-        let mut open_calls: Vec<ToolCall> = Vec::new();
-        for e in &events {
-            match &e.kind {
-                EventKind::RunStarted { .. } => open_run = true,
-                EventKind::RunFinished { .. } | EventKind::RunInterrupted { .. } => {
-                    open_run = false
-                }
-                EventKind::AssistantMessage { parts } => {
-                    open_calls = parts
-                        .iter()
-                        .filter_map(|p| match p {
-                            Part::ToolCall(c) => Some(c.clone()),
-                            _ => None,
-                        })
-                        .collect();
-                }
-                EventKind::ToolResult(r) => open_calls.retain(|c| c.id != r.call_id),
-                EventKind::UserMessage { .. } => open_calls.clear(),
-                _ => {}
-            }
-        }
-        let mut repairs: Vec<EventKind> = open_calls
-            .into_iter()
-            .map(|c| {
-                EventKind::ToolResult(ToolResult {
-                    call_id: c.id,
-                    name: c.name,
-                    content: "interrupted: Latch stopped before this tool call finished. Any effect it had is in the workspace; check and re-run it if needed.".into(),
-                    is_error: true,
-                    images: vec![],
-                })
-            })
-            .collect();
-        if open_run {
-            repairs.push(EventKind::RunInterrupted {
-                reason: "the previous run stopped before it finished (found on resume)".into(),
-            });
-        }
-        let n = repairs.len();
-        self.append_batch(repairs, observer)?;
-        Ok(n)
-    }
-
-    /// Run one user turn to its end.
-    pub fn run_turn(
-        &mut self,
-        input: &str,
-        observer: &mut (dyn FnMut(AgentEvent) + Send),
-    ) -> Result<TurnOutcome, AgentError> {
-        self.repair_interrupted(observer)?;
-        self.append(
-            EventKind::RunStarted {
-                mode: self.options.mode.clone(),
-            },
-            observer,
-        )?;
-        self.append(
-            EventKind::UserMessage {
-                parts: vec![Part::Text(input.to_string())],
-            },
-            observer,
-        )?;
-        match self.drive(input, observer) {
-            Ok(outcome) => {
-                self.append(
-                    EventKind::RunFinished {
-                        outcome: "completed".into(),
-                    },
-                    observer,
-                )?;
-                Ok(outcome)
-            }
-            Err(e) => {
-                // Committed history stays; the run is marked interrupted.
-                let _ = self.append(
-                    EventKind::RunInterrupted {
-                        reason: e.to_string(),
-                    },
-                    observer,
-                );
-                Err(e)
-            }
-        }
-    }
-
-    fn drive(
-        &mut self,
-        query: &str,
-        observer: &mut (dyn FnMut(AgentEvent) + Send),
-    ) -> Result<TurnOutcome, AgentError> {
-        let schemas = self.schemas.clone();
-        for step in 1..=self.options.max_steps {
-            let (_, view) = self.materialize(query)?;
-            // Kernel context is durable before the request that shows it.
-            self.append_batch(
-                view.persist
-                    .iter()
-                    .cloned()
-                    .map(EventKind::KernelContext)
-                    .collect(),
-                observer,
-            )?;
-            let request = ProviderRequest {
-                model: self.session.model.model.clone(),
-                system: view.system.clone(),
-                tools: schemas.clone(),
-                cache_breakpoints: CacheHints::for_messages(&view.messages),
-                messages: view.messages.clone(),
-                max_tokens: self.options.max_tokens,
-            };
-            let media = StoreMedia(self.store.clone());
-            let turn: AssistantTurn = {
-                let provider = &self.provider;
-                let mut on_event = |e: StreamEvent| match e {
-                    StreamEvent::TextDelta(t) => observer(AgentEvent::TextDelta(&t)),
-                    StreamEvent::ReasoningActivity => observer(AgentEvent::Reasoning),
-                    StreamEvent::Retrying {
-                        attempt, reason, ..
-                    } => observer(AgentEvent::Retrying {
-                        attempt,
-                        reason: &reason,
-                    }),
-                    _ => {}
-                };
-                self.runtime
-                    .block_on(provider.complete(&request, &media, &mut on_event))?
-            };
-            let calls: Vec<ToolCall> = turn.tool_calls().cloned().collect();
-            let usage = &turn.usage;
-            self.append_batch(
-                vec![
-                    EventKind::AssistantMessage {
-                        parts: turn.parts.clone(),
-                    },
-                    EventKind::ProviderUsage {
-                        input_tokens: usage.input_tokens.unwrap_or(0),
-                        output_tokens: usage.output_tokens.unwrap_or(0),
-                        cache_read_tokens: usage.cache_read_tokens,
-                        cache_creation_tokens: usage.cache_creation_tokens,
-                        cache_miss_tokens: usage.cache_miss_tokens,
-                        common_prefix_tokens: Some(view.report.common_prefix_tokens),
-                    },
-                ],
-                observer,
-            )?;
-            if calls.is_empty() || turn.stop_reason == StopReason::EndTurn && calls.is_empty() {
-                let prefix = view.report.common_prefix_tokens;
-                let mut report = view.report;
-                fill_provider_metrics(&mut report, Some((*usage, Some(prefix))));
-                return Ok(TurnOutcome {
-                    steps: step,
-                    final_text: turn.text(),
-                    report: Some(report),
-                });
-            }
-            let mut results = Vec::with_capacity(calls.len());
-            for call in &calls {
-                let result = if call.name == latch_engine_sdk::RECALL_TOOL {
-                    self.recall_tool(call)
-                } else {
-                    self.tools.execute(call)
-                };
-                results.push(EventKind::ToolResult(result));
-            }
-            // The results of one assistant turn commit together.
-            self.append_batch(results, observer)?;
-        }
-        Err(AgentError::StepLimit(self.options.max_steps))
     }
 
     fn latest_user_text(&self) -> Result<String, AgentError> {

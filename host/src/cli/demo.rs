@@ -62,8 +62,9 @@ pub fn demo_script() -> Script {
     ])
 }
 
-/// Run the demo; `keep` leaves the project directory in place.
-pub fn demo(keep: bool) -> anyhow::Result<i32> {
+/// Run the demo; `keep` leaves the project directory in place, and `store`
+/// (`--store PATH`) records the session there instead of in the project.
+pub fn demo(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
     let started = Instant::now();
     let dir = tempfile::Builder::new().prefix("latch-demo-").tempdir()?;
     let workspace = std::fs::canonicalize(dir.path())?;
@@ -76,13 +77,17 @@ pub fn demo(keep: bool) -> anyhow::Result<i32> {
         .build()?;
     let server = io.block_on(FakeServer::start(demo_script()))?;
 
-    let store_path = latch_kernel::default_store_path(&workspace);
-    std::fs::create_dir_all(store_path.parent().expect("store path has a parent"))?;
+    let store_path = match store {
+        Some(path) => path.to_path_buf(),
+        None => latch_kernel::default_store_path(&workspace),
+    };
     let env = Env {
         workspace: workspace.clone(),
+        // `Store::open` creates the parent directories.
         store: Arc::new(latch_kernel::Store::open(&store_path)?),
         // The demo always runs on the embedded default engine.
         config: LoadedConfig::default(),
+        max_steps: None,
     };
     let provider = ProviderChoice {
         kind: ProviderKind::Anthropic,

@@ -50,6 +50,10 @@ pub struct GlobalArgs {
     /// The provider's base URL (also OPENAI_BASE_URL / ANTHROPIC_BASE_URL).
     #[arg(long, global = true, value_name = "URL")]
     pub base_url: Option<String>,
+    /// Stop a turn after N model requests (default: no cap; also `[agent]
+    /// max_steps`).
+    #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_steps: Option<u64>,
 }
 
 /// The commands.
@@ -116,7 +120,7 @@ pub enum Command {
     /// A complete offline session on the embedded default engine, with a
     /// scripted model served in the provider's exact wire format.
     #[command(
-        after_help = "Examples:\n  latch demo\n  latch demo --keep    # keep the demo project to look at"
+        after_help = "Examples:\n  latch demo\n  latch demo --keep    # keep the demo project to look at\n  latch demo --store /tmp/demo.db    # record the session in this store"
     )]
     Demo {
         /// Keep the demo project directory.
@@ -220,6 +224,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             query,
             limit,
         }) => session_cmd::recall(&cli.global, &workspace, &session, &query, limit),
-        Some(Command::Demo { keep }) => demo::demo(keep),
+        Some(Command::Demo { keep }) => demo::demo(keep, cli.global.store.as_deref()),
     }
 }

@@ -86,7 +86,11 @@ pub fn chat(
     workspace: &Path,
     resume: Option<Option<String>>,
 ) -> anyhow::Result<i32> {
-    let env = Env::open(global, workspace)?;
+    let env = if resume.is_some() {
+        Env::open_existing(global, workspace)?
+    } else {
+        Env::open(global, workspace)?
+    };
     let provider = setup::choose_provider(global, &env.config.config)?;
     let session = match &resume {
         Some(selector) => setup::select_session(&env, selector.as_deref())?,
@@ -95,7 +99,7 @@ pub fn chat(
     let mut agent = setup::build_agent(&env, session, &provider, "interactive")?;
     let mut out = printer(false);
     if resume.is_some() {
-        let repaired = agent.repair_interrupted(&mut out)?;
+        let repaired = agent.resume(&mut out)?;
         eprintln!(
             "resumed session {}{}",
             agent.session().id,
@@ -171,7 +175,7 @@ fn slash(agent: &mut Agent, line: &str, out: &mut (dyn FnMut(AgentEvent) + Send)
 
 /// `latch sessions`.
 pub fn sessions(global: &GlobalArgs, workspace: &Path) -> anyhow::Result<i32> {
-    let env = Env::open(global, workspace)?;
+    let env = Env::open_existing(global, workspace)?;
     let list = env.store.list_sessions(&env.workspace_key())?;
     if list.is_empty() {
         println!("no sessions in {}", env.workspace.display());
@@ -195,7 +199,7 @@ pub fn history_delete(
     workspace: &Path,
     selector: &str,
 ) -> anyhow::Result<i32> {
-    let env = Env::open(global, workspace)?;
+    let env = Env::open_existing(global, workspace)?;
     let record = env.store.resolve_session(selector)?;
     env.store.delete_session(&record.id)?;
     println!(
@@ -210,7 +214,7 @@ fn agent_for(
     workspace: &Path,
     selector: Option<&str>,
 ) -> anyhow::Result<Agent> {
-    let env = Env::open(global, workspace)?;
+    let env = Env::open_existing(global, workspace)?;
     let record = setup::select_session(&env, selector)?;
     let provider = setup::ProviderChoice {
         kind: record

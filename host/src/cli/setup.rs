@@ -20,11 +20,26 @@ pub struct Env {
     pub store: Arc<Store>,
     /// The loaded configuration.
     pub config: LoadedConfig,
+    /// Most model requests per turn (`--max-steps`, else `[agent]
+    /// max_steps`); none by default.
+    pub max_steps: Option<usize>,
 }
 
 impl Env {
-    /// Open the workspace's store and configuration.
+    /// Open the workspace's store (creating it if needed) and configuration:
+    /// for the commands that start sessions.
     pub fn open(global: &GlobalArgs, workspace: &Path) -> anyhow::Result<Env> {
+        Env::open_with(global, workspace, true)
+    }
+
+    /// Open the workspace's existing store and configuration: for the
+    /// commands that read or continue recorded sessions. A missing store is
+    /// an error naming its path; nothing is created.
+    pub fn open_existing(global: &GlobalArgs, workspace: &Path) -> anyhow::Result<Env> {
+        Env::open_with(global, workspace, false)
+    }
+
+    fn open_with(global: &GlobalArgs, workspace: &Path, create: bool) -> anyhow::Result<Env> {
         let workspace = std::fs::canonicalize(workspace)
             .with_context(|| format!("the workspace {} does not exist", workspace.display()))?;
         let config = Config::load(&workspace, global.config.as_deref())?;
@@ -32,15 +47,25 @@ impl Env {
             Some(p) => p.clone(),
             None => latch_kernel::default_store_path(&workspace),
         };
-        if let Some(dir) = store_path.parent() {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create the store directory {}", dir.display()))?;
-        }
-        let store = Store::open(&store_path)?;
+        let store = if create {
+            if let Some(dir) = store_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir).with_context(|| {
+                    format!("cannot create the store directory {}", dir.display())
+                })?;
+            }
+            Store::open(&store_path)?
+        } else {
+            Store::open_existing(&store_path)?
+        };
+        let max_steps = global
+            .max_steps
+            .map(|n| usize::try_from(n).unwrap_or(usize::MAX))
+            .or(config.config.agent.max_steps);
         Ok(Env {
             workspace,
             store: Arc::new(store),
             config,
+            max_steps,
         })
     }
 
@@ -150,7 +175,7 @@ pub fn build_agent(
         mode: mode.to_string(),
         max_tokens: provider.max_tokens,
         recent_tokens: env.config.config.context.recent_tokens,
-        ..AgentOptions::default()
+        max_steps: env.max_steps,
     };
     Ok(Agent::new(
         env.store.clone(),
@@ -165,10 +190,11 @@ pub fn build_agent(
 
 /// Create a new root session for the chosen provider and model.
 pub fn new_session(env: &Env, provider: &ProviderChoice) -> anyhow::Result<SessionRecord> {
-    let model = env
-        .config
-        .config
-        .model_profile(provider.kind.name(), &provider.model)?;
+    let model = env.config.config.model_profile(
+        provider.kind.name(),
+        &provider.model,
+        provider.max_tokens,
+    )?;
     Ok(env
         .store
         .create_session(&env.workspace_key(), None, &model)?)

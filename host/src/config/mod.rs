@@ -40,6 +40,30 @@ pub struct Config {
     /// Per-model overrides, keyed by model name.
     #[serde(default)]
     pub models: BTreeMap<String, ModelOverride>,
+    /// The agent loop.
+    #[serde(default)]
+    pub agent: AgentConfig,
+}
+
+/// `[agent]`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    /// Most model requests per turn. Unset (the default): a turn runs until
+    /// the model ends it, the user interrupts it or a provider error stops
+    /// it. `--max-steps N` overrides it.
+    pub max_steps: Option<usize>,
+}
+
+/// Tokens the default reserve keeps beyond the model's output limit, for the
+/// estimator's error and the provider's framing.
+pub const RESERVE_SAFETY_MARGIN_TOKENS: u64 = 2_048;
+
+/// The default reserve of a model: its output limit (`max_tokens`) plus
+/// [`RESERVE_SAFETY_MARGIN_TOKENS`], never more than a quarter of the window,
+/// so a small window keeps three quarters of itself for the request.
+pub fn default_reserve_tokens(context_window_tokens: u64, max_tokens: u32) -> u64 {
+    (u64::from(max_tokens) + RESERVE_SAFETY_MARGIN_TOKENS).min(context_window_tokens / 4)
 }
 
 /// `[engine]`.
@@ -143,7 +167,9 @@ pub struct ProviderConfig {
 pub struct ModelOverride {
     /// Context window in tokens (default 256,000).
     pub context_window_tokens: Option<u64>,
-    /// Reserve for output plus safety.
+    /// Reserve for output plus safety (default: the output limit plus a
+    /// margin, at most a quarter of the window; see
+    /// [`default_reserve_tokens`]).
     pub reserve_tokens: Option<u64>,
     /// `openai`, `anthropic` or `cjk-optimized`.
     pub estimator: Option<String>,
@@ -250,25 +276,29 @@ impl Config {
         }
     }
 
-    /// The model profile for `provider` / `model`, with `[models.<model>]`
-    /// overrides applied.
-    pub fn model_profile(&self, provider: &str, model: &str) -> Result<ModelProfile, ConfigError> {
+    /// The model profile for `provider` / `model` answering with at most
+    /// `max_tokens` output tokens, with `[models.<model>]` overrides applied.
+    /// Unless configured, the reserve follows the output limit (see
+    /// [`default_reserve_tokens`]).
+    pub fn model_profile(
+        &self,
+        provider: &str,
+        model: &str,
+        max_tokens: u32,
+    ) -> Result<ModelProfile, ConfigError> {
         let mut profile = ModelProfile::with_defaults(provider, model);
-        if let Some(o) = self.models.get(model) {
-            if let Some(w) = o.context_window_tokens {
-                profile.context_window_tokens = w;
-            }
-            if let Some(r) = o.reserve_tokens {
-                profile.reserve_tokens = r;
-            }
-            if let Some(e) = &o.estimator {
-                profile.estimator = parse_estimator(e).ok_or_else(|| ConfigError::Invalid {
-                    path: PathBuf::from(format!("[models.{model}]")),
-                    message: format!(
-                        "estimator `{e}` is not one of openai, anthropic, cjk-optimized"
-                    ),
-                })?;
-            }
+        let overrides = self.models.get(model);
+        if let Some(w) = overrides.and_then(|o| o.context_window_tokens) {
+            profile.context_window_tokens = w;
+        }
+        profile.reserve_tokens = overrides
+            .and_then(|o| o.reserve_tokens)
+            .unwrap_or_else(|| default_reserve_tokens(profile.context_window_tokens, max_tokens));
+        if let Some(e) = overrides.and_then(|o| o.estimator.as_ref()) {
+            profile.estimator = parse_estimator(e).ok_or_else(|| ConfigError::Invalid {
+                path: PathBuf::from(format!("[models.{model}]")),
+                message: format!("estimator `{e}` is not one of openai, anthropic, cjk-optimized"),
+            })?;
         }
         Ok(profile)
     }
@@ -314,11 +344,39 @@ mod tests {
         assert!(c.engine_is_default());
         assert_eq!(c.limits(), SandboxLimits::default());
         assert_eq!(
-            c.model_profile("openai", "gpt")
+            c.model_profile("openai", "gpt", 8_192)
                 .unwrap()
                 .context_window_tokens,
             256_000
         );
+    }
+
+    #[test]
+    fn the_default_reserve_follows_the_output_limit_within_a_quarter_of_the_window() {
+        let text = "[models.small]\ncontext_window_tokens = 32000\n\
+                    [models.mid]\ncontext_window_tokens = 200000\n\
+                    [models.big]\ncontext_window_tokens = 256000\n\
+                    [models.pinned]\ncontext_window_tokens = 32000\nreserve_tokens = 12000\n";
+        let c = Config::parse(text, Path::new("c.toml")).unwrap();
+        let reserve = |model: &str, max_tokens: u32| {
+            let m = c.model_profile("anthropic", model, max_tokens).unwrap();
+            (m.context_window_tokens, m.reserve_tokens)
+        };
+        // 32k: the output limit plus the margin would be 10,240; a quarter
+        // of the window (8,000) is the most the reserve may take.
+        assert_eq!(reserve("small", 8_192), (32_000, 8_000));
+        assert_eq!(reserve("small", 4_096), (32_000, 4_096 + 2_048));
+        // 200k and 256k: the output limit plus the margin.
+        assert_eq!(reserve("mid", 8_192), (200_000, 10_240));
+        assert_eq!(reserve("big", 8_192), (256_000, 10_240));
+        assert_eq!(reserve("big", 64_000), (256_000, 64_000));
+        assert_eq!(reserve("big", 100_000), (256_000, 64_000));
+        // A configured reserve is kept as configured.
+        assert_eq!(reserve("pinned", 8_192), (32_000, 12_000));
+        // [agent] max_steps is off by default and configurable.
+        assert_eq!(c.agent.max_steps, None);
+        let c = Config::parse("[agent]\nmax_steps = 7\n", Path::new("c.toml")).unwrap();
+        assert_eq!(c.agent.max_steps, Some(7));
     }
 
     #[test]
@@ -361,7 +419,7 @@ estimator = "cjk-optimized"
             r#"{"recent_tokens":1000}"#
         );
         assert_eq!(c.limits().deadline_ms, 100);
-        let m = c.model_profile("openai", "small").unwrap();
+        let m = c.model_profile("openai", "small", 8_192).unwrap();
         assert_eq!(m.context_window_tokens, 8000);
         assert_eq!(m.estimator, EstimatorProfile::CjkOptimized);
     }

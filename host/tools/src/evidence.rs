@@ -1,18 +1,22 @@
 //! `validate` and `complete`.
 //!
-//! `validate` reads the workspace generation, runs the proving command in
-//! the foreground and records one validation set (an observation per exact
-//! requirement, all linked to the command and that generation) with the
-//! kernel's [`record_validation`]. Running it is not a mutation: the
-//! evidence is about the generation it checked, and any later write stales
-//! it. `complete` asks the kernel to certify with [`attempt_certification`].
+//! `validate` runs the proving command in the foreground and records one
+//! validation set (an observation per exact requirement, all linked to the
+//! command and the generation it checked) with the kernel's
+//! [`record_validation`]. A command that may write (anything off the
+//! read-only allowlist, as for `shell`) commits its mutation **before** it
+//! runs, so the evidence is recorded at the generation that includes the
+//! command's own effects, never at one the command moved past; any later
+//! write stales it. `complete` asks the kernel to certify with
+//! [`attempt_certification`].
 
 use crate::args::Args;
 use crate::error::ToolError;
+use crate::policy::is_read_only;
 use crate::run::{human_duration, run_foreground};
 use crate::shell::check_denied;
 use crate::{Reply, ToolContext};
-use latch_kernel::{attempt_certification, record_validation};
+use latch_kernel::{attempt_certification, commit_mutation, record_validation};
 
 /// `validate {command, requirement?, requirements?, timeout_ms?}`.
 pub(crate) fn validate(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> {
@@ -39,7 +43,18 @@ pub(crate) fn validate(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErro
     }
     check_denied(command)?;
     let timeout = ctx.timeout(args)?;
-    let generation = ctx.store().generation_of(ctx.session())?;
+    let generation = if is_read_only(command) {
+        ctx.store().generation_of(ctx.session())?
+    } else {
+        commit_mutation(
+            ctx.store(),
+            ctx.session(),
+            "validate",
+            Vec::new(),
+            Some(command.to_string()),
+        )?
+        .generation
+    };
     let run = run_foreground(ctx.workspace(), command, timeout)
         .map_err(|e| ToolError::io(format!("sh -c {command:?}"), e))?;
     let exit_code = if run.timed_out { None } else { run.exit_code };

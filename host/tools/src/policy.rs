@@ -264,7 +264,8 @@ fn read_only_simple(words: &[String]) -> bool {
     };
     match name.as_str() {
         "ls" | "cat" | "head" | "tail" | "wc" | "pwd" | "echo" | "grep" | "egrep" | "fgrep"
-        | "stat" | "file" | "du" | "df" | "which" | "tree" | "diff" | "cmp" | "true" => true,
+        | "stat" | "file" | "du" | "df" | "which" | "tree" | "diff" | "cmp" | "true" | "test"
+        | "[" => true,
         "rg" => no(&["--pre"]),
         "sort" => no(&["-o", "--output"]),
         "find" => no(&[

@@ -1,15 +1,39 @@
 //! Running `sh -c` commands: output capture (head and tail of the combined
 //! stdout and stderr), foreground runs with a timeout that kills the whole
 //! process group, and the process-group plumbing managed processes share.
+//!
+//! Commands never outlive Latch. Every command's process group holds a
+//! watchdog on the *lifeline*, a pipe whose only write end Latch holds for
+//! its whole life and never writes: when Latch exits or dies (even by
+//! SIGKILL) the kernel closes that end, every watchdog reads end of file and
+//! kills its own process group.
 
 use std::collections::VecDeque;
-use std::io::Read;
+use std::io::{PipeReader, PipeWriter, Read};
+use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
+
+/// The descriptor number the lifeline's read end has in every command.
+const LIFELINE_FD: RawFd = 3;
+
+/// The wrapper every command runs under, as `sh -c WRAPPER latch-command
+/// COMMAND`: a watchdog in the command's process group waits on the lifeline
+/// and kills the group when Latch is gone; then the command replaces the
+/// wrapper, so it keeps the group leader's pid, without the lifeline open.
+const WRAPPER: &str =
+    "(read _ <&3; kill -9 0) </dev/null >/dev/null 2>&1 &\nexec 3<&-\nexec sh -c \"$1\"";
+
+/// The lifeline: its read end goes to every command; its write end lives in
+/// this static until the process ends.
+fn lifeline() -> Option<&'static (PipeReader, PipeWriter)> {
+    static LIFELINE: OnceLock<Option<(PipeReader, PipeWriter)>> = OnceLock::new();
+    LIFELINE.get_or_init(|| std::io::pipe().ok()).as_ref()
+}
 
 /// Bytes of the beginning of an output that a capture keeps.
 const HEAD_BYTES: usize = 64 * 1024;
@@ -90,8 +114,14 @@ pub(crate) struct Spawned {
 /// input closed and stdout and stderr on one pipe.
 pub(crate) fn spawn(dir: &Path, command: &str) -> std::io::Result<Spawned> {
     let (mut reader, writer) = std::io::pipe()?;
+    let (line_read, _) = lifeline().ok_or_else(|| {
+        std::io::Error::other("could not create the pipe that ties commands to Latch's life")
+    })?;
+    let line_fd = line_read.as_raw_fd();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
+        .arg(WRAPPER)
+        .arg("latch-command")
         .arg(command)
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -101,6 +131,22 @@ pub(crate) fn spawn(dir: &Path, command: &str) -> std::io::Result<Spawned> {
         .env("GIT_PAGER", "cat")
         .env("GIT_TERMINAL_PROMPT", "0")
         .process_group(0);
+    // SAFETY: the closure runs in the forked child before exec and calls only
+    // dup2(2) and fcntl(2), which are async-signal-safe; it allocates nothing
+    // and touches no lock.
+    unsafe {
+        cmd.pre_exec(move || {
+            if line_fd == LIFELINE_FD {
+                // Already in place: only clear close-on-exec.
+                if libc::fcntl(LIFELINE_FD, libc::F_SETFD, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if libc::dup2(line_fd, LIFELINE_FD) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
     let child = cmd.spawn()?;
     // The command holds the pipe's write ends; drop them so the reader sees
     // end of file when the process (group) closes its copies.

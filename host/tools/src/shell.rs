@@ -141,6 +141,11 @@ fn unknown(ctx: &ToolContext, id: &str) -> ToolError {
             "process `{id}` is recorded as running but is not managed by this Latch process \
              (it was started by an earlier run)"
         ))
+    } else if ended_earlier(ctx, id) {
+        ToolError::Failed(format!(
+            "process `{id}` was started by an earlier Latch process and ended with it; \
+             its output is no longer available"
+        ))
     } else if known.is_empty() {
         ToolError::Failed(format!(
             "no managed process `{id}`; this session has started none"
@@ -151,6 +156,35 @@ fn unknown(ctx: &ToolContext, id: &str) -> ToolError {
             known.join(", ")
         ))
     }
+}
+
+/// True when `id` is a process of this session that an earlier Latch
+/// process started and whose end is recorded (on resume, or by its reaper).
+fn ended_earlier(ctx: &ToolContext, id: &str) -> bool {
+    ctx.store()
+        .with_kernel(ctx.session(), |k| k.process_ended(id))
+        .unwrap_or(false)
+}
+
+/// The answer about a process this Latch process does not manage: one an
+/// earlier Latch process started. Still running in the log means its Latch
+/// died without a resume: its exit is recorded now (its process group died
+/// with that Latch).
+fn earlier_process(ctx: &ToolContext, id: &str) -> Result<Option<String>, ToolError> {
+    let running = ctx
+        .store()
+        .with_kernel(ctx.session(), |k| k.running_processes())?
+        .into_iter()
+        .any(|(pid, _)| pid == id);
+    if running {
+        ctx.processes().reconcile(ctx.store(), ctx.session())?;
+    }
+    Ok(ended_earlier(ctx, id).then(|| {
+        format!(
+            "already ended: {id} was started by an earlier Latch process and ended with it \
+             (its exit is recorded; nothing is left to stop)"
+        )
+    }))
 }
 
 /// `process_status {id?}`.
@@ -197,6 +231,11 @@ pub(crate) fn process_output(ctx: &ToolContext, args: &Args) -> Result<Reply, To
 /// `process_kill {id}`.
 pub(crate) fn process_kill(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> {
     let id = args.str("id").trim();
+    if ctx.processes().info(ctx.session(), id).is_none()
+        && let Some(answer) = earlier_process(ctx, id)?
+    {
+        return Ok(Reply::ok(answer));
+    }
     let before = ctx
         .processes()
         .info(ctx.session(), id)

@@ -8,6 +8,9 @@
 //!   the adversarial fixture.
 //! * [`continuity_component`] — the ContinuityEngine natively and as a
 //!   component, byte for byte; warm and fresh instances.
+//! * [`core_loop`] — the agent loop's data-safety pins: results committed
+//!   per call, truncation, store failures under engine calls, repair cost,
+//!   a stable session context.
 //! * [`invariants`] — the contract's non-negotiable properties.
 //! * [`loading`] — loading components: versions, worlds, the compile cache.
 //! * [`recall`] — the model's `recall` tool reaches what rotated out.
@@ -17,6 +20,7 @@ mod agent;
 mod child_policy;
 mod conformance;
 mod continuity_component;
+mod core_loop;
 mod invariants;
 mod loading;
 mod recall;

@@ -95,6 +95,8 @@ pub(crate) struct ProcessState {
     /// Sequence number of the latest exit; evidence older than it cannot
     /// certify (the process may have changed what it proved).
     pub(crate) last_exit_seq: u64,
+    /// Ids of the processes whose exit is recorded.
+    pub(crate) ended: std::collections::BTreeSet<String>,
 }
 
 impl ProcessState {
@@ -106,6 +108,7 @@ impl ProcessState {
     pub(crate) fn exited(&mut self, id: &str, seq: u64) {
         if self.running.remove(id).is_some() {
             self.last_exit_seq = seq;
+            self.ended.insert(id.to_string());
         }
     }
 }

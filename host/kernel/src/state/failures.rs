@@ -1,7 +1,9 @@
 //! Failure supervision: streaks of repeated failures, rebuilt from the
-//! session's own raw events. Only lineages still active are kept (and
-//! rendered); a success of the same tool or command, a certified completion or
-//! a disproof naming the lineage closes it.
+//! session's own raw events. A lineage is keyed by the failing operation (a
+//! tool and its target, a validation command, certification) and its
+//! normalized error, so two different errors are two lineages. Only lineages
+//! still active are kept (and rendered); a success of the same operation, a
+//! certified completion or a disproof naming the lineage closes it.
 
 use latch_engine_sdk::types::FailureLineage;
 
@@ -24,9 +26,11 @@ pub(crate) struct FailureState {
     active: Vec<Lineage>,
 }
 
-/// The group of a failing tool.
-pub(crate) fn tool_group(tool: &str) -> String {
-    format!("tool:{tool}")
+/// The group of a failing tool call: the operation it named (see
+/// [`super::turns::operation_of`]), or the tool alone when its call is not in
+/// the log.
+pub(crate) fn tool_group(operation: &str) -> String {
+    format!("tool:{operation}")
 }
 
 /// The group of a validation command.
@@ -38,9 +42,23 @@ pub(crate) fn validation_group(command: &str) -> String {
 pub(crate) const CERTIFICATION_GROUP: &str = "certification";
 
 /// A stable, short form of an error message: its first non-empty line,
-/// lower-cased, digits replaced by `#`, whitespace collapsed, at most 120
-/// characters. Line numbers and counts therefore do not split a streak.
+/// lower-cased, free-standing numbers replaced by `#`, whitespace collapsed,
+/// at most 120 characters. Line numbers and counts therefore do not split a
+/// streak, while numbers that are part of a word (error codes such as
+/// `E0425` or `TS2304`, names such as `file1.rs`) are kept: two different
+/// error codes are two different failures.
 pub fn normalize_error(text: &str) -> String {
+    normalize(text, true)
+}
+
+/// The key form of one certification blocker: every number replaced by `#`,
+/// so the generations a blocker quotes (`checked generation 3, workspace is
+/// at 5`) do not make a repeated blocker look new.
+pub(crate) fn normalize_blocker(text: &str) -> String {
+    normalize(text, false)
+}
+
+fn normalize(text: &str, keep_codes: bool) -> String {
     let line = text
         .lines()
         .map(str::trim)
@@ -48,21 +66,25 @@ pub fn normalize_error(text: &str) -> String {
         .unwrap_or("");
     let mut out = String::new();
     let mut space = false;
+    // Inside a word that started with a letter: its digits are kept.
+    let mut in_word = false;
     for c in line.chars() {
         if c.is_whitespace() {
             space = !out.is_empty();
+            in_word = false;
             continue;
         }
         if space {
             out.push(' ');
             space = false;
         }
-        if c.is_ascii_digit() {
+        if c.is_ascii_digit() && !(keep_codes && in_word) {
             if !out.ends_with('#') {
                 out.push('#');
             }
         } else {
             out.extend(c.to_lowercase());
+            in_word = c.is_alphanumeric() || (in_word && c == '_');
         }
         if out.chars().count() >= 120 {
             break;
@@ -149,12 +171,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn normalization_ignores_numbers_and_spacing() {
+    fn normalization_ignores_line_numbers_and_spacing_but_keeps_error_codes() {
         assert_eq!(
             normalize_error("\n  error[E0425]: cannot find `x` at line 12  \nmore"),
-            normalize_error("error[E0433]:   cannot find `x` at line 99")
+            normalize_error("error[E0425]:   cannot find `x` at line 99")
+        );
+        assert_ne!(
+            normalize_error("error[E0425]: cannot find `x` at src/main.rs:12:5"),
+            normalize_error("error[E0433]: cannot find `x` at src/main.rs:12:5")
+        );
+        assert_eq!(
+            normalize_error("src/file1.rs:12:5: TS2304 x"),
+            "src/file1.rs:#:#: ts2304 x"
         );
         assert_eq!(normalize_error("Error  A"), "error a");
+        assert_eq!(
+            normalize_blocker("stale: unit (checked generation 3, workspace is at 15)"),
+            normalize_blocker("stale: unit (checked generation 16, workspace is at 17)")
+        );
     }
 
     #[test]

@@ -13,17 +13,22 @@ mod evidence;
 mod failures;
 mod files;
 mod task;
+mod turns;
 
 pub use evidence::Certification;
 pub use failures::normalize_error;
 pub use files::{FileKnowledge, GuardVerdict};
+pub use turns::{OpenCall, Unfinished, operation_of};
 
 use crate::event::{CertificationOutcome, EventKind, Outcome, StateOp, StoredEvent};
 use evidence::{EvidenceState, ProcessState};
-use failures::{CERTIFICATION_GROUP, FailureState, first_line, tool_group, validation_group};
+use failures::{
+    CERTIFICATION_GROUP, FailureState, first_line, normalize_blocker, tool_group, validation_group,
+};
 use files::FileTable;
 use latch_engine_sdk::types::CanonicalState;
 use task::{EntryList, TaskState, disproof_text};
+use turns::TurnState;
 
 /// The reduced kernel state of one session.
 #[derive(Clone, Debug, PartialEq)]
@@ -42,6 +47,7 @@ pub struct KernelState {
     processes: ProcessState,
     failures: FailureState,
     disproofs: EntryList,
+    turns: TurnState,
 }
 
 impl KernelState {
@@ -60,6 +66,7 @@ impl KernelState {
             processes: ProcessState::default(),
             failures: FailureState::default(),
             disproofs: EntryList::default(),
+            turns: TurnState::default(),
         }
     }
 
@@ -157,7 +164,8 @@ impl KernelState {
                 c
             }
             EventKind::ToolResult(r) => {
-                let group = tool_group(&r.name);
+                let operation = self.turns.result(&r.call_id);
+                let group = tool_group(operation.as_deref().unwrap_or(&r.name));
                 if r.is_error {
                     let key = format!("{group}:{}", normalize_error(&r.content));
                     let summary = format!("{} failed: {}", r.name, first_line(&r.content));
@@ -171,7 +179,12 @@ impl KernelState {
             } => match outcome {
                 CertificationOutcome::Certified => self.failures.close_group(CERTIFICATION_GROUP),
                 CertificationOutcome::Refused => {
-                    let key = format!("{CERTIFICATION_GROUP}:{}", blockers.join("; "));
+                    // Generations quoted in a blocker do not make it new: a
+                    // writer that keeps staling the same evidence is one
+                    // growing lineage.
+                    let normalized: Vec<String> =
+                        blockers.iter().map(|b| normalize_blocker(b)).collect();
+                    let key = format!("{CERTIFICATION_GROUP}:{}", normalized.join("; "));
                     self.failures.close_group_except(CERTIFICATION_GROUP, &key);
                     let summary = format!("completion refused: {}", blockers.join("; "));
                     self.failures
@@ -184,6 +197,22 @@ impl KernelState {
             }
             EventKind::ProcessExited { id, .. } => {
                 self.processes.exited(id, seq);
+                false
+            }
+            EventKind::AssistantMessage { parts } => {
+                self.turns.assistant(parts);
+                false
+            }
+            EventKind::UserMessage { .. } => {
+                self.turns.user();
+                false
+            }
+            EventKind::RunStarted { .. } => {
+                self.turns.run_started();
+                false
+            }
+            EventKind::RunFinished { .. } | EventKind::RunInterrupted { .. } => {
+                self.turns.run_ended();
                 false
             }
             _ => false,
@@ -270,6 +299,17 @@ impl KernelState {
             .iter()
             .map(|(id, (cmd, _))| (id.clone(), cmd.clone()))
             .collect()
+    }
+
+    /// True when the exit of managed process `id` is recorded.
+    pub fn process_ended(&self, id: &str) -> bool {
+        self.processes.ended.contains(id)
+    }
+
+    /// What a resume must repair: an unfinished run and the tool calls of
+    /// the latest assistant message that have no result.
+    pub fn unfinished(&self) -> &Unfinished {
+        self.turns.unfinished()
     }
 
     /// What the session knows about `path`.

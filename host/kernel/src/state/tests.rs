@@ -429,3 +429,321 @@ fn rejected_hypotheses_never_render_active() {
     );
     assert_eq!(c.revision, 2);
 }
+
+fn assistant_call(id: &str, name: &str, args: &str) -> EventKind {
+    EventKind::AssistantMessage {
+        parts: vec![Part::ToolCall(ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments_json: args.into(),
+        })],
+    }
+}
+
+fn result(id: &str, name: &str, content: &str, is_error: bool) -> EventKind {
+    EventKind::ToolResult(ToolResult {
+        call_id: id.into(),
+        name: name.into(),
+        content: content.into(),
+        is_error,
+        images: vec![],
+    })
+}
+
+#[test]
+fn lineages_are_keyed_by_the_failing_operation_and_its_error() {
+    let build = r#"{"command":"cargo build"}"#;
+    let log = [
+        ev(1, "a", assistant_call("c1", "shell", build)),
+        ev(
+            2,
+            "a",
+            result(
+                "c1",
+                "shell",
+                "error[E0425]: cannot find value `x` at src/main.rs:3:5",
+                true,
+            ),
+        ),
+        // An unrelated successful command of the same tool.
+        ev(3, "a", assistant_call("c2", "shell", r#"{"command":"ls"}"#)),
+        ev(4, "a", result("c2", "shell", "Cargo.toml\nsrc", false)),
+        // The same build fails with another error code: another lineage.
+        ev(5, "a", assistant_call("c3", "shell", build)),
+        ev(
+            6,
+            "a",
+            result(
+                "c3",
+                "shell",
+                "error[E0433]: failed to resolve at src/main.rs:9:1",
+                true,
+            ),
+        ),
+        // The first error again, on another line: the same lineage.
+        ev(7, "a", assistant_call("c4", "shell", build)),
+        ev(
+            8,
+            "a",
+            result(
+                "c4",
+                "shell",
+                "error[E0425]: cannot find value `x` at src/main.rs:40:5",
+                true,
+            ),
+        ),
+    ];
+    let s = KernelState::replay("a", &log);
+    let active = s.active_failures();
+    assert_eq!(active.len(), 2, "{active:?}");
+    assert!(
+        active[0]
+            .0
+            .starts_with("tool:shell `cargo build`:error[e0425]")
+    );
+    assert_eq!(active[0].1, 2);
+    assert!(active[1].0.contains("e0433"));
+    assert_eq!(active[1].1, 1);
+    // A success of the failing operation itself closes its lineages.
+    let mut more = log.to_vec();
+    more.push(ev(9, "a", assistant_call("c5", "shell", build)));
+    more.push(ev(10, "a", result("c5", "shell", "Finished", false)));
+    assert!(KernelState::replay("a", &more).active_failures().is_empty());
+}
+
+#[test]
+fn the_open_turn_is_what_resume_repairs() {
+    let log = [
+        ev(
+            1,
+            "a",
+            EventKind::RunStarted {
+                mode: "run".into(),
+                context: None,
+            },
+        ),
+        ev(2, "a", EventKind::user_text("go")),
+        ev(
+            3,
+            "a",
+            EventKind::AssistantMessage {
+                parts: vec![
+                    Part::ToolCall(ToolCall {
+                        id: "c1".into(),
+                        name: "shell".into(),
+                        arguments_json: r#"{"command":"make"}"#.into(),
+                    }),
+                    Part::ToolCall(ToolCall {
+                        id: "c2".into(),
+                        name: "read_file".into(),
+                        arguments_json: r#"{"path":"a.rs"}"#.into(),
+                    }),
+                ],
+            },
+        ),
+        ev(4, "a", result("c1", "shell", "ok", false)),
+        // Another session's events never open or close this one's turn.
+        ev(
+            5,
+            "b",
+            EventKind::RunStarted {
+                mode: "run".into(),
+                context: None,
+            },
+        ),
+    ];
+    let s = KernelState::replay("a", &log);
+    let open = s.unfinished();
+    assert!(open.open_run);
+    assert_eq!(open.open_calls.len(), 1);
+    assert_eq!(open.open_calls[0].id, "c2");
+    assert_eq!(open.open_calls[0].operation, "read_file `a.rs`");
+    let mut more = log.to_vec();
+    more.push(ev(6, "a", result("c2", "read_file", "x", false)));
+    more.push(ev(
+        7,
+        "a",
+        EventKind::RunFinished {
+            outcome: "completed".into(),
+        },
+    ));
+    assert_eq!(
+        KernelState::replay("a", &more).unfinished(),
+        &Unfinished::default()
+    );
+}
+
+/// An independent oracle for the reducers: a deliberately plain,
+/// non-incremental reading of a whole log, written without the reducers'
+/// code, for the parts of the state it can state directly. The
+/// `incremental == replay` pin above compares `apply` with itself folded; this
+/// one compares it with something else.
+#[derive(Debug, PartialEq)]
+struct Plain {
+    generation: u64,
+    goal: Option<String>,
+    /// (requirement, passed, generation, seq, stale)
+    evidence: Vec<(String, bool, u64, u64, bool)>,
+    running: Vec<String>,
+}
+
+fn plain(session: &str, log: &[StoredEvent]) -> Plain {
+    let generation = log
+        .iter()
+        .filter(|e| {
+            matches!(
+                e.kind,
+                EventKind::Mutation { .. } | EventKind::ExternalChange { .. }
+            )
+        })
+        .count() as u64;
+    let own: Vec<&StoredEvent> = log.iter().filter(|e| e.session == session).collect();
+    let goal = own
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::StateUpdate(StateOp::SetGoal { text }) if !text.trim().is_empty() => {
+                Some(text.trim().to_string())
+            }
+            _ => None,
+        })
+        .next_back();
+    let mut requirements: Vec<String> = Vec::new();
+    for e in &own {
+        if let EventKind::Validation {
+            requirements: r, ..
+        } = &e.kind
+        {
+            for r in r.iter().map(|r| r.trim()).filter(|r| !r.is_empty()) {
+                if !requirements.iter().any(|x| x == r) {
+                    requirements.push(r.to_string());
+                }
+            }
+        }
+    }
+    let evidence = requirements
+        .into_iter()
+        .map(|req| {
+            let (passed, at, seq) = own
+                .iter()
+                .filter_map(|e| match &e.kind {
+                    EventKind::Validation {
+                        requirements,
+                        outcome,
+                        generation,
+                        ..
+                    } if requirements.iter().any(|r| r.trim() == req) => {
+                        Some((*outcome == Outcome::Passed, *generation, e.seq))
+                    }
+                    _ => None,
+                })
+                .next_back()
+                .unwrap();
+            (req, passed, at, seq, at != generation)
+        })
+        .collect();
+    let mut ids: Vec<String> = Vec::new();
+    for e in &own {
+        if let EventKind::ProcessStarted { id, .. } = &e.kind
+            && !ids.contains(id)
+        {
+            ids.push(id.clone());
+        }
+    }
+    let mut running: Vec<String> = ids
+        .into_iter()
+        .filter(|id| {
+            own.iter()
+                .filter_map(|e| match &e.kind {
+                    EventKind::ProcessStarted { id: x, .. } if x == id => Some(true),
+                    EventKind::ProcessExited { id: x, .. } if x == id => Some(false),
+                    _ => None,
+                })
+                .next_back()
+                .unwrap_or(false)
+        })
+        .collect();
+    running.sort();
+    Plain {
+        generation,
+        goal,
+        evidence,
+        running,
+    }
+}
+
+fn reduced(s: &KernelState) -> Plain {
+    let c = s.canonical();
+    let mut running: Vec<String> = s
+        .running_processes()
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    running.sort();
+    Plain {
+        generation: s.generation(),
+        goal: c.goal.map(|g| g.text),
+        evidence: c
+            .evidence
+            .into_iter()
+            .map(|e| {
+                (
+                    e.requirement,
+                    e.outcome == Outcome::Passed.to_sdk(),
+                    e.generation,
+                    e.seq,
+                    e.stale,
+                )
+            })
+            .collect(),
+        running,
+    }
+}
+
+#[test]
+fn the_reducers_agree_with_an_independent_oracle_at_every_prefix() {
+    for seed in [3u64, 11, 99, 0xC0FFEE] {
+        let log = generated_log(seed, 400);
+        let mut inc = KernelState::new("a");
+        let mut compared_evidence = 0;
+        for k in 0..log.len() {
+            inc.apply(&log[k]);
+            let expected = plain("a", &log[..=k]);
+            compared_evidence += expected.evidence.len();
+            assert_eq!(reduced(&inc), expected, "seed {seed}, prefix {}", k + 1);
+        }
+        assert!(compared_evidence > 100, "the oracle saw evidence");
+    }
+}
+
+#[test]
+fn the_oracle_catches_a_reducer_that_drops_an_event() {
+    // The pin can fail: a builder that skips one event of each kind the
+    // oracle reads disagrees with it at some prefix.
+    type Kind = fn(&EventKind) -> bool;
+    let kinds: [(&str, Kind); 4] = [
+        ("mutation", |k| matches!(k, EventKind::Mutation { .. })),
+        ("validation", |k| matches!(k, EventKind::Validation { .. })),
+        ("process start", |k| {
+            matches!(k, EventKind::ProcessStarted { .. })
+        }),
+        ("goal", |k| {
+            matches!(k, EventKind::StateUpdate(StateOp::SetGoal { .. }))
+        }),
+    ];
+    for (skipped, is) in kinds {
+        let log = generated_log(5, 400);
+        let victim = log
+            .iter()
+            .position(|e| e.session == "a" && is(&e.kind))
+            .unwrap();
+        let mut broken = KernelState::new("a");
+        let mut disagreed = false;
+        for k in 0..log.len() {
+            if k != victim {
+                broken.apply(&log[k]);
+            }
+            disagreed |= reduced(&broken) != plain("a", &log[..=k]);
+        }
+        assert!(disagreed, "dropping a {skipped} went unnoticed");
+    }
+}

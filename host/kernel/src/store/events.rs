@@ -6,7 +6,8 @@ use super::{Result, Store, StoreError, now_ms};
 use crate::event::{EventKind, StoredEvent};
 use crate::state::KernelState;
 use latch_engine_sdk::event_search_text;
-use rusqlite::{Connection, Row, TransactionBehavior, params};
+use latch_engine_sdk::types::SessionContext;
+use rusqlite::{Row, TransactionBehavior, params};
 
 /// Events read per query while catching a reducer up.
 const CATCH_UP_PAGE: u32 = 5000;
@@ -37,13 +38,16 @@ pub(crate) fn decode(raw: (u64, String, String, String, u64)) -> Result<StoredEv
 }
 
 fn query_events(
-    conn: &Connection,
+    store: &Store,
     sql: &str,
     params: impl rusqlite::Params,
 ) -> Result<Vec<StoredEvent>> {
+    let conn = store.conn();
     let mut stmt = conn.prepare_cached(sql)?;
     let rows = stmt.query_map(params, read_event)?;
-    rows.map(|r| decode(r?)).collect()
+    let events: Vec<StoredEvent> = rows.map(|r| decode(r?)).collect::<Result<_>>()?;
+    store.count_decoded(events.len());
+    Ok(events)
 }
 
 impl Store {
@@ -148,7 +152,7 @@ impl Store {
         let to = to.min(i64::MAX as u64);
         let from = from.min(i64::MAX as u64);
         query_events(
-            &self.conn(),
+            self,
             &format!(
                 "SELECT {columns} FROM events
                  WHERE session = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq LIMIT ?4"
@@ -166,7 +170,7 @@ impl Store {
     ) -> Result<Vec<StoredEvent>> {
         let before = before.min(i64::MAX as u64);
         query_events(
-            &self.conn(),
+            self,
             &format!(
                 "SELECT {EVENT_COLUMNS} FROM events
                  WHERE session = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3"
@@ -178,7 +182,7 @@ impl Store {
     /// One event by sequence number.
     pub fn event(&self, seq: u64) -> Result<Option<StoredEvent>> {
         let mut found = query_events(
-            &self.conn(),
+            self,
             &format!("SELECT {EVENT_COLUMNS} FROM events WHERE seq = ?1"),
             [seq.min(i64::MAX as u64)],
         )?;
@@ -210,6 +214,36 @@ impl Store {
         )?)
     }
 
+    /// The session contexts recorded with the session's runs (see
+    /// [`EventKind::RunStarted`]): the first one and the latest one, or
+    /// `None` when no run recorded one. SQLite filters the rows; only the two
+    /// events found are decoded.
+    pub fn session_contexts(
+        &self,
+        session: &str,
+    ) -> Result<Option<(SessionContext, SessionContext)>> {
+        let pick = |order: &str| -> Result<Option<SessionContext>> {
+            let found = query_events(
+                self,
+                &format!(
+                    "SELECT {EVENT_COLUMNS} FROM events
+                     WHERE session = ?1 AND kind = 'run_started'
+                       AND json_extract(body, '$.data.context') IS NOT NULL
+                     ORDER BY seq {order} LIMIT 1"
+                ),
+                [session],
+            )?;
+            Ok(found.into_iter().find_map(|e| match e.kind {
+                EventKind::RunStarted { context, .. } => context,
+                _ => None,
+            }))
+        };
+        Ok(match (pick("ASC")?, pick("DESC")?) {
+            (Some(first), Some(latest)) => Some((first, latest)),
+            _ => None,
+        })
+    }
+
     /// The reducer input after `after`: the session's own events and the
     /// workspace-wide events of the other sessions of `workspace`, ascending,
     /// at most `limit`.
@@ -221,7 +255,7 @@ impl Store {
         limit: u32,
     ) -> Result<Vec<StoredEvent>> {
         query_events(
-            &self.conn(),
+            self,
             &format!(
                 "SELECT {EVENT_COLUMNS} FROM (
                     SELECT {EVENT_COLUMNS} FROM events WHERE session = ?1 AND seq > ?3

@@ -26,6 +26,7 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior};
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -76,6 +77,16 @@ pub enum StoreError {
         found: u32,
         /// The newest version this build understands.
         supported: u32,
+    },
+    /// A command that only reads (or continues) sessions found no store.
+    #[error(
+        "there is no Latch store at {path}: nothing was recorded there, and this command \
+         does not create one. Start a session with `latch` or `latch run` in this \
+         workspace, or pass the store's path with --store"
+    )]
+    Missing {
+        /// The path that does not exist.
+        path: PathBuf,
     },
     /// No session has this id.
     #[error("no session `{0}` in this store")]
@@ -138,6 +149,8 @@ pub struct Store {
     path: PathBuf,
     conn: Mutex<Connection>,
     kernels: Mutex<HashMap<String, CachedKernel>>,
+    /// Events decoded from rows since the store was opened.
+    decoded: AtomicU64,
 }
 
 impl std::fmt::Debug for Store {
@@ -252,7 +265,33 @@ impl Store {
             path,
             conn: Mutex::new(conn),
             kernels: Mutex::new(HashMap::new()),
+            decoded: AtomicU64::new(0),
         })
+    }
+
+    /// Open the store at `path` only if it exists: for commands that read or
+    /// continue recorded sessions, which must never create a store. A missing
+    /// file is [`StoreError::Missing`], naming it; nothing is created.
+    pub fn open_existing(path: impl AsRef<Path>) -> Result<Store> {
+        let path = path.as_ref();
+        if !path.is_file() {
+            return Err(StoreError::Missing {
+                path: path.to_path_buf(),
+            });
+        }
+        Store::open(path)
+    }
+
+    /// How many events this handle has decoded from rows since it was
+    /// opened by the event reads (ranges, pages, catch-up). Lets tests pin
+    /// that a repeated
+    /// operation costs what is new.
+    pub fn decoded_events(&self) -> u64 {
+        self.decoded.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_decoded(&self, n: usize) {
+        self.decoded.fetch_add(n as u64, Ordering::Relaxed);
     }
 
     /// The database file.

@@ -435,3 +435,88 @@ fn processes_of_an_ended_latch_process_are_reconciled() {
             .is_empty()
     );
 }
+
+#[test]
+fn a_validate_command_that_writes_commits_its_mutation_first() {
+    let e = env();
+    assert_ok(&e.call("require_validation", json!({"requirement": "built"})));
+    let o = e.call(
+        "validate",
+        json!({"requirement": "built", "command": "echo built > out.txt && cat out.txt"}),
+    );
+    assert_ok(&o);
+    assert!(exists(&e.path("out.txt")));
+    let events = e.events();
+    let mutation = events
+        .iter()
+        .position(|ev| {
+            matches!(&ev.kind, EventKind::Mutation { source, command: Some(c), .. }
+                if source == "validate" && c.contains("out.txt"))
+        })
+        .expect("the writing validate committed a mutation");
+    let validation = events
+        .iter()
+        .position(|ev| matches!(ev.kind, EventKind::Validation { .. }))
+        .unwrap();
+    assert!(mutation < validation, "the mutation precedes the command");
+    // The evidence is at the generation that includes the command's own
+    // write, not at the one the command moved past.
+    assert_eq!(e.generation(), 1);
+    assert_eq!(
+        validations(&e),
+        vec![(vec!["built".to_string()], Outcome::Passed, 1)]
+    );
+    let state = e.store.canonical_state(&e.session).unwrap();
+    assert!(state.evidence.iter().all(|ev| !ev.stale));
+    assert_ok(&e.call("complete", json!({"summary": "built"})));
+    // A read-only proving command is still not a mutation.
+    assert_ok(&e.call(
+        "validate",
+        json!({"requirement": "built", "command": "test -f out.txt"}),
+    ));
+    assert_eq!(e.generation(), 1);
+}
+
+#[test]
+fn process_kill_answers_for_a_process_an_ended_latch_started() {
+    let e = env();
+    e.store
+        .append(
+            &e.session,
+            EventKind::ProcessStarted {
+                id: "p7".into(),
+                command: "npm run dev".into(),
+            },
+        )
+        .unwrap();
+    let o = e.call("process_kill", json!({"id": "p7"}));
+    assert_ok(&o);
+    assert!(
+        o.result.content.contains("already ended"),
+        "{}",
+        o.result.content
+    );
+    assert!(
+        e.store
+            .kernel(&e.session)
+            .unwrap()
+            .running_processes()
+            .is_empty(),
+        "its end is recorded, so certification is no longer blocked"
+    );
+    // Asked again, the answer stands.
+    assert_ok(&e.call("process_kill", json!({"id": "p7"})));
+}
+
+#[test]
+fn commands_do_not_inherit_the_lifeline() {
+    // The lifeline's read end belongs to the watchdog; the command itself
+    // runs without it, so nothing it starts can hold it.
+    let e = env();
+    let o = e.call(
+        "shell",
+        json!({"command": "if [ -e /proc/self/fd/3 ]; then echo has-fd-3; else echo no-fd-3; fi"}),
+    );
+    assert_ok(&o);
+    assert!(o.result.content.contains("no-fd-3"), "{}", o.result.content);
+}

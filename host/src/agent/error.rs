@@ -1,0 +1,62 @@
+//! How a turn fails: [`AgentError`]. Nothing already committed is lost.
+
+use crate::engine::EngineFailure;
+use latch_kernel::StoreError;
+use latch_provider::ProviderError;
+
+/// How a turn failed. Nothing already committed is lost.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The engine failed or returned a view the host refused.
+    #[error(transparent)]
+    Engine(#[from] EngineFailure),
+    /// The provider failed.
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    /// The store failed.
+    #[error("event store: {0}")]
+    Store(#[from] StoreError),
+    /// The store failed while it served an engine call; the engine's answer
+    /// was discarded.
+    #[error(
+        "the event store failed while engine `{engine}` ran `{engine_call}` (its `{view_call}` read): {source}. The engine's answer was discarded and nothing committed is lost; fix the store, then resume the session"
+    )]
+    EngineStore {
+        /// The engine.
+        engine: String,
+        /// The engine call (`materialize`, `manual-compact`, `recall`).
+        engine_call: &'static str,
+        /// The session-view read that failed.
+        view_call: &'static str,
+        /// The store's error.
+        source: StoreError,
+    },
+    /// An earlier store failure left the engine instance unusable.
+    #[error(
+        "engine `{engine}` is not asked again in this process because {reason}; resume the session (`latch resume`) to start a fresh engine instance"
+    )]
+    EngineTainted {
+        /// The engine.
+        engine: String,
+        /// What happened.
+        reason: String,
+    },
+    /// The model's answers kept hitting the output limit.
+    #[error(
+        "the model's answer was cut off at the output limit ({max_tokens} tokens) {times} times in a row; raise [provider] max_tokens or ask for a shorter answer"
+    )]
+    Truncated {
+        /// The configured output limit.
+        max_tokens: u32,
+        /// Consecutive cut-off answers.
+        times: usize,
+    },
+    /// The model kept calling tools past the configured step limit.
+    #[error(
+        "the turn stopped after {0} model requests without finishing (the configured max_steps); continue with another message, or raise or remove [agent] max_steps / --max-steps"
+    )]
+    StepLimit(usize),
+    /// The async runtime could not start.
+    #[error("could not start the I/O runtime: {0}")]
+    Runtime(String),
+}

@@ -1,0 +1,228 @@
+//! One user turn: the run markers, then model requests and tool calls until
+//! the model ends its turn, the configured step cap (none by default) is
+//! reached, or a provider error stops it. Each tool result is committed the
+//! moment its call finishes; an answer cut off at the output limit is
+//! continued, not taken for the end of the turn.
+
+use super::{Agent, AgentError, AgentEvent, StoreMedia, TurnOutcome, fill_provider_metrics};
+use latch_engine_sdk::types::{Part, SessionContext, ToolCall};
+use latch_kernel::EventKind;
+use latch_provider::{AssistantTurn, CacheHints, ProviderRequest, StopReason, StreamEvent};
+
+/// Consecutive answers cut off at the output limit that are continued before
+/// the turn reports the truncation.
+pub const MAX_TRUNCATED_CONTINUATIONS: usize = 3;
+
+/// Source of the notes the loop itself appends.
+pub const LATCH_NOTE_SOURCE: &str = "latch";
+
+/// What the model is told when its answer was cut off.
+fn truncation_note(max_tokens: u32) -> String {
+    format!(
+        "[Latch] Your previous answer was cut off at the output limit ({max_tokens} tokens). \
+         Continue exactly where it stopped; split long output into smaller steps."
+    )
+}
+
+/// The note that tells the model its session context changed since it was
+/// last told; `None` when nothing changed.
+pub fn context_update_note(told: &SessionContext, now: &SessionContext) -> Option<String> {
+    let mut changes = Vec::new();
+    if told.mode != now.mode {
+        changes.push(format!(
+            "Mode: {} (this session started in mode {}; this note supersedes it)",
+            now.mode, told.mode
+        ));
+    }
+    if told.workspace != now.workspace {
+        changes.push(format!("Workspace: {}", now.workspace));
+    }
+    if told.repository_instructions != now.repository_instructions {
+        changes.push(if now.repository_instructions.is_empty() {
+            "Repository instructions: none any more".to_string()
+        } else {
+            format!(
+                "Repository instructions changed; they now read:\n{}",
+                now.repository_instructions
+            )
+        });
+    }
+    (!changes.is_empty()).then(|| {
+        format!(
+            "[Latch] The session context changed since it was last stated:\n{}",
+            changes.join("\n")
+        )
+    })
+}
+
+impl Agent {
+    /// Run one user turn to its end.
+    pub fn run_turn(
+        &mut self,
+        input: &str,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<TurnOutcome, AgentError> {
+        self.repair_interrupted(observer)?;
+        // The session context is recorded when it is new or changed; the
+        // first recorded one stays the first provider-visible message, and a
+        // change reaches the model as an appended note.
+        let told = self.announced_context.clone();
+        let first_run = !self.context_recorded;
+        let changed = !first_run && told != self.current_context;
+        self.append(
+            EventKind::RunStarted {
+                mode: self.options.mode.clone(),
+                context: (first_run || changed).then(|| self.current_context.clone()),
+            },
+            observer,
+        )?;
+        if changed && let Some(text) = context_update_note(&told, &self.current_context) {
+            self.append(
+                EventKind::NotificationDelivered {
+                    source: LATCH_NOTE_SOURCE.into(),
+                    text,
+                },
+                observer,
+            )?;
+        }
+        self.announced_context = self.current_context.clone();
+        self.context_recorded = true;
+        self.append(
+            EventKind::UserMessage {
+                parts: vec![Part::Text(input.to_string())],
+            },
+            observer,
+        )?;
+        match self.drive(input, observer) {
+            Ok(outcome) => {
+                self.append(
+                    EventKind::RunFinished {
+                        outcome: "completed".into(),
+                    },
+                    observer,
+                )?;
+                Ok(outcome)
+            }
+            Err(e) => {
+                // Committed history stays; the run is marked interrupted.
+                let _ = self.append(
+                    EventKind::RunInterrupted {
+                        reason: e.to_string(),
+                    },
+                    observer,
+                );
+                Err(e)
+            }
+        }
+    }
+
+    fn drive(
+        &mut self,
+        query: &str,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<TurnOutcome, AgentError> {
+        let schemas = self.schemas.clone();
+        let mut truncated = 0;
+        let mut step = 0;
+        loop {
+            step += 1;
+            if let Some(max) = self.options.max_steps
+                && step > max
+            {
+                return Err(AgentError::StepLimit(max));
+            }
+            let (_, view) = self.materialize(query)?;
+            // Kernel context is durable before the request that shows it.
+            self.append_batch(
+                view.persist
+                    .iter()
+                    .cloned()
+                    .map(EventKind::KernelContext)
+                    .collect(),
+                observer,
+            )?;
+            let request = ProviderRequest {
+                model: self.session.model.model.clone(),
+                system: view.system.clone(),
+                tools: schemas.clone(),
+                cache_breakpoints: CacheHints::for_messages(&view.messages),
+                messages: view.messages.clone(),
+                max_tokens: self.options.max_tokens,
+            };
+            let media = StoreMedia(self.store.clone());
+            let turn: AssistantTurn = {
+                let provider = &self.provider;
+                let mut on_event = |e: StreamEvent| match e {
+                    StreamEvent::TextDelta(t) => observer(AgentEvent::TextDelta(&t)),
+                    StreamEvent::ReasoningActivity => observer(AgentEvent::Reasoning),
+                    StreamEvent::Retrying {
+                        attempt, reason, ..
+                    } => observer(AgentEvent::Retrying {
+                        attempt,
+                        reason: &reason,
+                    }),
+                    _ => {}
+                };
+                self.runtime
+                    .block_on(provider.complete(&request, &media, &mut on_event))?
+            };
+            let calls: Vec<ToolCall> = turn.tool_calls().cloned().collect();
+            let usage = &turn.usage;
+            self.append_batch(
+                vec![
+                    EventKind::AssistantMessage {
+                        parts: turn.parts.clone(),
+                    },
+                    EventKind::ProviderUsage {
+                        input_tokens: usage.input_tokens.unwrap_or(0),
+                        output_tokens: usage.output_tokens.unwrap_or(0),
+                        cache_read_tokens: usage.cache_read_tokens,
+                        cache_creation_tokens: usage.cache_creation_tokens,
+                        cache_miss_tokens: usage.cache_miss_tokens,
+                        common_prefix_tokens: Some(view.report.common_prefix_tokens),
+                    },
+                ],
+                observer,
+            )?;
+            if calls.is_empty() && turn.stop_reason == StopReason::MaxTokens {
+                // Cut off, not finished: the model is told and continues.
+                truncated += 1;
+                if truncated > MAX_TRUNCATED_CONTINUATIONS {
+                    return Err(AgentError::Truncated {
+                        max_tokens: self.options.max_tokens,
+                        times: truncated,
+                    });
+                }
+                self.append(
+                    EventKind::NotificationDelivered {
+                        source: LATCH_NOTE_SOURCE.into(),
+                        text: truncation_note(self.options.max_tokens),
+                    },
+                    observer,
+                )?;
+                continue;
+            }
+            truncated = 0;
+            if calls.is_empty() {
+                let prefix = view.report.common_prefix_tokens;
+                let mut report = view.report;
+                fill_provider_metrics(&mut report, Some((*usage, Some(prefix))));
+                return Ok(TurnOutcome {
+                    steps: step,
+                    final_text: turn.text(),
+                    report: Some(report),
+                });
+            }
+            // Each result is durable the moment its call finishes: a crash
+            // during a later call loses none of the earlier ones.
+            for call in &calls {
+                let result = if call.name == latch_engine_sdk::RECALL_TOOL {
+                    self.recall_tool(call)
+                } else {
+                    self.tools.execute(call)
+                };
+                self.append(EventKind::ToolResult(result), observer)?;
+            }
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! The binary's data-safety pins: no step cap by default, commands never
+//! outlive Latch, resume settles managed processes, `demo --store` uses its
+//! path and the read-only commands never create a store.
+
+use super::{latch, project, runtime};
+use latch_kernel::{EventKind, Store};
+use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+/// The provider flags that point `latch` at the local server.
+fn at(server: &FakeServer) -> Vec<String> {
+    [
+        "--provider",
+        "openai-compatible",
+        "--base-url",
+        &server.openai_base_url(),
+        "--model",
+        "local",
+    ]
+    .map(str::to_string)
+    .to_vec()
+}
+
+fn workspace_key(ws: &Path) -> String {
+    ws.canonicalize().unwrap().display().to_string()
+}
+
+#[test]
+fn an_eighty_step_run_finishes_without_a_step_cap() {
+    let rt = runtime();
+    let mut steps: Vec<ScriptedTurn> = (0..79)
+        .map(|_| ScriptedTurn::tool_call("shell", r#"{"command":"cat big.txt"}"#))
+        .collect();
+    steps.push(ScriptedTurn::text("Read it 79 times."));
+    let server = rt.block_on(FakeServer::start(Script::new(steps))).unwrap();
+    let ws = project();
+    std::fs::write(ws.path().join("big.txt"), "x".repeat(4096)).unwrap();
+    let out = latch(ws.path())
+        .args(at(&server))
+        .args(["run", "read big.txt 79 times"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(server.requests().len(), 80);
+
+    // A cap is there for who asks for one.
+    let capped = rt
+        .block_on(FakeServer::start(Script::new((0..5).map(|_| {
+            ScriptedTurn::tool_call("shell", r#"{"command":"cat big.txt"}"#)
+        }))))
+        .unwrap();
+    let out = latch(ws.path())
+        .args(at(&capped))
+        .args(["--max-steps", "3", "run", "read big.txt"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("after 3 model requests"), "{stderr}");
+    assert_eq!(capped.requests().len(), 3);
+}
+
+/// Whether process `pid` is gone (or a zombie nobody reaped yet).
+fn dead(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .and_then(|rest| rest.split_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X"),
+    }
+}
+
+fn read_pid(path: &Path, deadline: Instant) -> i32 {
+    loop {
+        if let Some(pid) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+        {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn commands_die_with_a_killed_latch() {
+    let rt = runtime();
+    let server = rt
+        .block_on(FakeServer::start(Script::new([
+            ScriptedTurn::tool_call(
+                "shell",
+                r#"{"command":"sleep 300 & echo $! > bg.pid; wait","background":true}"#,
+            ),
+            ScriptedTurn::tool_call("shell", r#"{"command":"echo $$ > fg.pid; exec sleep 300"}"#),
+            ScriptedTurn::text("unreachable"),
+        ])))
+        .unwrap();
+    let ws = project();
+    let mut child = latch(ws.path())
+        .args(at(&server))
+        .args(["run", "start a server and wait"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let background = read_pid(&ws.path().join("bg.pid"), deadline);
+    let foreground = read_pid(&ws.path().join("fg.pid"), deadline);
+    assert!(!dead(background) && !dead(foreground));
+    child.kill().unwrap(); // SIGKILL: nothing of Latch runs after this
+    child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut survivors = vec![background, foreground];
+    while !survivors.is_empty() && Instant::now() < deadline {
+        survivors.retain(|&pid| !dead(pid));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for &pid in &survivors {
+        // Do not leak them into the machine.
+        unsafe_kill(pid);
+    }
+    assert!(
+        survivors.is_empty(),
+        "commands outlived the killed Latch: {survivors:?}"
+    );
+}
+
+fn unsafe_kill(pid: i32) {
+    let _ = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status();
+}
+
+#[test]
+fn resume_records_the_processes_of_a_dead_latch_as_ended() {
+    let rt = runtime();
+    let server = rt
+        .block_on(FakeServer::start(Script::new([
+            ScriptedTurn::text("Started."),
+            ScriptedTurn::tool_call("process_kill", r#"{"id":"p999"}"#),
+            ScriptedTurn::text("It was already gone."),
+        ])))
+        .unwrap();
+    let ws = project();
+    let out = latch(ws.path())
+        .args(at(&server))
+        .args(["run", "start"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    // What a Latch that died holding a managed process leaves in the log.
+    let db = latch_kernel::default_store_path(ws.path());
+    let store = Store::open(&db).unwrap();
+    let session = store.list_sessions(&workspace_key(ws.path())).unwrap()[0]
+        .id
+        .clone();
+    store
+        .append(
+            &session,
+            EventKind::ProcessStarted {
+                id: "p999".into(),
+                command: "npm run dev".into(),
+            },
+        )
+        .unwrap();
+    assert_eq!(store.kernel(&session).unwrap().running_processes().len(), 1);
+    drop(store);
+
+    let mut resume = latch(ws.path())
+        .args(at(&server))
+        .args(["resume", "--last"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    resume
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(b"stop the dev server\n/exit\n")
+        .unwrap();
+    let out = resume.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = Store::open(&db).unwrap();
+    let kernel = store.kernel(&session).unwrap();
+    assert!(
+        kernel.running_processes().is_empty(),
+        "certification is no longer blocked by a process nobody can observe"
+    );
+    assert!(kernel.process_ended("p999"));
+    let events = store.events(&session, 0, u64::MAX, 10_000).unwrap();
+    let kill = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolResult(r) if r.name == "process_kill" => Some(r.clone()),
+            _ => None,
+        })
+        .expect("process_kill ran");
+    assert!(!kill.is_error, "{}", kill.content);
+    assert!(kill.content.contains("already ended"), "{}", kill.content);
+}
+
+#[test]
+fn demo_records_its_session_in_the_store_it_is_given() {
+    let home = tempfile::tempdir().unwrap();
+    let store_path = home.path().join("elsewhere").join("demo.db");
+    let out = latch(home.path())
+        .args(["demo", "--keep", "--store"])
+        .arg(&store_path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = Store::open_existing(&store_path).unwrap();
+    assert!(store.total_event_count().unwrap() > 10);
+    let kept = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("project kept at "))
+        .expect("the project was kept")
+        .trim()
+        .to_string();
+    assert!(
+        !latch_kernel::default_store_path(Path::new(&kept)).exists(),
+        "the demo wrote no store into its project"
+    );
+    let _ = std::fs::remove_dir_all(&kept);
+}
+
+#[test]
+fn read_only_commands_never_create_a_store() {
+    let ws = project();
+    let db = latch_kernel::default_store_path(ws.path());
+    let commands: &[&[&str]] = &[
+        &["sessions"],
+        &["context"],
+        &["recall", "01abc", "anything"],
+        &["compact"],
+        &["history", "delete", "01abc"],
+        &["resume", "--last"],
+    ];
+    for args in commands {
+        let out = latch(ws.path())
+            .args(*args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded: {stderr}");
+        assert!(
+            stderr.contains(&db.display().to_string()) && stderr.contains("--store"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!db.exists(), "{args:?} created {}", db.display());
+        assert!(!db.parent().unwrap().exists(), "{args:?} created .latch/");
+    }
+    // `--store` naming a missing file is refused the same way.
+    let missing = ws.path().join("nope.db");
+    let out = latch(ws.path())
+        .arg("--store")
+        .arg(&missing)
+        .arg("sessions")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nope.db"));
+    assert!(!missing.exists());
+}
