@@ -75,21 +75,50 @@ pub fn retention_target(point: u64, percent: u64) -> u64 {
 /// never per turn.
 pub const MIN_EPOCH_REQUESTS: u64 = 4;
 
-/// The price of a cached input token relative to an uncached one, in tenths
-/// (OpenAI-style cached input, and Anthropic's cache reads, cost 0.1×).
-pub const CACHED_PRICE_TENTHS: u64 = 1;
+/// How a provider prices a prompt, in hundredths of an uncached input token.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CachePricing {
+    /// A token read from the prompt cache.
+    pub read: u64,
+    /// A token sent that the cache did not hold (uncached input, or a cache
+    /// write where the provider charges for writes).
+    pub miss: u64,
+}
+
+impl CachePricing {
+    /// OpenAI-style: cached input at 0.1×, everything else at 1×.
+    pub const OPENAI: CachePricing = CachePricing {
+        read: 10,
+        miss: 100,
+    };
+    /// Anthropic-style: cache reads at 0.1×, cache writes at 1.25×.
+    pub const ANTHROPIC: CachePricing = CachePricing {
+        read: 10,
+        miss: 125,
+    };
+
+    /// The pricing of a provider by name (`anthropic`, else OpenAI-style).
+    pub fn of_provider(provider: &str) -> CachePricing {
+        if provider == "anthropic" {
+            CachePricing::ANTHROPIC
+        } else {
+            CachePricing::OPENAI
+        }
+    }
+}
 
 /// The conversation size at which a cost-aware rotation starts a new epoch.
 ///
 /// Within an epoch every request re-reads the epoch's prefix from the
-/// provider's cache at [`CACHED_PRICE_TENTHS`] of the uncached price, so each
-/// request pays for the conversation the epoch has grown by since it
-/// started; a rotation pays once to send the new snapshot group and the
-/// retained tail uncached. With `d` tokens of conversation added per request
-/// and `s` tokens re-sent at a rotation (the epoch's kernel context plus the
-/// retained conversation), the cost per request of an epoch that grows by
-/// `g` is about `c·g/2 + (1 - c)·s·d/g`, lowest at
-/// `g = sqrt(2·(1 - c)/c · s · d)` (`sqrt(18·s·d)` at `c = 0.1`). The point is
+/// provider's cache at the read price `r`, so each request pays for the
+/// conversation the epoch has grown by since it started; a rotation pays
+/// once to send the new snapshot group and the retained tail at the miss
+/// price `m` instead of reading them. With `d` tokens of conversation added
+/// per request and `s` tokens re-sent at a rotation (the epoch's kernel
+/// context plus the retained conversation), the cost per request of an
+/// epoch that grows by `g` is about `r·g/2 + (m - r)·s·d/g`, lowest at
+/// `g = sqrt(2·(m - r)/r · s · d)`: `sqrt(18·s·d)` OpenAI-style,
+/// `sqrt(23·s·d)` Anthropic-style (see [`CachePricing`]). The point is
 /// `retained + g`, at least [`MIN_EPOCH_REQUESTS`] requests' growth past the
 /// retained tail, and never past the working-memory `threshold`.
 ///
@@ -98,6 +127,7 @@ pub const CACHED_PRICE_TENTHS: u64 = 1;
 /// the threshold applies. Integer arithmetic only, so the component and the
 /// native build agree to the token.
 pub fn cost_rotation_point(
+    pricing: CachePricing,
     threshold: u64,
     retained: u64,
     resent_kernel: u64,
@@ -108,11 +138,12 @@ pub fn cost_rotation_point(
         return threshold;
     }
     let per_request = growth.div_ceil(requests);
-    let ratio = 2 * (10 - CACHED_PRICE_TENTHS) / CACHED_PRICE_TENTHS;
     let resent = retained.saturating_add(resent_kernel);
-    let g = ratio
+    let g = (2 * pricing.miss.saturating_sub(pricing.read))
         .saturating_mul(resent)
         .saturating_mul(per_request)
+        .checked_div(pricing.read.max(1))
+        .unwrap_or(u64::MAX)
         .isqrt()
         .max(MIN_EPOCH_REQUESTS.saturating_mul(per_request));
     retained.saturating_add(g).min(threshold)
@@ -156,20 +187,32 @@ mod tests {
 
     #[test]
     fn the_cost_point_balances_cached_growth_against_a_rotation() {
+        const O: CachePricing = CachePricing::OPENAI;
+        // Anthropic-style writes make a rotation dearer: a later point.
+        assert_eq!(
+            cost_rotation_point(CachePricing::ANTHROPIC, 20_000, 2_000, 1_000, 4_000, 4),
+            2_000 + 8_306
+        );
         // Too early to know the rate: the threshold.
-        assert_eq!(cost_rotation_point(20_000, 2_000, 1_000, 3_000, 3), 20_000);
+        assert_eq!(
+            cost_rotation_point(O, 20_000, 2_000, 1_000, 3_000, 3),
+            20_000
+        );
         // s = 3000, d = 1000: g = sqrt(18 · 3000 · 1000) ≈ 7348.
         assert_eq!(
-            cost_rotation_point(20_000, 2_000, 1_000, 4_000, 4),
+            cost_rotation_point(O, 20_000, 2_000, 1_000, 4_000, 4),
             2_000 + 7_348
         );
         // Never past the threshold.
-        assert_eq!(cost_rotation_point(8_000, 2_000, 1_000, 4_000, 4), 8_000);
+        assert_eq!(cost_rotation_point(O, 8_000, 2_000, 1_000, 4_000, 4), 8_000);
         // At least MIN_EPOCH_REQUESTS requests of growth.
-        assert_eq!(cost_rotation_point(90_000, 10, 0, 40_000, 4), 10 + 40_000);
+        assert_eq!(
+            cost_rotation_point(O, 90_000, 10, 0, 40_000, 4),
+            10 + 40_000
+        );
         // The cost of one request, c·g/2 + (1 - c)·s·d/g, is lowest at the point.
         let cost = |g: f64| 0.1 * g / 2.0 + 0.9 * 3_000.0 * 1_000.0 / g;
-        let g = (cost_rotation_point(u64::MAX, 2_000, 1_000, 4_000, 4) - 2_000) as f64;
+        let g = (cost_rotation_point(O, u64::MAX, 2_000, 1_000, 4_000, 4) - 2_000) as f64;
         assert!(cost(g) <= cost(g * 0.8) && cost(g) <= cost(g * 1.25));
     }
 

@@ -630,6 +630,7 @@ impl ContinuityEngine {
         match self.config.rotation {
             config::Rotation::Threshold => inp.threshold,
             config::Rotation::Cost => budget::cost_rotation_point(
+                budget::CachePricing::of_provider(&self.model.provider),
                 inp.threshold,
                 header.retained,
                 fold.kernel_tokens,
