@@ -91,6 +91,7 @@ fn figures_agree_with_the_captured_requests_for_continuity_and_the_baseline() {
                         "the first task is kept verbatim"
                     );
                 }
+                assert_eq!(f.tool_errors, 0, "every scripted call succeeds");
                 assert_eq!(f.facts[0], (FactId::Constraint, Survival::Visible));
                 assert_eq!(f.facts[1], (FactId::CodeWord, Survival::Visible));
             }
@@ -99,6 +100,44 @@ fn figures_agree_with_the_captured_requests_for_continuity_and_the_baseline() {
                 assert!(f.rotations >= 1, "continuity rotated at {WINDOW}");
             }
         }
+    }
+}
+
+#[test]
+fn the_mixed_session_plays_every_tool_without_an_error() {
+    let config = Config::default();
+    let model = model_profile(&config, WINDOW, Some(RESERVE)).unwrap();
+    let plan = plan(SessionKind::Mixed500, Some(23)).unwrap();
+    let spec = "baseline:summarize";
+    let choice = EngineChoice::resolve(spec, Path::new("."), &config.limits()).unwrap();
+    let out = run_one(spec, &choice, &plan, &model).unwrap();
+    assert_eq!(out.figures.error, None);
+    assert_eq!(
+        out.figures.tool_errors, 0,
+        "reads, edits, shell, grep, validate, task state"
+    );
+    assert_eq!(
+        out.figures.agent_requests,
+        23 + 3,
+        "every fact visible: no recall"
+    );
+    let names: std::collections::BTreeSet<String> = out
+        .record
+        .exchanges
+        .iter()
+        .flat_map(|e| latch_conformance::compare::wire::tool_exchanges(&e.body))
+        .map(|x| x.name)
+        .collect();
+    for tool in [
+        "read_file",
+        "edit_file",
+        "shell",
+        "grep",
+        "validate",
+        "list_files",
+        "add_action",
+    ] {
+        assert!(names.contains(tool), "{tool} was never called: {names:?}");
     }
 }
 

@@ -244,10 +244,14 @@ pub fn run_one(
         }
     }
     drop(agent);
-    let agent_requests = store
-        .events(&session.id, 0, u64::MAX, u32::MAX)?
+    let events = store.events(&session.id, 0, u64::MAX, u32::MAX)?;
+    let agent_requests = events
         .iter()
         .filter(|e| matches!(e.kind, EventKind::ProviderUsage { .. }))
+        .count();
+    let tool_errors = events
+        .iter()
+        .filter(|e| matches!(&e.kind, EventKind::ToolResult(r) if r.is_error))
         .count();
     let requests = server.requests();
     let served = server.served();
@@ -280,6 +284,7 @@ pub fn run_one(
         exchanges,
         agent_requests,
         generations,
+        tool_errors,
         question_at,
         seconds: started.elapsed().as_secs_f64(),
         error,

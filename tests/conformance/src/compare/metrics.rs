@@ -121,6 +121,9 @@ pub struct RunRecord {
     pub agent_requests: usize,
     /// The epoch generation each view reported, one per agent request.
     pub generations: Vec<Option<u64>>,
+    /// Tool results that reported an error (a `recall` the engine cannot
+    /// answer counts too).
+    pub tool_errors: usize,
     /// Index in `exchanges` of the first request after the final question
     /// was asked, when the run got that far.
     pub question_at: Option<usize>,
@@ -149,6 +152,8 @@ pub struct RunFigures {
     pub peak_request_tokens: u64,
     /// How often the epoch generation changed between consecutive views.
     pub rotations: usize,
+    /// Tool results that reported an error.
+    pub tool_errors: usize,
     /// Each planted fact's survival, in [`FACTS`] order.
     pub facts: Vec<(FactId, Survival)>,
     /// Wall-clock seconds.
@@ -224,6 +229,7 @@ pub fn figures(run: &RunRecord) -> RunFigures {
             .max()
             .unwrap_or(0),
         rotations: rotations(&run.generations),
+        tool_errors: run.tool_errors,
         facts: grade_facts(&run.exchanges, run.question_at),
         seconds: run.seconds,
         error: run.error.clone(),

@@ -108,6 +108,7 @@ fn figures_come_from_the_captured_requests() {
         ],
         agent_requests: 3,
         generations: vec![Some(0), Some(1), Some(1)],
+        tool_errors: 1,
         question_at: Some(1),
         seconds: 1.5,
         error: None,
@@ -132,6 +133,7 @@ fn figures_come_from_the_captured_requests() {
     assert_eq!(f.prefix_ratio_mean, mean(&ratios));
     assert_eq!(f.prefix_ratio_p10, percentile(&ratios, 10.0));
     assert_eq!(f.rotations, 1);
+    assert_eq!(f.tool_errors, 1);
     assert_eq!(
         f.facts,
         vec![
