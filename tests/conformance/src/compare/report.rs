@@ -57,8 +57,31 @@ fn row(out: &mut String, label: &str, cells: impl Iterator<Item = String>, width
     out.push('\n');
 }
 
+/// A row of the table: its label and how a run's figures fill its cell.
+type Row = (&'static str, fn(&RunFigures) -> String);
+
+/// The rows before the facts.
+const ROWS: &[Row] = &[
+    ("requests", |x| x.requests.to_string()),
+    ("extra model calls", |x| x.extra_model_calls.to_string()),
+    ("cost/step OpenAI-style", |x| {
+        format!("{:.0}", x.cost_per_step.openai_style)
+    }),
+    ("cost/step Anthropic-style", |x| {
+        format!("{:.0}", x.cost_per_step.anthropic_style)
+    }),
+    ("prefix ratio mean", |x| {
+        format!("{:.3}", x.prefix_ratio_mean)
+    }),
+    ("prefix ratio p10", |x| format!("{:.3}", x.prefix_ratio_p10)),
+    ("peak request tokens", |x| x.peak_request_tokens.to_string()),
+    ("rotations", |x| x.rotations.to_string()),
+    ("tool errors", |x| x.tool_errors.to_string()),
+];
+
 impl SessionBlock {
-    /// The block as a text table.
+    /// The block as a text table: a header line, the engines, one row per
+    /// figure and fact, the time, and why a run stopped early.
     pub fn table(&self) -> String {
         let width = self
             .runs
@@ -76,73 +99,25 @@ impl SessionBlock {
         );
         let runs = &self.runs;
         row(&mut out, "", runs.iter().map(|r| r.engine.clone()), width);
-        let f = |g: &dyn Fn(&RunFigures) -> String| {
-            runs.iter()
-                .map(move |r| g(&r.figures))
-                .collect::<Vec<_>>()
-                .into_iter()
-        };
-        row(&mut out, "requests", f(&|x| x.requests.to_string()), width);
-        row(
-            &mut out,
-            "extra model calls",
-            f(&|x| x.extra_model_calls.to_string()),
-            width,
-        );
-        row(
-            &mut out,
-            "cost/step OpenAI-style",
-            f(&|x| format!("{:.0}", x.cost_per_step.openai_style)),
-            width,
-        );
-        row(
-            &mut out,
-            "cost/step Anthropic-style",
-            f(&|x| format!("{:.0}", x.cost_per_step.anthropic_style)),
-            width,
-        );
-        row(
-            &mut out,
-            "prefix ratio mean",
-            f(&|x| format!("{:.3}", x.prefix_ratio_mean)),
-            width,
-        );
-        row(
-            &mut out,
-            "prefix ratio p10",
-            f(&|x| format!("{:.3}", x.prefix_ratio_p10)),
-            width,
-        );
-        row(
-            &mut out,
-            "peak request tokens",
-            f(&|x| x.peak_request_tokens.to_string()),
-            width,
-        );
-        row(
-            &mut out,
-            "rotations",
-            f(&|x| x.rotations.to_string()),
-            width,
-        );
-        for (i, fact) in FACTS.iter().enumerate() {
+        for (label, cell) in ROWS {
             row(
                 &mut out,
-                &format!("fact: {}", fact.label),
-                f(&|x| {
-                    x.facts
-                        .get(i)
-                        .map_or("-".into(), |(_, s)| s.word().to_string())
-                }),
+                label,
+                runs.iter().map(|r| cell(&r.figures)),
                 width,
             );
         }
-        row(
-            &mut out,
-            "time",
-            f(&|x| format!("{:.1} s", x.seconds)),
-            width,
-        );
+        for (i, fact) in FACTS.iter().enumerate() {
+            let cells = runs.iter().map(|r| {
+                r.figures
+                    .facts
+                    .get(i)
+                    .map_or("-".to_string(), |(_, s)| s.word().to_string())
+            });
+            row(&mut out, &format!("fact: {}", fact.label), cells, width);
+        }
+        let times = runs.iter().map(|r| format!("{:.1} s", r.figures.seconds));
+        row(&mut out, "time", times, width);
         for r in runs {
             if let Some(e) = &r.figures.error {
                 let _ = writeln!(out, "{}: stopped early: {e}", r.engine);
@@ -168,5 +143,92 @@ impl CompareReport {
             .iter()
             .flat_map(|b| &b.runs)
             .all(|r| r.figures.error.is_none())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::facts::{FactId, Survival};
+    use crate::compare::metrics::Cost;
+
+    fn figures(extra: usize, error: Option<&str>) -> RunFigures {
+        RunFigures {
+            requests: 10 + extra,
+            agent_requests: 10,
+            extra_model_calls: extra,
+            cost_per_step: Cost {
+                openai_style: 1234.4,
+                anthropic_style: 2345.6,
+            },
+            prefix_ratio_mean: 0.9512,
+            prefix_ratio_p10: 0.5,
+            peak_request_tokens: 20_000,
+            rotations: 2,
+            tool_errors: 0,
+            facts: vec![
+                (FactId::Constraint, Survival::Visible),
+                (FactId::CodeWord, Survival::Recalled),
+                (FactId::Diagnostic, Survival::Lost),
+                (FactId::RejectedHypothesis, Survival::Active),
+            ],
+            seconds: 1.25,
+            error: error.map(str::to_string),
+        }
+    }
+
+    #[test]
+    fn the_table_puts_engines_side_by_side() {
+        let block = SessionBlock {
+            session: SessionKind::Steps80,
+            steps: 80,
+            window_tokens: 32_000,
+            reserve_tokens: 8_500,
+            runs: vec![
+                EngineRun {
+                    engine: "builtin:continuity".into(),
+                    figures: figures(0, None),
+                },
+                EngineRun {
+                    engine: "baseline:summarize".into(),
+                    figures: figures(3, Some("provider down")),
+                },
+            ],
+        };
+        let t = block.table();
+        let lines: Vec<&str> = t.lines().collect();
+        assert_eq!(
+            lines[0],
+            "session steps80 (80 steps) · window 32k · reserve 8.5k"
+        );
+        assert!(lines[1].trim_start().starts_with("builtin:continuity"));
+        let extra = lines
+            .iter()
+            .find(|l| l.starts_with("extra model calls"))
+            .unwrap();
+        assert_eq!(
+            extra.split_whitespace().collect::<Vec<_>>()[3..],
+            ["0", "3"]
+        );
+        let cost = lines
+            .iter()
+            .find(|l| l.starts_with("cost/step OpenAI"))
+            .unwrap();
+        assert!(cost.ends_with("1234"), "{cost}");
+        let errors = lines.iter().find(|l| l.starts_with("tool errors")).unwrap();
+        assert_eq!(
+            errors.split_whitespace().collect::<Vec<_>>()[2..],
+            ["0", "0"]
+        );
+        let facts: Vec<&&str> = lines.iter().filter(|l| l.starts_with("fact: ")).collect();
+        assert_eq!(facts.len(), 4);
+        assert!(facts[3].contains("ACTIVE") && facts[1].contains("recalled"));
+        assert!(t.contains("baseline:summarize: stopped early: provider down"));
+        let report = CompareReport {
+            blocks: vec![block],
+        };
+        assert!(!report.complete());
+        assert_eq!(short_tokens(256_000), "256k");
+        assert_eq!(short_tokens(999), "999");
     }
 }
