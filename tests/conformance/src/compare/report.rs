@@ -49,12 +49,20 @@ pub fn short_tokens(n: u64) -> String {
     }
 }
 
-fn row(out: &mut String, label: &str, cells: impl Iterator<Item = String>, width: usize) {
+fn row(out: &mut String, label: &str, cells: impl Iterator<Item = String>, widths: &[usize]) {
     let _ = write!(out, "{label:<28}");
-    for c in cells {
+    for (c, width) in cells.zip(widths) {
         let _ = write!(out, " {c:>width$}");
     }
     out.push('\n');
+}
+
+/// An engine's column heading: a component path shows its file name.
+pub fn heading(engine: &str) -> &str {
+    match engine.rsplit_once(['/', '\\']) {
+        Some((_, name)) if !name.is_empty() => name,
+        _ => engine,
+    }
 }
 
 /// A row of the table: its label and how a run's figures fill its cell.
@@ -83,13 +91,12 @@ impl SessionBlock {
     /// The block as a text table: a header line, the engines, one row per
     /// figure and fact, the time, and why a run stopped early.
     pub fn table(&self) -> String {
-        let width = self
+        let widths: Vec<usize> = self
             .runs
             .iter()
-            .map(|r| r.engine.chars().count())
-            .max()
-            .unwrap_or(0)
-            .max(12);
+            .map(|r| heading(&r.engine).chars().count().max(10))
+            .collect();
+        let width = widths.as_slice();
         let mut out = format!(
             "session {} ({} steps) · window {} · reserve {}\n",
             self.session.name(),
@@ -98,7 +105,8 @@ impl SessionBlock {
             short_tokens(self.reserve_tokens)
         );
         let runs = &self.runs;
-        row(&mut out, "", runs.iter().map(|r| r.engine.clone()), width);
+        let headings = runs.iter().map(|r| heading(&r.engine).to_string());
+        row(&mut out, "", headings, width);
         for (label, cell) in ROWS {
             row(
                 &mut out,
@@ -230,5 +238,7 @@ mod tests {
         assert!(!report.complete());
         assert_eq!(short_tokens(256_000), "256k");
         assert_eq!(short_tokens(999), "999");
+        assert_eq!(heading("/a/b/window.wasm"), "window.wasm");
+        assert_eq!(heading("builtin:continuity"), "builtin:continuity");
     }
 }
