@@ -7,6 +7,7 @@ use super::summarizer::HttpSummarizer;
 use crate::agent::tools::StandardTools;
 use crate::agent::{Agent, AgentOptions, ToolSet};
 use crate::config::Config;
+use latch_conformance::compare::baseline::SUMMARY_OUTPUT_TOKENS;
 use latch_conformance::compare::report::{CompareReport, EngineRun, SessionBlock};
 use latch_conformance::compare::{
     Exchange, Move, RunFigures, RunRecord, ScriptedModel, SessionKind, SessionPlan, Usage, figures,
@@ -198,7 +199,7 @@ pub fn run_one(
             Provider::new(provider_config.clone())?,
             MODEL,
             schemas,
-            MAX_TOKENS,
+            SUMMARY_OUTPUT_TOKENS as u32,
             store.clone(),
         )
         .map_err(CompareError::io("starting the summarizer's runtime"))

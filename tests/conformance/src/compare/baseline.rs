@@ -8,8 +8,11 @@
 //! * The limit is 90% of the context window (never above the hard budget
 //!   `window - reserve`). When the next view would cross it, the engine
 //!   makes ONE extra model request through its [`Summarizer`]: the view it
-//!   would have sent (oldest units dropped if even that does not fit) plus
-//!   [`SUMMARY_PROMPT`] as a last user message, with the same system prompt.
+//!   would have sent plus [`SUMMARY_PROMPT`] as a last user message, with
+//!   the same system prompt. Like the peers' it may fill the whole window
+//!   but for the summary's own output ([`SUMMARY_OUTPUT_TOKENS`]), and at
+//!   least as much as an agent request; oldest units are dropped only if
+//!   even that does not fit.
 //! * The answer becomes a kernel-context snapshot (persisted by the host,
 //!   a new epoch generation, `epoch-start` after the newest event), and from
 //!   then on the view is: the session context, the user's messages (newest
@@ -33,6 +36,9 @@ use serde_json::Value;
 pub const COMPACT_PERCENT: u64 = 90;
 /// Most tokens of user messages kept after a compaction.
 pub const USER_MESSAGE_TOKENS: u64 = 20_000;
+/// Room left in the window for the summary itself (the summary request's
+/// output limit).
+pub const SUMMARY_OUTPUT_TOKENS: u64 = 4_000;
 
 /// The last user message of a summary request.
 pub const SUMMARY_PROMPT: &str = "CONTEXT CHECKPOINT. Write a handoff summary of this session for \
@@ -183,7 +189,11 @@ impl SummarizeEngine {
         request: &ContextRequest,
         mut history: Vec<Message>,
     ) -> Result<String, EngineError> {
-        let limit = request.budget.limit_tokens();
+        let limit = request
+            .budget
+            .context_window_tokens
+            .saturating_sub(SUMMARY_OUTPUT_TOKENS)
+            .max(request.budget.limit_tokens());
         let prompt = Message::text(Role::User, SUMMARY_PROMPT);
         // Drop the oldest whole units (after the session context) until the
         // summary request fits.

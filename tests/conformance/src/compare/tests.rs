@@ -211,9 +211,9 @@ fn texts(view: &ContextView) -> Vec<String> {
 fn the_baseline_compacts_once_at_the_limit_then_shows_summary_users_and_new_turns() {
     let calls = Recording::default();
     let mut e = engine(&calls);
-    let req = request(8_000);
+    let req = request(24_000);
     let limit = e.compaction_limit(&req.budget);
-    assert_eq!(limit, 6_000, "90% of 8k is above the hard budget of 6k");
+    assert_eq!(limit, 18_000, "90% of 24k is above the hard budget of 18k");
     let mut s = MemorySession::new("s", ModelProfile::with_defaults("anthropic", "m"));
     s.user("first task: keep vendor/ untouched");
     let mut n = 0;
@@ -234,7 +234,7 @@ fn the_baseline_compacts_once_at_the_limit_then_shows_summary_users_and_new_turn
             "no summary below the limit"
         );
         n += 1;
-        s.tool_exchange(&format!("c{n}"), "shell", "{}", &"log line\n".repeat(60));
+        s.tool_exchange(&format!("c{n}"), "shell", "{}", &"log line\n".repeat(180));
         if n == 3 {
             s.user("a follow-up");
         }
