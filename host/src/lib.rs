@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod cli;
+pub mod compare;
 pub mod config;
 pub mod engine;
 pub mod supervisor;

@@ -1,6 +1,7 @@
 //! The `latch` command line: argument parsing (clap) and the commands' entry
 //! points. Every command runs on the same store and configuration.
 
+pub mod compare_cmd;
 pub mod demo;
 pub mod engine_cmd;
 pub mod render;
@@ -178,6 +179,14 @@ pub enum EngineCommand {
         #[arg(long, value_name = "MS")]
         deadline_ms: Option<u64>,
     },
+    /// Play the same scripted sessions through each engine and the real
+    /// agent loop against the local wire-format server, and print requests,
+    /// extra model calls, cost per step, prefix ratios, peak request size,
+    /// rotations and planted-fact survival side by side.
+    #[command(
+        after_help = "Examples:\n  latch engine compare builtin:continuity baseline:summarize\n  latch engine compare builtin:continuity baseline:summarize my_engine.wasm --session steps80 --window 32k\n  latch engine compare builtin:continuity baseline:summarize --steps 20 --window 24k --json"
+    )]
+    Compare(compare_cmd::CompareArgs),
 }
 
 /// Run the parsed command line; returns the process exit code.
@@ -203,6 +212,9 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             config_json.as_deref(),
             deadline_ms,
         ),
+        Some(Command::Engine(EngineCommand::Compare(args))) => {
+            compare_cmd::compare(&cli.global, &workspace, args)
+        }
         None | Some(Command::Chat) => session_cmd::chat(&cli.global, &workspace, None),
         Some(Command::Run { task, json }) => session_cmd::run(&cli.global, &workspace, &task, json),
         Some(Command::Resume { session, last }) => {

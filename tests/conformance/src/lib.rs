@@ -29,6 +29,7 @@
 //! | `performance` | yes | materialize on a 10k-event session within the deadline; p50 and the memory high-water mark |
 
 mod cases;
+pub mod compare;
 pub mod sessions;
 
 use latch_engine_sdk::SessionView;

@@ -1,0 +1,122 @@
+//! The engines a comparison plays: any component (`builtin:NAME` or a
+//! path), loaded once and instantiated per run, and `baseline:summarize`,
+//! linked natively with a summarizer that calls the model over HTTP.
+
+use super::CompareError;
+use super::summarizer::HttpSummarizer;
+use crate::engine::runtime::EngineSource;
+use crate::engine::{
+    ComponentFactory, ContextEngine, ContextEngineFactory, EngineFailure, EngineRuntime,
+    NativeEngine, SandboxLimits,
+};
+use latch_conformance::compare::SummarizeEngine;
+use latch_engine_sdk::SessionView;
+use latch_engine_sdk::types::*;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// The name of the summarize-and-discard baseline.
+pub const BASELINE: &str = "baseline:summarize";
+
+/// An engine to compare, ready to build one instance per run.
+pub enum EngineChoice {
+    /// A component, through the same factory sessions use.
+    Component(ComponentFactory),
+    /// The summarize-and-discard baseline.
+    Baseline,
+}
+
+impl EngineChoice {
+    /// Resolve `spec`: `baseline:summarize`, `builtin:NAME` or a component
+    /// path (relative to `base`).
+    pub fn resolve(
+        spec: &str,
+        base: &Path,
+        limits: &SandboxLimits,
+    ) -> Result<EngineChoice, CompareError> {
+        if let Some(name) = spec.strip_prefix("baseline:") {
+            return match name {
+                "summarize" => Ok(EngineChoice::Baseline),
+                _ => Err(CompareError::UnknownBaseline(spec.to_string())),
+            };
+        }
+        let runtime = EngineRuntime::global()?;
+        let loaded = runtime.load(&EngineSource::parse(spec, base))?;
+        Ok(EngineChoice::Component(ComponentFactory::new(
+            loaded,
+            limits.clone(),
+            None,
+        )))
+    }
+
+    /// A fresh engine for one run; the baseline summarizes through
+    /// `summarizer`.
+    pub fn create(
+        &self,
+        spec: &str,
+        session_id: &str,
+        model: &ModelProfile,
+        summarizer: impl FnOnce() -> Result<HttpSummarizer, CompareError>,
+    ) -> Result<Box<dyn ContextEngine>, CompareError> {
+        Ok(match self {
+            EngineChoice::Component(factory) => factory.create(session_id, model)?,
+            EngineChoice::Baseline => Box::new(NativeEngine::new(
+                spec,
+                SummarizeEngine::with_summarizer(model.clone(), Box::new(summarizer()?)),
+            )),
+        })
+    }
+}
+
+/// Passes every call through and records the epoch generation each view
+/// reports (one entry per view the agent asked for).
+pub struct Recorder {
+    /// The engine under comparison.
+    pub inner: Box<dyn ContextEngine>,
+    /// Generations, in order.
+    pub generations: Arc<Mutex<Vec<Option<u64>>>>,
+}
+
+impl ContextEngine for Recorder {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn config(&mut self) -> Result<String, EngineFailure> {
+        self.inner.config()
+    }
+    fn set_config(&mut self, json: &str) -> Result<(), EngineFailure> {
+        self.inner.set_config(json)
+    }
+    fn set_estimator(&mut self, profile: EstimatorProfile) -> Result<(), EngineFailure> {
+        self.inner.set_estimator(profile)
+    }
+    fn default_budget(&mut self) -> Result<ContextBudget, EngineFailure> {
+        self.inner.default_budget()
+    }
+    fn materialize(
+        &mut self,
+        session: &dyn SessionView,
+        request: &ContextRequest,
+    ) -> Result<ContextView, EngineFailure> {
+        let view = self.inner.materialize(session, request)?;
+        self.generations
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(view.report.epoch_generation);
+        Ok(view)
+    }
+    fn manual_compact(
+        &mut self,
+        session: &dyn SessionView,
+    ) -> Result<Vec<KernelContextEntry>, EngineFailure> {
+        self.inner.manual_compact(session)
+    }
+    fn recall(
+        &mut self,
+        session: &dyn SessionView,
+        query: &str,
+        limit: u32,
+    ) -> Result<Vec<Event>, EngineFailure> {
+        self.inner.recall(session, query, limit)
+    }
+}
