@@ -13,7 +13,8 @@ pub const DEFAULT_WINDOWS: [u64; 3] = [32_000, 128_000, 256_000];
 #[derive(Debug, clap::Args)]
 pub struct CompareArgs {
     /// Engines to compare: `builtin:continuity`, `baseline:summarize`, or a
-    /// path to a component.
+    /// path to a component; `ENGINE@{JSON}` configures an engine, e.g.
+    /// `builtin:continuity@{"rotation":"cost"}`.
     #[arg(required = true, value_name = "ENGINE")]
     pub engines: Vec<String>,
     /// Sessions to play (repeatable; default: both): `steps80`, `mixed500`.

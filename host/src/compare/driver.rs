@@ -62,7 +62,7 @@ pub fn model_profile(
         o.reserve_tokens = reserve;
     }
     config
-        .model_profile("anthropic", MODEL)
+        .model_profile("anthropic", MODEL, MAX_TOKENS)
         .map_err(|e| CompareError::Plan(e.to_string()))
 }
 

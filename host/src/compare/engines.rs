@@ -28,13 +28,22 @@ pub enum EngineChoice {
 
 impl EngineChoice {
     /// Resolve `spec`: `baseline:summarize`, `builtin:NAME` or a component
-    /// path (relative to `base`).
+    /// path (relative to `base`), optionally followed by `@` and the
+    /// engine's configuration as a JSON object
+    /// (`builtin:continuity@{"rotation":"cost"}`), passed to `set-config`.
     pub fn resolve(
         spec: &str,
         base: &Path,
         limits: &SandboxLimits,
     ) -> Result<EngineChoice, CompareError> {
+        let (spec, config) = match spec.split_once("@{") {
+            Some((engine, rest)) => (engine, Some(format!("{{{rest}"))),
+            None => (spec, None),
+        };
         if let Some(name) = spec.strip_prefix("baseline:") {
+            if config.is_some() {
+                return Err(CompareError::ConfiguredBaseline(spec.to_string()));
+            }
             return match name {
                 "summarize" => Ok(EngineChoice::Baseline),
                 _ => Err(CompareError::UnknownBaseline(spec.to_string())),
@@ -45,7 +54,7 @@ impl EngineChoice {
         Ok(EngineChoice::Component(ComponentFactory::new(
             loaded,
             limits.clone(),
-            None,
+            config,
         )))
     }
 

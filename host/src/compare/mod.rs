@@ -27,6 +27,9 @@ pub enum CompareError {
     /// `baseline:NAME` names no baseline.
     #[error("there is no baseline `{0}`; the baseline is `baseline:summarize`")]
     UnknownBaseline(String),
+    /// `baseline:summarize@{...}`: the baseline has no settings.
+    #[error("`{0}` takes no configuration; drop the `@{{...}}` after it")]
+    ConfiguredBaseline(String),
     /// A component could not be loaded.
     #[error(transparent)]
     Load(#[from] LoadError),
