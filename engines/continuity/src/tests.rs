@@ -463,7 +463,10 @@ fn chat(
 
 #[test]
 fn rotation_is_hysteretic() {
+    // The spec's policy: rotate at the threshold, keep about three quarters.
     let mut e = engine();
+    e.set_config(r#"{"rotation": "threshold", "retain_percent": 75}"#)
+        .expect("config");
     let mut s = session();
     let req = request(100_000, 2_000, "");
     let views = chat(&mut e, &mut s, &req, 60, 200);

@@ -115,7 +115,7 @@ fn cost_rotation_comes_earlier_but_never_per_turn_and_resumes_equal() {
     let _ = testkit::run(&script, &mut host);
     assert!(host.rotations >= 2, "{} rotations", host.rotations);
     // Under the threshold policy the same session barely rotates.
-    let mut plain = Checker::new(None, false);
+    let mut plain = Checker::new(Some(r#"{"rotation": "threshold"}"#), false);
     let _ = testkit::run(&script, &mut plain);
     assert!(
         plain.rotations < host.rotations,
