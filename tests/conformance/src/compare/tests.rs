@@ -250,9 +250,10 @@ fn the_baseline_compacts_once_at_the_limit_then_shows_summary_users_and_new_turn
         latch_engine_sdk::render_part_text(&asked.messages.last().unwrap().parts[0]),
         SUMMARY_PROMPT
     );
-    assert!(
-        asked.messages.len() > 4,
-        "the history goes to the summarizer"
+    assert_eq!(
+        asked.messages.len(),
+        s.events_from(0).len() + 2,
+        "the whole history goes to the summarizer, between the context and the prompt"
     );
     // The compacting view: context, both user messages, the summary.
     let t = texts(&compacting);
