@@ -205,6 +205,16 @@ mod tests {
         };
         assert!(answer.contains("code word: found") && answer.contains("diagnostic: not found"));
         assert_eq!(m.summaries(), 0);
+
+        // A hypothesis shown only as active is not taken as known.
+        let mut m = ScriptedModel::new(plan(SessionKind::Steps80, Some(6)).unwrap());
+        while matches!(m.respond(&user("go")), Move::Calls(_)) || m.turn < 2 {}
+        let active = format!("{}\n{DIAGNOSTIC_LINE}\n- {HYPOTHESIS}", first_task_facts());
+        let Move::Calls(calls) = m.respond(&user(&active)) else {
+            panic!("expected a recall of the hypothesis");
+        };
+        assert_eq!(calls.len(), 1);
+        assert!(calls[0].args.contains("CSV parser quoted newlines"));
     }
 
     #[test]
