@@ -191,7 +191,7 @@ pub fn run_one(
     };
 
     let ctx = latch_tools::ToolContext::new(store.clone(), session.id.clone(), &workspace)
-        .map_err(|e| CompareError::Plan(format!("the tools could not start: {e}")))?;
+        .map_err(|e| CompareError::Tools(e.to_string()))?;
     let tools = StandardTools::new(ctx);
     let schemas = tools.schemas();
     let sizes = Arc::new(Mutex::new(Vec::new()));
