@@ -11,8 +11,8 @@
 use latch::compare::driver::model_profile;
 use latch::compare::{EngineChoice, run_one};
 use latch::config::Config;
-use latch_conformance::compare::baseline::SUMMARY_PREFIX;
-use latch_conformance::compare::metrics::{cost, prefix_ratios, request_tokens};
+use latch_conformance::compare::baseline::{SUMMARY_OUTPUT_TOKENS, SUMMARY_PREFIX};
+use latch_conformance::compare::metrics::{cost, prefix_ratios};
 use latch_conformance::compare::wire::request_text;
 use latch_conformance::compare::{FactId, SessionKind, Survival, is_summary_request, plan};
 use std::path::Path;
@@ -51,14 +51,22 @@ fn figures_agree_with_the_captured_requests_for_continuity_and_the_baseline() {
             "one view per request"
         );
         let bodies: Vec<_> = r.exchanges.iter().map(|e| &e.body).collect();
+        assert_eq!(r.request_tokens.len(), f.requests, "one size per request");
         assert_eq!(
             f.peak_request_tokens,
-            bodies
-                .iter()
-                .map(|b| request_tokens(r.profile, b))
-                .max()
-                .unwrap()
+            *r.request_tokens.iter().max().unwrap()
         );
+        for (i, size) in r.request_tokens.iter().enumerate() {
+            let cap = if summaries.contains(&i) {
+                WINDOW - SUMMARY_OUTPUT_TOKENS
+            } else {
+                WINDOW - RESERVE
+            };
+            assert!(
+                *size <= cap,
+                "{spec}: request {i} has {size} tokens, over {cap}"
+            );
+        }
         let ratios = prefix_ratios(r.profile, &bodies);
         assert_eq!(
             f.prefix_ratio_mean,

@@ -191,9 +191,10 @@ pub fn run_one(
     };
 
     let ctx = latch_tools::ToolContext::new(store.clone(), session.id.clone(), &workspace)
-        .map_err(|e| CompareError::Plan(format!("the tools could not start: {e}")))?;
+        .map_err(|e| CompareError::Tools(e.to_string()))?;
     let tools = StandardTools::new(ctx);
     let schemas = tools.schemas();
+    let sizes = Arc::new(Mutex::new(Vec::new()));
     let engine = choice.create(spec, &session.id, model, || {
         HttpSummarizer::new(
             Provider::new(provider_config.clone())?,
@@ -201,12 +202,16 @@ pub fn run_one(
             schemas,
             SUMMARY_OUTPUT_TOKENS as u32,
             store.clone(),
+            model.estimator,
+            sizes.clone(),
         )
         .map_err(CompareError::io("starting the summarizer's runtime"))
     })?;
     let generations = Arc::new(Mutex::new(Vec::new()));
     let engine = Box::new(Recorder {
         inner: engine,
+        profile: model.estimator,
+        sizes: sizes.clone(),
         generations: generations.clone(),
     });
     let mut options = AgentOptions {
@@ -284,6 +289,7 @@ pub fn run_one(
         profile: model.estimator,
         exchanges,
         agent_requests,
+        request_tokens: sizes.lock().unwrap_or_else(|p| p.into_inner()).clone(),
         generations,
         tool_errors,
         question_at,

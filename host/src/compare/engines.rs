@@ -12,6 +12,7 @@ use crate::engine::{
 use latch_conformance::compare::SummarizeEngine;
 use latch_engine_sdk::SessionView;
 use latch_engine_sdk::types::*;
+use latch_engine_sdk::validate::request_tokens;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -77,11 +78,16 @@ impl EngineChoice {
     }
 }
 
-/// Passes every call through and records the epoch generation each view
-/// reports (one entry per view the agent asked for).
+/// Passes every call through and records, for each view the agent asked
+/// for, the epoch generation it reports and its size under the host's
+/// canonical estimator.
 pub struct Recorder {
     /// The engine under comparison.
     pub inner: Box<dyn ContextEngine>,
+    /// The session model's estimator.
+    pub profile: EstimatorProfile,
+    /// Request sizes, in order (shared with the baseline's summarizer).
+    pub sizes: Arc<Mutex<Vec<u64>>>,
     /// Generations, in order.
     pub generations: Arc<Mutex<Vec<Option<u64>>>>,
 }
@@ -108,6 +114,11 @@ impl ContextEngine for Recorder {
         request: &ContextRequest,
     ) -> Result<ContextView, EngineFailure> {
         let view = self.inner.materialize(session, request)?;
+        let size = request_tokens(self.profile, &view, request.budget.tools_tokens);
+        self.sizes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(size);
         self.generations
             .lock()
             .unwrap_or_else(|p| p.into_inner())

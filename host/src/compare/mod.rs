@@ -45,6 +45,9 @@ pub enum CompareError {
     /// The provider client could not be built.
     #[error(transparent)]
     Provider(#[from] latch_provider::ProviderError),
+    /// The agent's tools could not start in the temporary workspace.
+    #[error("the tools could not start: {0}")]
+    Tools(String),
     /// A session plan or option was unusable.
     #[error("{0}")]
     Plan(String),

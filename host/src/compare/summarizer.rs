@@ -3,10 +3,11 @@
 //! extra call is priced and cached as a peer's would be.
 
 use latch_conformance::compare::{Summarizer, SummaryRequest};
-use latch_engine_sdk::types::MediaRef;
+use latch_engine_sdk::estimate::{estimate, message_tokens};
+use latch_engine_sdk::types::{EstimatorProfile, MediaRef};
 use latch_kernel::Store;
 use latch_provider::{CacheHints, MediaResolver, Provider, ProviderRequest, ToolSchema};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// Sends a [`SummaryRequest`] to the provider and returns the answer's text.
 pub struct HttpSummarizer {
@@ -16,17 +17,22 @@ pub struct HttpSummarizer {
     max_tokens: u32,
     media: StoreMedia,
     runtime: tokio::runtime::Runtime,
+    profile: EstimatorProfile,
+    sizes: Arc<Mutex<Vec<u64>>>,
 }
 
 impl HttpSummarizer {
     /// A summarizer talking to `provider` as `model`, offering `tools` (the
-    /// agent's schemas, so the cached prefix is shared).
+    /// agent's schemas, so the cached prefix is shared). The size of each
+    /// request under `profile` is appended to `sizes`.
     pub fn new(
         provider: Provider,
         model: &str,
         tools: Vec<ToolSchema>,
         max_tokens: u32,
         store: Arc<Store>,
+        profile: EstimatorProfile,
+        sizes: Arc<Mutex<Vec<u64>>>,
     ) -> std::io::Result<Self> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -38,6 +44,8 @@ impl HttpSummarizer {
             max_tokens,
             media: StoreMedia(store),
             runtime,
+            profile,
+            sizes,
         })
     }
 }
@@ -52,6 +60,19 @@ impl Summarizer for HttpSummarizer {
             messages: request.messages.clone(),
             max_tokens: self.max_tokens,
         };
+        let p = self.profile;
+        let tools = serde_json::to_string(&self.tools).unwrap_or_default();
+        let size = estimate(p, &req.system) as u64
+            + req
+                .messages
+                .iter()
+                .map(|m| message_tokens(p, m))
+                .sum::<u64>()
+            + estimate(p, &tools) as u64;
+        self.sizes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(size);
         let turn = self
             .runtime
             .block_on(self.provider.complete(&req, &self.media, &mut |_| {}))

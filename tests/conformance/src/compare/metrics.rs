@@ -119,6 +119,10 @@ pub struct RunRecord {
     /// Requests the agent loop made (one per step); the rest were made by
     /// the engine (summaries).
     pub agent_requests: usize,
+    /// The size of every request (summaries included) under the host's
+    /// canonical estimator: system prompt, messages and tool schemas, as the
+    /// hard budget counts them.
+    pub request_tokens: Vec<u64>,
     /// The epoch generation each view reported, one per agent request.
     pub generations: Vec<Option<u64>>,
     /// Tool results that reported an error (a `recall` the engine cannot
@@ -148,7 +152,7 @@ pub struct RunFigures {
     pub prefix_ratio_mean: f64,
     /// Its 10th percentile.
     pub prefix_ratio_p10: f64,
-    /// The largest request, in canonical tokens.
+    /// The largest request under the host's canonical estimator.
     pub peak_request_tokens: u64,
     /// How often the epoch generation changed between consecutive views.
     pub rotations: usize,
@@ -223,11 +227,7 @@ pub fn figures(run: &RunRecord) -> RunFigures {
         },
         prefix_ratio_mean: mean(&ratios),
         prefix_ratio_p10: percentile(&ratios, 10.0),
-        peak_request_tokens: bodies
-            .iter()
-            .map(|b| request_tokens(run.profile, b))
-            .max()
-            .unwrap_or(0),
+        peak_request_tokens: run.request_tokens.iter().copied().max().unwrap_or(0),
         rotations: rotations(&run.generations),
         tool_errors: run.tool_errors,
         facts: grade_facts(&run.exchanges, run.question_at),

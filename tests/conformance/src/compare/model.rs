@@ -161,3 +161,85 @@ pub fn scripted_summary(body: &Value) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::baseline::SUMMARY_PROMPT;
+    use crate::compare::facts::{DIAGNOSTIC_LINE, HYPOTHESIS, first_task_facts};
+    use crate::compare::sessions::{SessionKind, plan};
+
+    fn user(text: &str) -> Value {
+        json!({"messages": [{"role": "user", "content": [{"type": "text", "text": text}]}]})
+    }
+
+    #[test]
+    fn the_model_plays_the_plan_then_recalls_what_it_does_not_see() {
+        let p = plan(SessionKind::Steps80, Some(6)).unwrap();
+        let mut m = ScriptedModel::new(p.clone());
+        for turn in &p.turns {
+            for step in &turn.steps {
+                assert_eq!(m.respond(&user("go")), Move::Calls(step.clone()));
+            }
+            assert_eq!(m.respond(&user("go")), Move::Text(turn.closing.clone()));
+        }
+        // The question: the first task is in view, the rest is not.
+        let Move::Calls(calls) = m.respond(&user(&first_task_facts())) else {
+            panic!("expected recall calls");
+        };
+        let queries: Vec<String> = calls
+            .iter()
+            .map(|c| {
+                assert_eq!(c.name, "recall");
+                let args: Value = serde_json::from_str(&c.args).unwrap();
+                assert_eq!(args["limit"], RECALL_LIMIT);
+                args["query"].as_str().unwrap().to_string()
+            })
+            .collect();
+        assert_eq!(
+            queries,
+            ["checksum mismatch block", "CSV parser quoted newlines"]
+        );
+        let Move::Text(answer) = m.respond(&user(&first_task_facts())) else {
+            panic!("expected the answer");
+        };
+        assert!(answer.contains("code word: found") && answer.contains("diagnostic: not found"));
+        assert_eq!(m.summaries(), 0);
+
+        // A hypothesis shown only as active is not taken as known.
+        let mut m = ScriptedModel::new(plan(SessionKind::Steps80, Some(6)).unwrap());
+        while matches!(m.respond(&user("go")), Move::Calls(_)) || m.turn < 2 {}
+        let active = format!("{}\n{DIAGNOSTIC_LINE}\n- {HYPOTHESIS}", first_task_facts());
+        let Move::Calls(calls) = m.respond(&user(&active)) else {
+            panic!("expected a recall of the hypothesis");
+        };
+        assert_eq!(calls.len(), 1);
+        assert!(calls[0].args.contains("CSV parser quoted newlines"));
+    }
+
+    #[test]
+    fn a_summary_request_is_answered_with_the_facts_it_shows() {
+        let mut m = ScriptedModel::new(plan(SessionKind::Steps80, Some(6)).unwrap());
+        let body = json!({"messages": [
+            {"role": "user", "content": [{"type": "text", "text": first_task_facts()}]},
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "a", "name": "add_hypothesis", "input": {"text": HYPOTHESIS}},
+                {"type": "tool_use", "id": "b", "name": "shell", "input": {"command": "cat logs/step-003.log"}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": "recorded"},
+                {"type": "tool_result", "tool_use_id": "b", "content": DIAGNOSTIC_LINE},
+                {"type": "text", "text": SUMMARY_PROMPT}]}
+        ]});
+        let Move::Text(summary) = m.respond(&body) else {
+            panic!("expected a summary");
+        };
+        assert_eq!(m.summaries(), 1);
+        assert!(summary.contains("TANGERINE-7731"));
+        assert!(summary.contains(DIAGNOSTIC_LINE));
+        assert!(summary.contains(&format!("Active hypothesis: {HYPOTHESIS}")));
+        assert!(summary.contains("shell {\"command\":\"cat logs/step-003.log\"}"));
+        // The plan did not advance.
+        let first = plan(SessionKind::Steps80, Some(6)).unwrap().turns[0].steps[0].clone();
+        assert_eq!(m.respond(&user("go")), Move::Calls(first));
+    }
+}

@@ -5,8 +5,9 @@
 //!   is one shell call printing a 4 KB log; the user follows up before step
 //!   50 (at 5/8 of the steps).
 //! * `mixed500`: a mixed coding session in cycles of ten steps (read, edit,
-//!   shell, search, read, edit, validate, task state, shell, list); the user
-//!   follows up halfway.
+//!   shell, search, read, edit, validate, task state, shell, list) over
+//!   source files of about 10 KB and 4 KB build logs; the user follows up
+//!   halfway.
 //!
 //! Both plant the four [`super::facts::FACTS`] in their first steps: the
 //! constraint and the code word in the first user message, the diagnostic
@@ -107,6 +108,10 @@ pub struct SessionPlan {
 pub const QUESTION: &str = "Before we stop, answer from this session: which constraint did I \
 give you at the start, what is the release code word, what exact diagnostic did the early log \
 show, and which hypothesis did you rule out?";
+
+/// Helper functions per source file of `mixed500` (about 10 KB each, so
+/// every read is the size of a real source file).
+const UNIT_HELPERS: usize = 64;
 
 /// Fewest steps a session can have (the facts are planted in the first six).
 pub const MIN_STEPS: usize = 6;
@@ -236,6 +241,12 @@ fn mixed(steps: usize) -> Parts {
         text.push_str(&format!(
             "\npub fn unit_{u}(rows: &[u64]) -> u64 {{\n    rows.iter().map(|r| r ^ {u}).sum()\n}}\n"
         ));
+        // The body of a real source file: about 10 KB of helpers.
+        for k in 0..UNIT_HELPERS {
+            text.push_str(&format!(
+                "\n/// Folds batch {k} of unit {u} into the ledger checksum.\npub fn unit_{u}_batch_{k}(rows: &[u64]) -> u64 {{\n    rows.iter().fold({k}, |acc, r| acc.rotate_left(5) ^ (r + {u}))\n}}\n"
+            ));
+        }
         files.push((format!("src/unit_{u}.rs"), text));
     }
     for c in 0..cycles {
@@ -381,6 +392,13 @@ mod tests {
                 assert_eq!(content.matches(old).count(), 1, "{old} in {path}");
             }
         }
+        let unit = &p
+            .files
+            .iter()
+            .find(|(f, _)| f == "src/unit_0.rs")
+            .unwrap()
+            .1;
+        assert!((9_000..16_000).contains(&unit.len()), "{}", unit.len());
         for n in [6, 7, 23] {
             let short = plan(SessionKind::Mixed500, Some(n)).unwrap();
             let count: usize = short.turns.iter().map(|t| t.steps.len()).sum();
