@@ -174,7 +174,11 @@ impl Agent {
     }
 
     fn view(&self) -> Result<StoreSessionView, AgentError> {
-        Ok(StoreSessionView::new(self.store.clone(), &self.session.id)?)
+        Ok(StoreSessionView::for_engine(
+            self.store.clone(),
+            &self.session.id,
+            self.engine.name(),
+        )?)
     }
 
     fn append(
@@ -263,7 +267,10 @@ impl Agent {
         let entries = self.engine.manual_compact(&view)?;
         let n = entries.len();
         self.append_batch(
-            entries.into_iter().map(EventKind::KernelContext).collect(),
+            entries
+                .into_iter()
+                .map(|e| EventKind::kernel_context(self.engine.name(), e))
+                .collect(),
             observer,
         )?;
         Ok(n)
@@ -382,7 +389,7 @@ impl Agent {
                 view.persist
                     .iter()
                     .cloned()
-                    .map(EventKind::KernelContext)
+                    .map(|e| EventKind::kernel_context(self.engine.name(), e))
                     .collect(),
                 observer,
             )?;
@@ -391,7 +398,7 @@ impl Agent {
                 system: view.system.clone(),
                 tools: schemas.clone(),
                 cache_breakpoints: CacheHints::for_messages(&view.messages),
-                messages: view.messages.clone(),
+                messages: latch_engine_sdk::validate::framed(&view.messages),
                 max_tokens: self.options.max_tokens,
             };
             let media = StoreMedia(self.store.clone());

@@ -11,6 +11,9 @@
 //! * [`invariants`] — the contract's non-negotiable properties.
 //! * [`loading`] — loading components: versions, worlds, the compile cache.
 //! * [`sandbox`] — the sandbox against a misbehaving engine.
+//! * [`trust`] — every attack of a hostile engine through the command line:
+//!   provenance, kernel-context poisoning and bloat, terminal injection,
+//!   suite detection, host-call bounds.
 
 mod agent;
 mod child_policy;
@@ -19,3 +22,4 @@ mod continuity_component;
 mod invariants;
 mod loading;
 mod sandbox;
+mod trust;
