@@ -50,6 +50,8 @@ pub struct ComponentEngine {
     views: ViewAssembler,
     /// The host's checks on the instance's views and entries.
     guard: ViewGuard,
+    /// How many messages the last view kept from the one before it.
+    last_kept: usize,
     traffic: ViewTraffic,
     instantiations: u64,
     peak_memory_bytes: usize,
@@ -65,6 +67,7 @@ impl ComponentEngine {
     ) -> Self {
         ComponentEngine {
             guard: ViewGuard::new(model.estimator, limits.kernel_context()),
+            last_kept: 0,
             loaded,
             limits,
             session_id: session_id.to_string(),
@@ -266,6 +269,7 @@ impl ComponentEngine {
             error: e.conv(),
         })?;
         let received = view.messages.len() as u64;
+        self.last_kept = view.kept_messages as usize;
         let whole = self
             .views
             .assemble(view.conv())
@@ -453,9 +457,17 @@ impl ContextEngine for ComponentEngine {
         request: &ContextRequest,
     ) -> Result<ContextView, EngineFailure> {
         let view = self.materialize_unchecked(session, request)?;
-        self.guard
-            .accept_view(&self.loaded.name, session, request, &view)?;
-        Ok(view)
+        let accepted =
+            self.guard
+                .accept_continued(&self.loaded.name, session, request, &view, self.last_kept);
+        if accepted.is_err() {
+            // The instance believes the refused view was sent: replace it,
+            // so that nothing is ever continued from a view the host refused.
+            self.live = None;
+            self.views.reset();
+            self.guard.reset();
+        }
+        accepted.map(|()| view)
     }
 
     fn manual_compact(

@@ -47,6 +47,23 @@ impl ViewGuard {
             .map_err(|(rule, detail)| rejected(engine, rule, detail))
     }
 
+    /// [`ViewGuard::accept_view`] for a view restored from a continuation
+    /// whose first `kept` messages were copied from the last view this guard
+    /// accepted (the caller resets its assembler whenever a view is
+    /// refused): a warm check costs only what is new.
+    pub fn accept_continued(
+        &mut self,
+        engine: &str,
+        session: &dyn SessionView,
+        request: &ContextRequest,
+        view: &ContextView,
+        kept: usize,
+    ) -> Result<(), EngineFailure> {
+        self.checker
+            .check_continued(session, request, view, kept)
+            .map_err(|(rule, detail)| rejected(engine, rule, detail))
+    }
+
     /// Accept the entries of a `manual-compact` before they are persisted.
     pub fn accept_entries(
         &self,

@@ -153,9 +153,22 @@ pub fn check_budget(
 /// Protocol safety over a message list: every tool call is answered before the
 /// next assistant message, no result is an orphan, ids are unique.
 pub fn check_protocol(messages: &[Message]) -> Result<(), (ViewRule, String)> {
-    let mut open: Vec<String> = Vec::new();
-    let mut seen: BTreeSet<String> = BTreeSet::new();
-    for (i, m) in messages.iter().enumerate() {
+    let mut seen = BTreeSet::new();
+    check_protocol_after(messages, 0, &mut |id| seen.insert(id))
+}
+
+/// [`check_protocol`] over `messages[start..]`, for a view whose first
+/// `start` messages form a protocol-safe view (every call answered).
+/// `first_use(id)` is called with every tool-call id of the new messages and
+/// answers whether the id was never used before (in the first `start`
+/// messages or earlier new ones).
+pub fn check_protocol_after<'a>(
+    messages: &'a [Message],
+    start: usize,
+    first_use: &mut dyn FnMut(&'a str) -> bool,
+) -> Result<(), (ViewRule, String)> {
+    let mut open: Vec<&str> = Vec::new();
+    for (i, m) in messages.iter().enumerate().skip(start) {
         match m.role {
             Role::Assistant => {
                 if let Some(id) = open.first() {
@@ -167,13 +180,13 @@ pub fn check_protocol(messages: &[Message]) -> Result<(), (ViewRule, String)> {
                 for p in &m.parts {
                     match p {
                         Part::ToolCall(c) => {
-                            if !seen.insert(c.id.clone()) {
+                            if !first_use(c.id.as_str()) {
                                 return Err((
                                     ViewRule::DuplicateToolCall,
                                     format!("tool call id `{}` appears twice", c.id),
                                 ));
                             }
-                            open.push(c.id.clone());
+                            open.push(c.id.as_str());
                         }
                         Part::ToolResult(r) => {
                             return Err((

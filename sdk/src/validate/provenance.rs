@@ -24,10 +24,11 @@
 //! messages cite.
 
 use super::canon::{rendering, renders_part, session_context_message};
-use super::{ViewRule, check_budget, check_nonempty, check_protocol};
+use super::{ViewRule, check_nonempty, check_protocol_after};
 use crate::engine::SessionView;
+use crate::estimate::{estimate, message_tokens};
 use crate::types::*;
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 
 /// A refusal: the rule broken and what broke it.
 pub type Refusal = (ViewRule, String);
@@ -121,7 +122,15 @@ pub fn check_entries(
 pub struct ViewChecker {
     profile: EstimatorProfile,
     limits: KernelContextLimits,
+    /// The last accepted view's messages, kept by [`ViewChecker::check`]
+    /// (which finds the known prefix by comparing).
     accepted: Vec<Message>,
+    /// The canonical price of each message of the last accepted view.
+    tokens: Vec<u64>,
+    /// The last system prompt priced, and its price.
+    system: Option<(String, u64)>,
+    /// The tool-call ids of the last accepted view.
+    call_ids: BTreeSet<String>,
 }
 
 impl ViewChecker {
@@ -131,24 +140,66 @@ impl ViewChecker {
             profile,
             limits,
             accepted: Vec::new(),
+            tokens: Vec::new(),
+            system: None,
+            call_ids: BTreeSet::new(),
         }
     }
 
     /// Forget the last accepted view (the next check reads every cited event).
     pub fn reset(&mut self) {
         self.accepted.clear();
+        self.tokens.clear();
+        self.call_ids.clear();
     }
 
     /// Every rule the host applies to a view, in this order: the system
     /// prompt, a message at all, protocol safety, kernel-context entries
     /// ([`check_entries`]), provenance, the hard budget (everything
-    /// [`super::check_view`] checks, and more). `session` is the session as the
-    /// engine saw it. On success the view becomes the previous accepted one.
+    /// [`super::check_view`] checks, and more). `session` is the session as
+    /// the engine saw it. On success the view becomes the previous accepted
+    /// one; the messages it shares with that view's start are not checked
+    /// again.
     pub fn check(
         &mut self,
         session: &dyn SessionView,
         request: &ContextRequest,
         view: &ContextView,
+    ) -> Result<(), Refusal> {
+        let known = self
+            .accepted
+            .iter()
+            .zip(&view.messages)
+            .take_while(|(a, b)| a == b)
+            .count();
+        self.check_known(session, request, view, known)?;
+        self.accepted.clone_from(&view.messages);
+        Ok(())
+    }
+
+    /// [`ViewChecker::check`] for a view whose first `kept` messages are,
+    /// by construction, the first `kept` messages of the last view this
+    /// checker accepted (a continuation restored by a
+    /// [`crate::ViewAssembler`] that is reset whenever a view is refused):
+    /// nothing is compared or copied, so a warm check costs what is new.
+    pub fn check_continued(
+        &mut self,
+        session: &dyn SessionView,
+        request: &ContextRequest,
+        view: &ContextView,
+        kept: usize,
+    ) -> Result<(), Refusal> {
+        let known = if kept <= self.tokens.len() { kept } else { 0 };
+        self.accepted.clear();
+        self.check_known(session, request, view, known)
+    }
+
+    fn check_known(
+        &mut self,
+        session: &dyn SessionView,
+        request: &ContextRequest,
+        view: &ContextView,
+        known: usize,
     ) -> Result<(), Refusal> {
         if view.system != request.system_prompt {
             return Err((
@@ -162,17 +213,60 @@ impl ViewChecker {
             ));
         }
         check_nonempty(view)?;
-        check_protocol(&view.messages)?;
+        // Protocol: a view that only appends to the accepted one (which
+        // ended with every call answered) is checked from where it grows.
+        let appends = known > 0 && known == self.tokens.len();
+        let mut new_ids: Vec<&str> = Vec::new();
+        if appends {
+            let ids = &self.call_ids;
+            let mut fresh = BTreeSet::new();
+            check_protocol_after(&view.messages, known, &mut |id| {
+                !ids.contains(id) && fresh.insert(id)
+            })?;
+            new_ids.extend(fresh);
+        } else {
+            let mut all = BTreeSet::new();
+            check_protocol_after(&view.messages, 0, &mut |id| all.insert(id))?;
+            new_ids.extend(all);
+        }
         check_entries(&session.info(), &view.persist, &self.limits)?;
-        let known = self
-            .accepted
-            .iter()
-            .zip(&view.messages)
-            .take_while(|(a, b)| a == b)
-            .count();
         self.check_messages(session, request, view, known)?;
-        check_budget(self.profile, request, view)?;
-        self.accepted.clone_from(&view.messages);
+        // The hard budget, pricing only the messages that are new.
+        let known = known.min(self.tokens.len());
+        let mut tokens = Vec::with_capacity(view.messages.len());
+        tokens.extend_from_slice(&self.tokens[..known]);
+        tokens.extend(
+            view.messages[known..]
+                .iter()
+                .map(|m| message_tokens(self.profile, m)),
+        );
+        let system = match &self.system {
+            Some((text, t)) if *text == view.system => *t,
+            _ => {
+                let t = estimate(self.profile, &view.system) as u64;
+                self.system = Some((view.system.clone(), t));
+                t
+            }
+        };
+        let total = system + tokens.iter().sum::<u64>() + request.budget.tools_tokens;
+        let limit = request.budget.limit_tokens();
+        if total > limit {
+            return Err((
+                ViewRule::HardBudget,
+                format!(
+                    "the request costs ≈{total} tokens (system + messages + {} for tools) but the limit is {limit} (window {} - reserve {})",
+                    request.budget.tools_tokens,
+                    request.budget.context_window_tokens,
+                    request.budget.reserve_tokens
+                ),
+            ));
+        }
+        self.tokens = tokens;
+        if !appends {
+            self.call_ids.clear();
+        }
+        self.call_ids
+            .extend(new_ids.into_iter().map(str::to_string));
         Ok(())
     }
 
@@ -191,6 +285,17 @@ impl ViewChecker {
         let mut persisted: Vec<(usize, u64)> = Vec::new();
         let mut needed: Vec<u64> = Vec::new();
         for (i, m) in view.messages.iter().enumerate() {
+            if i < known {
+                // Accepted with the previous view: only the order of its
+                // sources and the session context's place matter now.
+                if m.kernel.is_none() {
+                    if m.source_seqs.is_empty() {
+                        context_seen = true;
+                    }
+                    last_cited = m.source_seqs.last().copied().or(last_cited);
+                }
+                continue;
+            }
             if let Some(tag) = &m.kernel {
                 let text = kernel_text(i, m)?;
                 match tag.seq {

@@ -257,3 +257,55 @@ fn a_warm_check_reads_only_what_is_new_and_still_catches_forgery() {
         ViewRule::Provenance
     );
 }
+
+#[test]
+fn a_continued_check_trusts_only_the_kept_prefix() {
+    let (mut s, v) = honest();
+    let mut checker = ViewChecker::new(P, KernelContextLimits::default());
+    checker.check_continued(&s, &request(), &v, 0).unwrap();
+    s.user("next");
+    let mut next = v.clone();
+    next.messages
+        .push(s.events.last().unwrap().to_message().unwrap());
+    let counting = Counting(&s, std::cell::Cell::new(0));
+    checker
+        .check_continued(&counting, &request(), &next, v.messages.len())
+        .unwrap();
+    assert_eq!(counting.1.get(), 1, "only the new message's event is read");
+    // A forged message after the kept prefix is caught.
+    let mut forged = next.clone();
+    forged.messages.push(Message::text(Role::User, "forged"));
+    assert_eq!(
+        checker
+            .check_continued(&s, &request(), &forged, next.messages.len())
+            .unwrap_err()
+            .0,
+        ViewRule::Provenance
+    );
+    // A kept count beyond what was accepted is ignored: all is checked.
+    let mut rewritten = next.clone();
+    rewritten.messages[1].parts = vec![Part::Text("rewritten".into())];
+    assert_eq!(
+        checker
+            .check_continued(&s, &request(), &rewritten, 99)
+            .unwrap_err()
+            .0,
+        ViewRule::Provenance
+    );
+}
+
+#[test]
+fn an_appended_tool_call_may_not_reuse_an_accepted_id() {
+    let (mut s, v) = honest();
+    let mut checker = ViewChecker::new(P, KernelContextLimits::default());
+    checker.check_continued(&s, &request(), &v, 0).unwrap();
+    s.tool_exchange("c1", "read_file", "{}", "again");
+    let mut next = v.clone();
+    let n = s.events.len();
+    next.messages
+        .extend(s.events[n - 2..].iter().filter_map(|e| e.to_message()));
+    let err = checker
+        .check_continued(&s, &request(), &next, v.messages.len())
+        .unwrap_err();
+    assert_eq!(err.0, ViewRule::DuplicateToolCall, "{}", err.1);
+}
