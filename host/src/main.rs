@@ -1,7 +1,5 @@
 //! The `latch` binary.
 
-use clap::Parser;
-
 fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -10,12 +8,5 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = latch::cli::Cli::parse();
-    match latch::cli::run(cli) {
-        Ok(code) => std::process::exit(code),
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::exit(2);
-        }
-    }
+    std::process::exit(latch::cli::main_with(std::env::args().collect()));
 }

@@ -188,10 +188,11 @@ pub trait Engine: 'static {
 }
 
 /// The contract's recall rule over the host's search: take the newest `limit`
-/// matching rows, then present them in chronological order.
+/// matching rows, then present them in chronological order. The query is
+/// first cut to what `search` accepts ([`crate::bounded_query`]).
 pub fn default_recall(session: &dyn SessionView, query: &str, limit: u32) -> Vec<Event> {
     let mut events: Vec<Event> = session
-        .search(query, u64::MAX, limit)
+        .search(&crate::bounded_query(query), u64::MAX, limit)
         .into_iter()
         .map(|hit| hit.event)
         .take(limit as usize)

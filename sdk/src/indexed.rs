@@ -45,6 +45,11 @@ impl IndexedSession {
         &mut self.inner.state
     }
 
+    /// Place the session (see [`MemorySession::set_origin`]).
+    pub fn set_origin(&mut self, workspace: &str, clock_ms: u64) {
+        self.inner.set_origin(workspace, clock_ms);
+    }
+
     /// Skip sequence numbers (other sessions' events in a shared store).
     pub fn skip_seqs(&mut self, n: u64) {
         self.inner.skip_seqs(n);

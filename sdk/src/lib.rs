@@ -52,6 +52,28 @@ pub const DEFAULT_RECENT_TOKENS: u64 = 64_000;
 pub const MAX_PAGE: u32 = 1000;
 /// Most rows `SessionView::search` returns.
 pub const MAX_SEARCH: u32 = 200;
+/// Longest `search` query in bytes the host accepts; a longer one is refused.
+pub const MAX_SEARCH_QUERY_BYTES: usize = 4 * 1024;
+/// Most words in a `search` query the host accepts; more are refused.
+pub const MAX_SEARCH_QUERY_WORDS: usize = 64;
+
+/// `query` cut to what the host's `search` accepts: at most
+/// [`MAX_SEARCH_QUERY_WORDS`] whitespace-separated words and
+/// [`MAX_SEARCH_QUERY_BYTES`] bytes, whole words only.
+pub fn bounded_query(query: &str) -> String {
+    let mut out = String::new();
+    for word in query.split_whitespace().take(MAX_SEARCH_QUERY_WORDS) {
+        let extra = word.len() + usize::from(!out.is_empty());
+        if out.len() + extra > MAX_SEARCH_QUERY_BYTES {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
 
 #[doc(hidden)]
 pub mod bindings {

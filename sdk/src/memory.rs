@@ -103,6 +103,13 @@ impl MemorySession {
         }
     }
 
+    /// Place the session: its workspace, and the time (milliseconds since
+    /// the Unix epoch) just before its next event.
+    pub fn set_origin(&mut self, workspace: &str, clock_ms: u64) {
+        self.info.workspace = workspace.to_string();
+        self.clock_ms = clock_ms;
+    }
+
     /// Skip sequence numbers (other sessions' events in a shared store).
     pub fn skip_seqs(&mut self, n: u64) {
         self.next_seq += n;

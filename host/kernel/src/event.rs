@@ -12,6 +12,28 @@ use latch_engine_sdk::types::{
 };
 use serde::{Deserialize, Serialize};
 
+/// A kernel-context entry as stored: the entry and the engine that wrote it.
+/// An engine is given only its own entries written since the last entry of
+/// another engine (see `StoreSessionView::for_engine`), so one engine's text
+/// never reaches another as authoritative.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ContextRecord {
+    /// The writing engine's configured name; empty for entries stored before
+    /// engines were recorded (those are no engine's).
+    #[serde(default)]
+    pub engine: String,
+    /// The entry.
+    #[serde(flatten)]
+    pub entry: KernelContextEntry,
+}
+
+impl std::ops::Deref for ContextRecord {
+    type Target = KernelContextEntry;
+    fn deref(&self) -> &KernelContextEntry {
+        &self.entry
+    }
+}
+
 /// The outcome of a validation command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -198,8 +220,9 @@ pub enum EventKind {
     },
     /// The bounded result of one tool call (`is_error` marks a failed call).
     ToolResult(ToolResult),
-    /// Kernel context persisted from an engine's view before the request.
-    KernelContext(KernelContextEntry),
+    /// Kernel context persisted from an engine's view before the request,
+    /// tagged with the engine that wrote it.
+    KernelContext(ContextRecord),
     /// A semantic notification delivered at a safe model boundary (a child's
     /// report, a group message). Durable dedupe marker for the delivery.
     NotificationDelivered {
@@ -474,6 +497,24 @@ impl EventKind {
         }
     }
 
+    /// Kernel context written by `engine` (its configured name, e.g.
+    /// `builtin:continuity` or a component path).
+    pub fn kernel_context(engine: &str, entry: KernelContextEntry) -> EventKind {
+        EventKind::KernelContext(ContextRecord {
+            engine: engine.to_string(),
+            entry,
+        })
+    }
+
+    /// The engine that wrote a kernel-context event (`None` for every other
+    /// kind, and for entries stored before engines were recorded).
+    pub fn author(&self) -> Option<&str> {
+        match self {
+            EventKind::KernelContext(k) if !k.engine.is_empty() => Some(&k.engine),
+            _ => None,
+        }
+    }
+
     /// A user text message.
     pub fn user_text(text: impl Into<String>) -> EventKind {
         EventKind::UserMessage {
@@ -534,7 +575,7 @@ impl EventKind {
             EventKind::UserMessage { parts } => EventBody::UserMessage(parts.clone()),
             EventKind::AssistantMessage { parts } => EventBody::AssistantMessage(parts.clone()),
             EventKind::ToolResult(r) => EventBody::ToolResult(r.clone()),
-            EventKind::KernelContext(k) => EventBody::KernelContext(k.clone()),
+            EventKind::KernelContext(k) => EventBody::KernelContext(k.entry.clone()),
             EventKind::NotificationDelivered { text, .. } => EventBody::Notification(text.clone()),
             EventKind::ManualCompact => EventBody::ManualCompact,
             EventKind::StateUpdate(op) => note(KernelNoteKind::StateUpdate, op.summary(), vec![]),

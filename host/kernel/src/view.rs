@@ -2,7 +2,14 @@
 //! store, for one session. Engines get this and nothing else: bounded pages of
 //! events, search, canonical state from the cached reducers, artifact metadata
 //! and session facts.
+//!
+//! A view made [`StoreSessionView::for_engine`] shows an engine only the
+//! kernel-context entries it wrote itself since the last entry of any other
+//! engine: switching engines starts a fresh epoch from the log, and no
+//! engine's text reaches another as authoritative. `info` still counts every
+//! entry, so a new engine's entries rise above all of them.
 
+use crate::event::{EventKind, StoredEvent};
 use crate::store::{Result, SessionRecord, Store};
 use latch_engine_sdk::types::{
     CanonicalState, EstimatorProfile, Event, MediaRef, OutlinedEvent, SearchHit, SessionInfo,
@@ -19,6 +26,9 @@ use std::sync::Arc;
 pub struct StoreSessionView {
     store: Arc<Store>,
     record: SessionRecord,
+    /// Kernel-context events with `seq <= hidden_through` are left out (0:
+    /// none is).
+    hidden_through: u64,
 }
 
 impl StoreSessionView {
@@ -26,7 +36,53 @@ impl StoreSessionView {
     /// what it resumes).
     pub fn new(store: Arc<Store>, session: &str) -> Result<Self> {
         let record = store.session(session)?;
-        Ok(StoreSessionView { store, record })
+        Ok(StoreSessionView {
+            store,
+            record,
+            hidden_through: 0,
+        })
+    }
+
+    /// The view `engine` (its configured name) is given: kernel-context
+    /// entries written before the last entry of another engine, and that
+    /// entry, are left out of every read.
+    pub fn for_engine(store: Arc<Store>, session: &str, engine: &str) -> Result<Self> {
+        let hidden_through = store.foreign_kernel_context_through(session, engine)?;
+        let mut view = Self::new(store, session)?;
+        view.hidden_through = hidden_through;
+        Ok(view)
+    }
+
+    /// True when `event` is kernel context this view leaves out.
+    fn hidden(&self, event: &StoredEvent) -> bool {
+        event.seq <= self.hidden_through && matches!(event.kind, EventKind::KernelContext(_))
+    }
+
+    /// Read pages with `read(cursor, limit)` until `limit` visible events are
+    /// found or the store has no more; `next` moves the cursor past a page.
+    fn visible(
+        &self,
+        mut cursor: u64,
+        limit: u32,
+        read: impl Fn(u64, u32) -> Result<Vec<StoredEvent>>,
+        next: impl Fn(u64) -> Option<u64>,
+    ) -> Result<Vec<StoredEvent>> {
+        let limit = limit.min(MAX_PAGE);
+        let mut out = Vec::new();
+        loop {
+            let rows = read(cursor, limit)?;
+            let full = rows.len() >= limit as usize;
+            let last = rows.last().map(|e| e.seq);
+            out.extend(rows.into_iter().filter(|e| !self.hidden(e)));
+            match (full, last.and_then(&next)) {
+                (true, Some(c)) if out.len() < limit as usize && self.hidden_through > 0 => {
+                    cursor = c
+                }
+                _ => break,
+            }
+        }
+        out.truncate(limit as usize);
+        Ok(out)
     }
 
     /// The session's stored record.
@@ -71,9 +127,12 @@ impl StoreSessionView {
 
     /// Events with `from <= seq < to`, ascending, at most `min(limit, 1000)`.
     pub fn try_events(&self, from: u64, to: u64, limit: u32) -> Result<Vec<Event>> {
-        let rows = self
-            .store
-            .events(&self.record.id, from, to, limit.min(MAX_PAGE))?;
+        let rows = self.visible(
+            from,
+            limit,
+            |from, limit| self.store.events(&self.record.id, from, to, limit),
+            |last| last.checked_add(1),
+        )?;
         Ok(rows.iter().map(|e| e.to_sdk()).collect())
     }
 
@@ -86,17 +145,23 @@ impl StoreSessionView {
         limit: u32,
         profile: EstimatorProfile,
     ) -> Result<Vec<OutlinedEvent>> {
-        let rows = self
-            .store
-            .events_outline(&self.record.id, from, to, limit.min(MAX_PAGE))?;
+        let rows = self.visible(
+            from,
+            limit,
+            |from, limit| self.store.events_outline(&self.record.id, from, to, limit),
+            |last| last.checked_add(1),
+        )?;
         Ok(rows.iter().map(|e| outline(profile, &e.to_sdk())).collect())
     }
 
     /// Events with `seq < before`, newest first, at most `min(limit, 1000)`.
     pub fn try_events_before(&self, before: u64, limit: u32) -> Result<Vec<Event>> {
-        let rows = self
-            .store
-            .events_before(&self.record.id, before, limit.min(MAX_PAGE))?;
+        let rows = self.visible(
+            before,
+            limit,
+            |before, limit| self.store.events_before(&self.record.id, before, limit),
+            Some,
+        )?;
         Ok(rows.iter().map(|e| e.to_sdk()).collect())
     }
 
@@ -106,8 +171,10 @@ impl StoreSessionView {
         let rows =
             self.store
                 .search_before(&self.record.id, query, before, limit.min(MAX_SEARCH))?;
+        // Kernel context is not indexed; the filter keeps that true here.
         Ok(rows
             .into_iter()
+            .filter(|r| !self.hidden(&r.event))
             .map(|r| SearchHit {
                 event: r.event.to_sdk(),
                 snippet: r.snippet,

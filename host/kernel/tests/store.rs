@@ -715,13 +715,16 @@ fn the_outline_leaves_out_bulky_bodies_and_prices_every_event() {
         f.store
             .append(
                 &a,
-                EventKind::KernelContext(KernelContextEntry {
-                    generation: 1,
-                    revision,
-                    kind,
-                    epoch_start: (kind == KernelContextKind::Snapshot).then_some(first),
-                    text: "a long snapshot body ".repeat(200),
-                }),
+                EventKind::kernel_context(
+                    "builtin:continuity",
+                    KernelContextEntry {
+                        generation: 1,
+                        revision,
+                        kind,
+                        epoch_start: (kind == KernelContextKind::Snapshot).then_some(first),
+                        text: "a long snapshot body ".repeat(200),
+                    },
+                ),
             )
             .unwrap();
     }
@@ -870,4 +873,100 @@ fn stress_early_memory_survives_ten_thousand_events() {
     assert_eq!(hits.len(), 1);
     assert!(hits[0].snippet.contains("frobnicate_widget"));
     let _ = Arc::strong_count(&f.store);
+}
+
+fn context(generation: u64, revision: u64, text: &str) -> KernelContextEntry {
+    KernelContextEntry {
+        generation,
+        revision,
+        kind: KernelContextKind::Snapshot,
+        epoch_start: Some(1),
+        text: text.into(),
+    }
+}
+
+/// Kernel context is tagged with the engine that wrote it, durably; an
+/// engine's view leaves out every entry up to the last one another engine
+/// wrote (its own earlier entries included: switching starts a fresh epoch),
+/// pages stay full, and `info` still counts every entry so a new engine's
+/// entries rise above all of them.
+#[test]
+fn an_engine_sees_only_its_own_kernel_context_since_the_last_switch() {
+    let f = Fixture::new();
+    let a = f.session("/ws");
+    let store = &f.store;
+    let own = |g, r, t: &str| EventKind::kernel_context("builtin:continuity", context(g, r, t));
+    store.append(&a, EventKind::user_text("hello")).unwrap();
+    let early = store.append(&a, own(1, 1, "continuity epoch 1")).unwrap();
+    let poison = store
+        .append(
+            &a,
+            EventKind::kernel_context("/tmp/hostile.wasm", context(2, 2, "POISON")),
+        )
+        .unwrap();
+    for i in 0..1200 {
+        store
+            .append(&a, EventKind::user_text(format!("turn {i}")))
+            .unwrap();
+    }
+    let kinds = |v: &StoreSessionView| {
+        v.events(0, u64::MAX, 1000)
+            .into_iter()
+            .filter_map(|e| match e.body {
+                EventBody::KernelContext(k) => Some(k.text),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+    };
+    let unscoped = StoreSessionView::new(store.clone(), &a).unwrap();
+    assert_eq!(kinds(&unscoped), ["continuity epoch 1", "POISON"]);
+    let back = StoreSessionView::for_engine(store.clone(), &a, "builtin:continuity").unwrap();
+    assert!(
+        kinds(&back).is_empty(),
+        "nothing before the switch is authoritative"
+    );
+    let page = back.events(0, u64::MAX, 1000);
+    assert_eq!(page.len(), 1000, "hidden entries do not shorten a page");
+    assert!(page.iter().all(|e| e.seq != early && e.seq != poison));
+    let before = back.events_before(poison + 1, 5);
+    assert_eq!(
+        before.len(),
+        1,
+        "hidden from every read: only `hello` is left"
+    );
+    assert!(matches!(before[0].body, EventBody::UserMessage(_)));
+    assert!(
+        back.events_outline(0, poison + 1, 10, EstimatorProfile::Openai)
+            .iter()
+            .all(|o| !matches!(o.event.body, EventBody::KernelContext(_)))
+    );
+    let info = back.info();
+    assert_eq!(
+        (info.kernel_context_generation, info.kernel_context_revision),
+        (2, 2)
+    );
+    // The engine's own entries after the switch are its again, across a reopen.
+    let fresh = store.append(&a, own(3, 3, "continuity epoch 3")).unwrap();
+    let reopened = Arc::new(Store::open(f.db_path()).unwrap());
+    let back = StoreSessionView::for_engine(reopened.clone(), &a, "builtin:continuity").unwrap();
+    assert_eq!(
+        back.events_before(u64::MAX, 1)[0].seq,
+        fresh,
+        "the newest event is the engine's own entry"
+    );
+    assert_eq!(
+        back.events_before(u64::MAX, 2000)
+            .into_iter()
+            .filter(|e| matches!(e.body, EventBody::KernelContext(_)))
+            .count(),
+        1
+    );
+    let hostile = StoreSessionView::for_engine(reopened, &a, "/tmp/hostile.wasm").unwrap();
+    assert!(
+        hostile
+            .events_before(u64::MAX, 2000)
+            .iter()
+            .all(|e| !matches!(e.body, EventBody::KernelContext(_))),
+        "the other engine's entries are not the hostile engine's either"
+    );
 }

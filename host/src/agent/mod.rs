@@ -240,7 +240,11 @@ impl Agent {
     }
 
     fn view(&self) -> Result<StoreSessionView, AgentError> {
-        Ok(StoreSessionView::new(self.store.clone(), &self.session.id)?)
+        Ok(StoreSessionView::for_engine(
+            self.store.clone(),
+            &self.session.id,
+            self.engine.name(),
+        )?)
     }
 
     fn append(
@@ -330,7 +334,10 @@ impl Agent {
             self.with_engine("manual-compact", |engine, view| engine.manual_compact(view))?;
         let n = entries.len();
         self.append_batch(
-            entries.into_iter().map(EventKind::KernelContext).collect(),
+            entries
+                .into_iter()
+                .map(|e| EventKind::kernel_context(self.engine.name(), e))
+                .collect(),
             observer,
         )?;
         Ok(n)

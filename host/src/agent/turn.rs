@@ -132,12 +132,14 @@ impl Agent {
                 return Err(AgentError::StepLimit(max));
             }
             let (_, view) = self.materialize(query)?;
-            // Kernel context is durable before the request that shows it.
+            // Kernel context is durable before the request that shows it,
+            // tagged with the engine that wrote it.
+            let author = self.engine.name().to_string();
             self.append_batch(
                 view.persist
                     .iter()
                     .cloned()
-                    .map(EventKind::KernelContext)
+                    .map(|e| EventKind::kernel_context(&author, e))
                     .collect(),
                 observer,
             )?;
@@ -146,7 +148,7 @@ impl Agent {
                 system: view.system.clone(),
                 tools: schemas.clone(),
                 cache_breakpoints: CacheHints::for_messages(&view.messages),
-                messages: view.messages.clone(),
+                messages: latch_engine_sdk::validate::framed(&view.messages),
                 max_tokens: self.options.max_tokens,
             };
             let media = StoreMedia(self.store.clone());

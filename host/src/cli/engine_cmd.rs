@@ -1,6 +1,7 @@
 //! `latch engine info` and `latch engine check`.
 
 use super::GlobalArgs;
+use super::render::{MAX_PRINTED_CHARS, terminal_safe};
 use crate::config::Config;
 use crate::engine::EngineRuntime;
 use crate::engine::conformance::ComponentCandidate;
@@ -8,6 +9,11 @@ use crate::engine::runtime::EngineSource;
 use latch_conformance::Options;
 use std::path::Path;
 use std::time::Instant;
+
+/// An engine-provided string, ready for the terminal.
+fn safe(text: &str) -> String {
+    terminal_safe(text, MAX_PRINTED_CHARS)
+}
 
 /// `latch engine info`.
 pub fn info(global: &GlobalArgs, workspace: &Path, spec: &str, json: bool) -> anyhow::Result<i32> {
@@ -44,8 +50,8 @@ pub fn info(global: &GlobalArgs, workspace: &Path, spec: &str, json: bool) -> an
         return Ok(0);
     }
     println!("engine            {source}");
-    println!("world             latch:context/{}", info.world);
-    println!("contract version  {}", info.contract_version);
+    println!("world             latch:context/{}", safe(&info.world));
+    println!("contract version  {}", safe(&info.contract_version));
     println!(
         "size              {} bytes (sha256 {})",
         info.size_bytes,
@@ -53,11 +59,11 @@ pub fn info(global: &GlobalArgs, workspace: &Path, spec: &str, json: bool) -> an
     );
     println!("exports");
     for e in &info.exports {
-        println!("  {e}");
+        println!("  {}", safe(e));
     }
     println!("imports");
     for i in &info.imports {
-        println!("  {i}");
+        println!("  {}", safe(i));
     }
     println!("sandbox limits");
     println!("  deadline        {} ms per call", limits.deadline_ms);
@@ -118,7 +124,7 @@ pub fn check(
                     "{:<12} {:<6} {:>6}ms  the component does not load",
                     "contract", "FAIL", ms
                 );
-                println!("{:<29}- {e}", "");
+                println!("{:<29}- {}", "", safe(&e.to_string()));
                 println!("{source}: FAILED (contract)");
             }
             return Ok(1);
@@ -127,6 +133,7 @@ pub fn check(
     let options = Options {
         deadline_ms: limits.deadline_ms,
         config_json: config_json.map(str::to_string),
+        system_prompt: Some(crate::agent::prompt::system_prompt()),
         ..Options::default()
     };
     let candidate = ComponentCandidate::new(loaded, limits, config_json.map(str::to_string));
@@ -134,7 +141,7 @@ pub fn check(
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", report.table());
+        print!("{}", report.table_with(safe));
     }
     Ok(if report.passed { 0 } else { 1 })
 }

@@ -189,6 +189,25 @@ pub enum EngineCommand {
     Compare(compare_cmd::CompareArgs),
 }
 
+/// The `latch` binary after logging is set up: parse `args` (the first is
+/// the program name), run the command and return the exit code. An error is
+/// printed escaped: it may carry an engine's words.
+pub fn main_with(args: Vec<String>) -> i32 {
+    use clap::Parser;
+    let cli = Cli::parse_from(args);
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            let text = format!("{e:#}");
+            eprintln!(
+                "error: {}",
+                render::terminal_safe(&text, 4 * render::MAX_PRINTED_CHARS)
+            );
+            2
+        }
+    }
+}
+
 /// Run the parsed command line; returns the process exit code.
 pub fn run(cli: Cli) -> anyhow::Result<i32> {
     let workspace = match &cli.global.workspace {

@@ -1,6 +1,7 @@
 //! Plain-text rendering of durable events, recalled events and the `/context`
 //! report for the terminal.
 
+pub use crate::engine::display::{MAX_PRINTED_CHARS, terminal_safe};
 use latch_engine_sdk::types::*;
 use latch_kernel::EventKind;
 
@@ -38,7 +39,10 @@ pub fn event_line(event: &EventKind) -> Option<String> {
                 format!(": {}", blockers.join("; "))
             }
         )),
-        EventKind::RunInterrupted { reason } => Some(format!("  ! run interrupted: {reason}")),
+        EventKind::RunInterrupted { reason } => Some(format!(
+            "  ! run interrupted: {}",
+            terminal_safe(reason, 4 * MAX_PRINTED_CHARS)
+        )),
         EventKind::ManualCompact => Some("  ◇ working memory reset (/compact)".into()),
         _ => None,
     }
@@ -72,7 +76,7 @@ fn clip(s: &str, n: usize) -> String {
     }
 }
 
-/// Recalled events, chronological.
+/// Recalled events, chronological (an engine's answer: escaped).
 pub fn recalled(events: &[Event]) -> String {
     if events.is_empty() {
         return "no matching events\n".into();
@@ -83,7 +87,7 @@ pub fn recalled(events: &[Event]) -> String {
         out.push_str(&format!(
             "#{:<6} {}\n",
             e.seq,
-            clip(&text.replace('\n', " ⏎ "), 200)
+            terminal_safe(&text.replace('\n', " ⏎ "), 200)
         ));
     }
     out
@@ -121,7 +125,8 @@ pub fn report_table(r: &ContextReport) -> String {
     let row = |s: &mut String, k: &str, v: String| s.push_str(&format!("  {k:<34} {v}\n"));
     s.push_str(&format!(
         "context report · {} · status {}\n",
-        r.engine, r.status
+        terminal_safe(&r.engine, 200),
+        terminal_safe(&r.status, 200)
     ));
     row(
         &mut s,
@@ -179,7 +184,7 @@ pub fn report_table(r: &ContextReport) -> String {
             Some(g) => format!(
                 "generation {g}, {} user turns, last rotation: {} (≈{} retained)",
                 r.epoch_user_turns,
-                r.rotation_reason.clone().unwrap_or("none".into()),
+                terminal_safe(r.rotation_reason.as_deref().unwrap_or("none"), 400),
                 r.retained_after_rotation_tokens
             ),
             None => "not kept by this engine".into(),

@@ -74,7 +74,7 @@ pub fn run(global: &GlobalArgs, workspace: &Path, task: &str, json: bool) -> any
     match agent.run_turn(task, &mut out) {
         Ok(_) => Ok(0),
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", safe(&e.to_string()));
             Ok(1)
         }
     }
@@ -136,7 +136,7 @@ pub fn chat(
             Slash::Task => {}
         }
         if let Err(e) = agent.run_turn(line, &mut out) {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", safe(&e.to_string()));
         }
     }
     Ok(0)
@@ -168,7 +168,7 @@ fn slash(agent: &mut Agent, line: &str, out: &mut (dyn FnMut(AgentEvent) + Send)
         _ => return Slash::Task,
     };
     if let Err(e) = result {
-        eprintln!("error: {e}");
+        eprintln!("error: {}", safe(&e.to_string()));
     }
     Slash::Handled
 }
@@ -283,4 +283,9 @@ pub fn recall(
     let events = agent.recall(query, limit)?;
     print!("{}", render::recalled(&events));
     Ok(0)
+}
+
+/// An error that may carry an engine's words, ready for the terminal.
+fn safe(text: &str) -> String {
+    super::render::terminal_safe(text, 4 * super::render::MAX_PRINTED_CHARS)
 }

@@ -110,6 +110,13 @@ pub struct LimitsConfig {
     /// Memory cap of one engine instance in MiB (default 512).
     #[serde(default = "default_memory")]
     pub memory_mib: u64,
+    /// Most bytes of one kernel-context entry an engine may persist
+    /// (default 1 MiB).
+    #[serde(default = "default_context_entry_bytes")]
+    pub context_entry_bytes: u64,
+    /// Most bytes of kernel context one view may persist (default 2 MiB).
+    #[serde(default = "default_context_view_bytes")]
+    pub context_view_bytes: u64,
 }
 
 impl Default for LimitsConfig {
@@ -117,6 +124,8 @@ impl Default for LimitsConfig {
         LimitsConfig {
             deadline_ms: default_deadline(),
             memory_mib: default_memory(),
+            context_entry_bytes: default_context_entry_bytes(),
+            context_view_bytes: default_context_view_bytes(),
         }
     }
 }
@@ -126,6 +135,12 @@ fn default_deadline() -> u64 {
 }
 fn default_memory() -> u64 {
     SandboxLimits::default().memory_mib
+}
+fn default_context_entry_bytes() -> u64 {
+    SandboxLimits::default().context_entry_bytes
+}
+fn default_context_view_bytes() -> u64 {
+    SandboxLimits::default().context_view_bytes
 }
 
 /// `[engine.child_policy]`.
@@ -272,6 +287,8 @@ impl Config {
         SandboxLimits {
             deadline_ms: self.engine.limits.deadline_ms,
             memory_mib: self.engine.limits.memory_mib,
+            context_entry_bytes: self.engine.limits.context_entry_bytes,
+            context_view_bytes: self.engine.limits.context_view_bytes,
             ..SandboxLimits::default()
         }
     }

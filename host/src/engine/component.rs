@@ -5,14 +5,17 @@
 
 use super::bindings::context::ContextEngine as EngineBindings;
 use super::convert::Conv;
+use super::display::{MAX_PRINTED_CHARS, terminal_safe};
+use super::guard::ViewGuard;
 use super::runtime::{EPOCH_TICK, LoadedComponent};
 use super::sandbox::{EngineState, SandboxHandles, SandboxLimits};
-use super::session_host::SessionHandle;
+use super::session_host::{HostCallError, SessionHandle};
 use super::{ContextEngine, ContextEngineFactory, EngineFailure};
 use latch_engine_sdk::types::*;
 use latch_engine_sdk::{KeptTooMany, SessionView, ViewAssembler};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 use wasmtime::Store;
 use wasmtime::component::{Resource, ResourceAny};
 
@@ -45,6 +48,10 @@ pub struct ComponentEngine {
     live: Option<Live>,
     /// Restores whole views from the live instance's continued ones.
     views: ViewAssembler,
+    /// The host's checks on the instance's views and entries.
+    guard: ViewGuard,
+    /// How many messages the last view kept from the one before it.
+    last_kept: usize,
     traffic: ViewTraffic,
     instantiations: u64,
     peak_memory_bytes: usize,
@@ -59,6 +66,8 @@ impl ComponentEngine {
         model: ModelProfile,
     ) -> Self {
         ComponentEngine {
+            guard: ViewGuard::new(model.estimator, limits.kernel_context()),
+            last_kept: 0,
             loaded,
             limits,
             session_id: session_id.to_string(),
@@ -105,6 +114,7 @@ impl ComponentEngine {
         }
         // A new instance has no previous view to continue.
         self.views.reset();
+        self.guard.reset();
         let (state, handles) = EngineState::new(&self.limits, &self.session_id);
         let mut store = Store::new(self.loaded.pre.engine(), state);
         store.limiter(|s| &mut s.limiter);
@@ -181,6 +191,8 @@ impl ComponentEngine {
         let mut live = self.live.take().expect("instance ensured above");
         live.store.set_epoch_deadline(self.deadline_ticks());
         live.store.data_mut().limiter.hit = false;
+        let started = Instant::now();
+        live.store.data_mut().started = Some(started);
         let mut owned = None;
         if let Some(session) = session {
             let latest_time = session
@@ -207,6 +219,7 @@ impl ComponentEngine {
             .as_ref()
             .map(|h| Resource::<SessionHandle>::new_borrow(h.rep()));
         let result = f(&mut live, borrow);
+        live.store.data_mut().started = None;
         live.store.data_mut().session.clear();
         if let Some(handle) = owned {
             let _ = live.store.data_mut().table.delete(handle);
@@ -220,8 +233,75 @@ impl ComponentEngine {
                 self.live = Some(live);
                 Ok(value)
             }
-            Err(e) => Err(self.classify(e, &live.store, &live.handles)),
+            Err(e) => {
+                let mut failure = self.classify(e, &live.store, &live.handles);
+                if let EngineFailure::Timeout { elapsed_ms, .. } = &mut failure {
+                    *elapsed_ms = (*elapsed_ms).max(started.elapsed().as_millis() as u64);
+                }
+                Err(failure)
+            }
         }
+    }
+
+    /// The instance's whole view, before the host's checks (the conformance
+    /// suite checks it with the same rules and reports the evidence).
+    pub fn materialize_unchecked(
+        &mut self,
+        session: &dyn SessionView,
+        request: &ContextRequest,
+    ) -> Result<ContextView, EngineFailure> {
+        let request: super::bindings::context::exports::latch::context::engine::ContextRequest =
+            request.clone().conv();
+
+        let result = self.call(Some(session), |live, handle| {
+            live.bindings
+                .latch_context_engine()
+                .context_engine()
+                .call_materialize(
+                    &mut live.store,
+                    live.resource,
+                    handle.expect("session lent"),
+                    &request,
+                )
+        })?;
+        let view = result.map_err(|e| EngineFailure::Engine {
+            engine: self.loaded.name.clone(),
+            error: e.conv(),
+        })?;
+        let received = view.messages.len() as u64;
+        self.last_kept = view.kept_messages as usize;
+        let whole = self
+            .views
+            .assemble(view.conv())
+            .map_err(|e| EngineFailure::Rejected {
+                engine: self.loaded.name.clone(),
+                rule: KeptTooMany::RULE,
+                detail: e.to_string(),
+            })?;
+        self.traffic.received += received;
+        self.traffic.assembled += whole.messages.len() as u64;
+        Ok(whole)
+    }
+
+    /// The instance's `manual-compact` entries, before the host's checks.
+    pub fn manual_compact_unchecked(
+        &mut self,
+        session: &dyn SessionView,
+    ) -> Result<Vec<KernelContextEntry>, EngineFailure> {
+        let result = self.call(Some(session), |live, handle| {
+            live.bindings
+                .latch_context_engine()
+                .context_engine()
+                .call_manual_compact(
+                    &mut live.store,
+                    live.resource,
+                    handle.expect("session lent"),
+                )
+        })?;
+        result.map(Conv::conv).map_err(|e| EngineFailure::Engine {
+            engine: self.loaded.name.clone(),
+            error: e.conv(),
+        })
     }
 
     /// Turn a wasmtime error into the failure the user reads.
@@ -235,10 +315,30 @@ impl ComponentEngine {
         let (stderr, _) = handles.stderr.drain();
         let (stdout, _) = handles.stdout.drain();
         if !stdout.is_empty() {
-            tracing::info!(target: "latch::engine", engine = %engine, "{}", stdout.trim_end());
+            tracing::info!(target: "latch::engine", engine = %engine, "{}", log_line(&stdout));
         }
         if !stderr.is_empty() {
-            tracing::warn!(target: "latch::engine", engine = %engine, "{}", stderr.trim_end());
+            tracing::warn!(target: "latch::engine", engine = %engine, "{}", log_line(&stderr));
+        }
+        match error.downcast_ref::<HostCallError>() {
+            Some(HostCallError::Deadline {
+                elapsed_ms,
+                deadline_ms,
+                ..
+            }) => {
+                return EngineFailure::Timeout {
+                    engine,
+                    deadline_ms: *deadline_ms,
+                    elapsed_ms: *elapsed_ms,
+                };
+            }
+            Some(refused @ HostCallError::Refused { .. }) => {
+                return EngineFailure::HostCall {
+                    engine,
+                    detail: refused.to_string(),
+                };
+            }
+            None => {}
         }
         if matches!(
             error.downcast_ref::<wasmtime::Trap>(),
@@ -247,6 +347,7 @@ impl ComponentEngine {
             return EngineFailure::Timeout {
                 engine,
                 deadline_ms: self.limits.deadline_ms,
+                elapsed_ms: 0,
             };
         }
         if store.data().limiter.hit {
@@ -279,11 +380,16 @@ impl ComponentEngine {
     }
 }
 
+/// A captured guest log as one printable line.
+fn log_line(text: &str) -> String {
+    terminal_safe(text.trim_end(), MAX_PRINTED_CHARS)
+}
+
 fn forward_logs(engine: &str, handles: &SandboxHandles) {
     for (stream, log) in [("stdout", &handles.stdout), ("stderr", &handles.stderr)] {
         let (text, dropped) = log.drain();
         if !text.is_empty() {
-            tracing::info!(target: "latch::engine", engine = %engine, stream, "{}", text.trim_end());
+            tracing::info!(target: "latch::engine", engine = %engine, stream, "{}", log_line(&text));
         }
         if dropped > 0 {
             tracing::warn!(target: "latch::engine", engine = %engine, stream, "dropped {dropped} bytes of engine output over the cap");
@@ -350,55 +456,28 @@ impl ContextEngine for ComponentEngine {
         session: &dyn SessionView,
         request: &ContextRequest,
     ) -> Result<ContextView, EngineFailure> {
-        let request: super::bindings::context::exports::latch::context::engine::ContextRequest =
-            request.clone().conv();
-        let result = self.call(Some(session), |live, handle| {
-            live.bindings
-                .latch_context_engine()
-                .context_engine()
-                .call_materialize(
-                    &mut live.store,
-                    live.resource,
-                    handle.expect("session lent"),
-                    &request,
-                )
-        })?;
-        let view = result.map_err(|e| EngineFailure::Engine {
-            engine: self.loaded.name.clone(),
-            error: e.conv(),
-        })?;
-        let received = view.messages.len() as u64;
-        let whole = self
-            .views
-            .assemble(view.conv())
-            .map_err(|e| EngineFailure::Rejected {
-                engine: self.loaded.name.clone(),
-                rule: KeptTooMany::RULE,
-                detail: e.to_string(),
-            })?;
-        self.traffic.received += received;
-        self.traffic.assembled += whole.messages.len() as u64;
-        Ok(whole)
+        let view = self.materialize_unchecked(session, request)?;
+        let accepted =
+            self.guard
+                .accept_continued(&self.loaded.name, session, request, &view, self.last_kept);
+        if accepted.is_err() {
+            // The instance believes the refused view was sent: replace it,
+            // so that nothing is ever continued from a view the host refused.
+            self.live = None;
+            self.views.reset();
+            self.guard.reset();
+        }
+        accepted.map(|()| view)
     }
 
     fn manual_compact(
         &mut self,
         session: &dyn SessionView,
     ) -> Result<Vec<KernelContextEntry>, EngineFailure> {
-        let result = self.call(Some(session), |live, handle| {
-            live.bindings
-                .latch_context_engine()
-                .context_engine()
-                .call_manual_compact(
-                    &mut live.store,
-                    live.resource,
-                    handle.expect("session lent"),
-                )
-        })?;
-        result.map(Conv::conv).map_err(|e| EngineFailure::Engine {
-            engine: self.loaded.name.clone(),
-            error: e.conv(),
-        })
+        let entries = self.manual_compact_unchecked(session)?;
+        self.guard
+            .accept_entries(&self.loaded.name, session, &entries)?;
+        Ok(entries)
     }
 
     fn recall(

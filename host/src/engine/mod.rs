@@ -9,14 +9,20 @@
 //! * [`runtime::EngineRuntime`] — wasmtime, the precompiled-component cache
 //!   and the epoch ticker; [`component::ComponentEngine`] — one sandboxed
 //!   instance; [`native::NativeEngine`] — an SDK engine linked natively.
-//! * [`validate`] (from the SDK) — the host's checks on every view (hard
-//!   budget, protocol safety), applied whatever engine produced it.
+//! * [`guard::ViewGuard`] — the host's checks on every view and every entry
+//!   to persist, applied inside every [`ContextEngine`] implementation
+//!   whatever engine produced them: the SDK's [`validate`] rules (hard
+//!   budget, protocol safety, system prompt, session context, provenance,
+//!   kernel-context revisions, generations and sizes), the same ones the
+//!   conformance suite applies.
 
 pub mod bindings;
 pub mod builtin;
 pub mod component;
 pub mod conformance;
 mod convert;
+pub mod display;
+pub mod guard;
 pub mod native;
 pub mod policy;
 pub mod runtime;
@@ -24,10 +30,12 @@ pub mod sandbox;
 pub mod session_host;
 
 pub use component::{ComponentEngine, ComponentFactory, ViewTraffic};
+pub use guard::ViewGuard;
 pub use latch_engine_sdk::validate::{self, ViewRule, check_view};
 pub use native::{NativeEngine, NativeFactory};
 pub use runtime::{EngineRuntime, LoadError, LoadedComponent};
 pub use sandbox::SandboxLimits;
+pub use session_host::{HostCallError, HostCallLimits};
 
 use latch_engine_sdk::SessionView;
 use latch_engine_sdk::types::{
@@ -44,11 +52,20 @@ pub enum EngineFailure {
     /// The engine refused its configuration.
     #[error("engine `{engine}` refused its configuration: {error}")]
     Config { engine: String, error: ConfigError },
-    /// The call ran past its deadline and was interrupted.
+    /// The call ran past its deadline and was interrupted (in the engine's
+    /// code, or at the next host-call boundary when the time went to host
+    /// calls). `elapsed_ms` is the real time the call took.
     #[error(
-        "engine `{engine}` did not answer within its {deadline_ms} ms deadline and was stopped; raise [engine.limits] deadline_ms or fix the engine"
+        "engine `{engine}` did not answer within its {deadline_ms} ms deadline and was stopped after {elapsed_ms} ms; raise [engine.limits] deadline_ms or fix the engine"
     )]
-    Timeout { engine: String, deadline_ms: u64 },
+    Timeout {
+        engine: String,
+        deadline_ms: u64,
+        elapsed_ms: u64,
+    },
+    /// The engine called an import with input past its limits.
+    #[error("engine `{engine}` made a host call the host refuses: {detail}")]
+    HostCall { engine: String, detail: String },
     /// The instance tried to grow its memory past the cap.
     #[error(
         "engine `{engine}` ran out of memory (limit {limit_mib} MiB) and was stopped; raise [engine.limits] memory_mib or fix the engine"
@@ -84,6 +101,7 @@ impl EngineFailure {
             EngineFailure::Trap { .. } => "trap",
             EngineFailure::Instantiate { .. } => "instantiate",
             EngineFailure::Rejected { .. } => "rejected",
+            EngineFailure::HostCall { .. } => "host-call",
         }
     }
 }
@@ -104,14 +122,16 @@ pub trait ContextEngine: Send {
     fn set_estimator(&mut self, profile: EstimatorProfile) -> Result<(), EngineFailure>;
     /// The engine's default budget for its model.
     fn default_budget(&mut self) -> Result<ContextBudget, EngineFailure>;
-    /// Materialize the view for the next model request (unchecked; see
-    /// [`check_view`]).
+    /// Materialize the whole view for the next model request, accepted by
+    /// the host's [`ViewGuard`] (`session` is the session as the engine sees
+    /// it: see `StoreSessionView::for_engine`).
     fn materialize(
         &mut self,
         session: &dyn SessionView,
         request: &ContextRequest,
     ) -> Result<ContextView, EngineFailure>;
-    /// `/compact`: the entries starting a fresh epoch.
+    /// `/compact`: the entries starting a fresh epoch, accepted by the
+    /// host's [`ViewGuard`].
     fn manual_compact(
         &mut self,
         session: &dyn SessionView,
@@ -138,9 +158,9 @@ pub trait ContextEngineFactory: Send + Sync {
     ) -> Result<Box<dyn ContextEngine>, EngineFailure>;
 }
 
-/// Materialize and check the view with [`check_view`]: what the agent loop
-/// does before every request. A view breaking a rule becomes
-/// [`EngineFailure::Rejected`] naming the engine and the rule.
+/// Materialize and check the view with [`check_view`] once more (every
+/// implementation already applies its [`ViewGuard`]). A view breaking a rule
+/// becomes [`EngineFailure::Rejected`] naming the engine and the rule.
 pub fn materialize_checked(
     engine: &mut dyn ContextEngine,
     session: &dyn SessionView,

@@ -2,8 +2,10 @@
 //! port as a component. Used to pin that an engine behaves identically linked
 //! natively and sandboxed, and for benchmarks.
 
+use super::guard::ViewGuard;
 use super::{ContextEngine, ContextEngineFactory, EngineFailure};
 use latch_engine_sdk::types::*;
+use latch_engine_sdk::validate::KernelContextLimits;
 use latch_engine_sdk::{Assembled, Engine, KeptTooMany, SessionView, ViewAssembler};
 
 /// An SDK engine linked natively. Its views are assembled exactly as a
@@ -12,6 +14,7 @@ pub struct NativeEngine<E: Engine + Send> {
     name: String,
     engine: E,
     views: ViewAssembler,
+    guard: ViewGuard,
 }
 
 impl<E: Engine + Send> NativeEngine<E> {
@@ -28,7 +31,15 @@ impl<E: Engine + Send> NativeEngine<E> {
             name: name.to_string(),
             engine,
             views,
+            guard: ViewGuard::new(EstimatorProfile::Openai, KernelContextLimits::default()),
         }
+    }
+
+    /// Check views priced under `profile` (the session model's estimator)
+    /// with kernel-context `limits`.
+    pub fn checked_with(mut self, profile: EstimatorProfile, limits: KernelContextLimits) -> Self {
+        self.guard = ViewGuard::new(profile, limits);
+        self
     }
 }
 
@@ -66,24 +77,31 @@ impl<E: Engine + Send> ContextEngine for NativeEngine<E> {
                     engine: self.name.clone(),
                     error,
                 })?;
-        self.views
+        let whole = self
+            .views
             .assemble(view)
             .map_err(|e| EngineFailure::Rejected {
                 engine: self.name.clone(),
                 rule: KeptTooMany::RULE,
                 detail: e.to_string(),
-            })
+            })?;
+        self.guard
+            .accept_view(&self.name, session, request, &whole)?;
+        Ok(whole)
     }
     fn manual_compact(
         &mut self,
         session: &dyn SessionView,
     ) -> Result<Vec<KernelContextEntry>, EngineFailure> {
-        self.engine
-            .manual_compact(session)
-            .map_err(|error| EngineFailure::Engine {
-                engine: self.name.clone(),
-                error,
-            })
+        let entries =
+            self.engine
+                .manual_compact(session)
+                .map_err(|error| EngineFailure::Engine {
+                    engine: self.name.clone(),
+                    error,
+                })?;
+        self.guard.accept_entries(&self.name, session, &entries)?;
+        Ok(entries)
     }
     fn recall(
         &mut self,
@@ -127,7 +145,8 @@ impl<E: Engine + Send> ContextEngineFactory for NativeFactory<E> {
         _session_id: &str,
         model: &ModelProfile,
     ) -> Result<Box<dyn ContextEngine>, EngineFailure> {
-        let mut engine = NativeEngine::new(&self.name, E::new(model.clone()));
+        let mut engine = NativeEngine::new(&self.name, E::new(model.clone()))
+            .checked_with(model.estimator, KernelContextLimits::default());
         if let Some(json) = &self.config_json {
             engine.set_config(json)?;
         }

@@ -1,14 +1,16 @@
 //! The sandbox an engine instance runs in: a WASI context that grants nothing
 //! (no preopened directories, environment, arguments, network or inherited
 //! stdio), deterministic clocks and randomness, captured and capped output, a
-//! memory cap and a per-call deadline.
+//! memory cap and a per-call deadline that counts the time spent in host
+//! calls too.
 
 use super::session_host::SessionSlot;
 use bytes::Bytes;
+use latch_engine_sdk::validate::KernelContextLimits;
 use rand::SeedableRng;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
@@ -24,6 +26,22 @@ pub struct SandboxLimits {
     pub memory_mib: u64,
     /// Bytes of stdout/stderr kept per call; the rest is dropped.
     pub log_bytes: usize,
+    /// Most bytes of text in one kernel-context entry an engine asks the
+    /// host to persist.
+    pub context_entry_bytes: u64,
+    /// Most bytes of kernel-context text one view (or one `manual-compact`)
+    /// asks the host to persist.
+    pub context_view_bytes: u64,
+}
+
+impl SandboxLimits {
+    /// The kernel-context limits the host's checks apply.
+    pub fn kernel_context(&self) -> KernelContextLimits {
+        KernelContextLimits {
+            entry_bytes: self.context_entry_bytes,
+            view_bytes: self.context_view_bytes,
+        }
+    }
 }
 
 impl Default for SandboxLimits {
@@ -32,6 +50,8 @@ impl Default for SandboxLimits {
             deadline_ms: 5_000,
             memory_mib: 512,
             log_bytes: 64 * 1024,
+            context_entry_bytes: KernelContextLimits::default().entry_bytes,
+            context_view_bytes: KernelContextLimits::default().view_bytes,
         }
     }
 }
@@ -42,6 +62,10 @@ pub struct EngineState {
     pub(crate) table: ResourceTable,
     pub(crate) limiter: MemoryLimiter,
     pub(crate) session: SessionSlot,
+    /// The per-call deadline.
+    pub(crate) deadline: Duration,
+    /// When the call in progress started (host calls check it).
+    pub(crate) started: Option<Instant>,
 }
 
 impl WasiView for EngineState {
@@ -93,6 +117,8 @@ impl EngineState {
             table: ResourceTable::new(),
             limiter: MemoryLimiter::new(limits.memory_mib),
             session: SessionSlot::default(),
+            deadline: Duration::from_millis(limits.deadline_ms),
+            started: None,
         };
         (state, handles)
     }

@@ -5,7 +5,9 @@ use crate::sessions::{self, GenSession, NamedBudget, Scenario, Step};
 use crate::{Candidate, Failure, Instance, Options, Outcome, engine_error_text, import_verdict};
 use latch_engine_sdk::SessionView;
 use latch_engine_sdk::types::*;
-use latch_engine_sdk::validate::{check_protocol, request_tokens};
+use latch_engine_sdk::validate::{
+    KernelContextLimits, ViewChecker, check_entries, check_protocol, request_tokens,
+};
 use std::collections::BTreeMap;
 use std::time::Instant;
 
@@ -14,6 +16,7 @@ pub(crate) fn run_case(name: &str, candidate: &dyn Candidate, options: &Options)
         "contract" => contract(candidate),
         "budget" => budget(candidate),
         "protocol" => protocol(candidate),
+        "provenance" => provenance(candidate),
         "determinism" => determinism(candidate),
         "epochs" => epochs(candidate),
         "recall" => recall(candidate),
@@ -46,7 +49,7 @@ fn play(
     visit: &mut dyn FnMut(&Visit, &mut dyn Instance) -> Result<(), Outcome>,
     refusal: RefusalPolicy,
 ) -> Result<GenSession, Outcome> {
-    let mut session = GenSession::new(
+    let mut session = sessions::new_session(
         &format!("{}-{}", scenario.name, budget.name),
         scenario.model.clone(),
     );
@@ -70,7 +73,21 @@ fn play(
             Step::Compact => {
                 session.push(EventBody::ManualCompact);
                 match instance.manual_compact(&session) {
-                    Ok(entries) => session.persist(&entries),
+                    Ok(entries) => {
+                        // The host refuses what it would refuse in a session.
+                        if let Err((rule, detail)) = check_entries(
+                            &session.info(),
+                            &entries,
+                            &KernelContextLimits::default(),
+                        ) {
+                            let at = format!("{}/{} manual_compact", scenario.name, budget.name);
+                            return Err(Outcome::fail(
+                                format!("{rule} at {at}"),
+                                vec![format!("{at}: {detail}")],
+                            ));
+                        }
+                        session.persist(&entries)
+                    }
                     Err(f) if f.is_sandbox() => {
                         return Err(Outcome::engine(
                             format!("{}/{} manual_compact", scenario.name, budget.name),
@@ -88,13 +105,24 @@ fn play(
                     Ok(view) => {
                         visit(
                             &Visit {
-                                at,
+                                at: at.clone(),
                                 session: &session,
                                 request: &request,
                                 view: &view,
                             },
                             instance,
                         )?;
+                        // The host persists nothing it would refuse.
+                        if let Err((rule, detail)) = check_entries(
+                            &session.info(),
+                            &view.persist,
+                            &KernelContextLimits::default(),
+                        ) {
+                            return Err(Outcome::fail(
+                                format!("{rule} at {at}"),
+                                vec![format!("{at}: {detail}")],
+                            ));
+                        }
                         session.persist(&view.persist);
                     }
                     Err(Failure::Engine(e)) => refusal(&at, budget, &e)?,
@@ -176,10 +204,7 @@ fn contract(candidate: &dyn Candidate) -> Outcome {
             refused,
         );
     }
-    if let Err(o) = fresh(
-        candidate,
-        &ModelProfile::with_defaults("openai", "check-model"),
-    ) {
+    if let Err(o) = fresh(candidate, &sessions::persona().model_profile(None)) {
         return o;
     }
     Outcome::Pass(format!(
@@ -413,6 +438,52 @@ pub(crate) fn first_difference(a: &ContextView, b: &ContextView) -> String {
     "the serialized bytes differ".into()
 }
 
+/// The host's run-time rules, applied exactly as the host applies them: one
+/// [`ViewChecker`] per instance, over every view of the library at the
+/// default and small budgets.
+fn provenance(candidate: &dyn Candidate) -> Outcome {
+    let library = sessions::library();
+    let budgets = [sessions::budget("default"), sessions::budget("small")];
+    let mut views = 0usize;
+    for scenario in &library {
+        for b in &budgets {
+            let mut instance = match fresh(candidate, &scenario.model) {
+                Ok(i) => i,
+                Err(o) => return o,
+            };
+            let mut checker =
+                ViewChecker::new(scenario.model.estimator, KernelContextLimits::default());
+            let mut visit = |v: &Visit, _: &mut dyn Instance| {
+                views += 1;
+                checker.check(v.session, v.request, v.view).map_err(|(rule, detail)| {
+                    Outcome::fail(
+                        format!("{rule} at {}", v.at),
+                        vec![
+                            format!("{}: {detail}", v.at),
+                            format!(
+                                "the view: {} messages, system prompt {} bytes, {} entries to persist",
+                                v.view.messages.len(),
+                                v.view.system.len(),
+                                v.view.persist.len()
+                            ),
+                        ],
+                    )
+                })
+            };
+            let mut counts = BTreeMap::new();
+            let mut refuse = budget_refusals_allowed(&mut counts);
+            if let Err(o) = play(scenario, b, instance.as_mut(), &mut visit, &mut refuse) {
+                return o;
+            }
+        }
+    }
+    Outcome::Pass(format!(
+        "{views} views over {} sessions × {} budgets: every message from the log it cites, engine text only as kernel context",
+        library.len(),
+        budgets.len()
+    ))
+}
+
 fn excerpt(s: &str) -> String {
     if s.chars().count() <= 120 {
         s.to_string()
@@ -626,8 +697,8 @@ fn epochs(candidate: &dyn Candidate) -> Outcome {
 }
 
 fn recall(candidate: &dyn Candidate) -> Outcome {
-    let model = ModelProfile::with_defaults("openai", "check-model");
-    let mut s = GenSession::new("recall", model.clone());
+    let model = sessions::persona().model_profile(None);
+    let mut s = sessions::new_session("recall", model.clone());
     let mut rng = sessions::Rng::new(29);
     for i in 0..36u64 {
         let marker = if i % 3 == 0 { " zebrafish" } else { "" };
@@ -764,7 +835,7 @@ fn recall(candidate: &dyn Candidate) -> Outcome {
 }
 
 fn config(candidate: &dyn Candidate) -> Outcome {
-    let model = ModelProfile::with_defaults("openai", "check-model");
+    let model = sessions::persona().model_profile(None);
     let mut instance = match fresh(candidate, &model) {
         Ok(i) => i,
         Err(o) => return o,
@@ -863,11 +934,14 @@ fn config(candidate: &dyn Candidate) -> Outcome {
 }
 
 fn sandbox(candidate: &dyn Candidate) -> Outcome {
-    let model = ModelProfile::with_defaults("openai", "check-model");
+    let model = sessions::persona().model_profile(None);
     let default = sessions::budget("default");
     let mut probes: Vec<(&str, GenSession)> = Vec::new();
-    probes.push(("empty session", GenSession::new("empty", model.clone())));
-    let mut s = GenSession::new("bookkeeping", model.clone());
+    probes.push((
+        "empty session",
+        sessions::new_session("empty", model.clone()),
+    ));
+    let mut s = sessions::new_session("bookkeeping", model.clone());
     s.push(EventBody::Kernel(KernelNote {
         kind: KernelNoteKind::Process,
         summary: "server started".into(),
@@ -883,7 +957,7 @@ fn sandbox(candidate: &dyn Candidate) -> Outcome {
         json: "not json at all".into(),
     }));
     probes.push(("bookkeeping only", s));
-    let mut s = GenSession::new("odd-text", model.clone());
+    let mut s = sessions::new_session("odd-text", model.clone());
     s.push(EventBody::UserMessage(vec![]));
     s.push(EventBody::UserMessage(vec![Part::Text(String::new())]));
     s.push(EventBody::UserMessage(vec![Part::Text(

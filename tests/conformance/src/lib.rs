@@ -21,6 +21,7 @@
 //! | `contract` | yes | exports `latch:context/engine@0.1.x`; imports nothing beyond the contract and the WASI interfaces the host grants ([`GRANTED_IMPORTS`]) |
 //! | `budget` | yes | every view fits `window - reserve` under the canonical estimator, over a library of sessions and several budgets down to a tiny one |
 //! | `protocol` | yes | whole units, every result after its call, no orphan, kernel-context revisions monotone, persisted entries well formed |
+//! | `provenance` | yes | the host's run-time rules ([`latch_engine_sdk::validate::ViewChecker`]): `system` is the request's prompt; the session-context message is canonical; every conversation message is the canonical rendering (or the elided form) of the events of this session it cites, cited events rising; engine text only as kernel context matching what was persisted or is listed to persist; persisted entries rise above the log, keep the generation and fit the size limits |
 //! | `determinism` | yes | same log and request give the same bytes: repeated calls, a fresh instance, and a fresh instance at every resume point |
 //! | `epochs` | no | for engines reporting an epoch generation: within a generation each view extends the previous one; a new generation says why |
 //! | `recall` | yes | newest matches selected, chronological order, nothing outside the session (foreign and tombstoned events) |
@@ -173,6 +174,11 @@ pub struct Options {
     pub perf_requests: usize,
     /// The engine configuration the candidate applies, for the report.
     pub config_json: Option<String>,
+    /// The seed of the run's [`sessions::Persona`]; `None` draws one from
+    /// the clock (the report names the one used, to replay a failure).
+    pub seed: Option<u64>,
+    /// The system prompt requests carry (the host passes its real one).
+    pub system_prompt: Option<String>,
 }
 
 impl Default for Options {
@@ -182,6 +188,8 @@ impl Default for Options {
             perf_events: 10_000,
             perf_requests: 5,
             config_json: None,
+            seed: None,
+            system_prompt: None,
         }
     }
 }
@@ -254,8 +262,19 @@ impl Report {
     /// The human-readable table: case, result, time, summary, and evidence
     /// under a failed case.
     pub fn table(&self) -> String {
+        self.table_with(str::to_string)
+    }
+
+    /// [`Report::table`] with every engine-influenced string (the engine's
+    /// name, summaries, evidence) passed through `clean` first, e.g. to
+    /// escape control characters before a terminal sees them.
+    pub fn table_with(&self, clean: impl Fn(&str) -> String) -> String {
         let mut out = String::new();
-        out.push_str(&format!("engine check: {}\n", self.engine));
+        out.push_str(&format!(
+            "engine check: {} (sessions drawn from seed {})\n",
+            clean(&self.engine),
+            self.options.seed.unwrap_or(0)
+        ));
         out.push_str(&format!(
             "{:<12} {:<5} {:>8}  {}\n",
             "case", "result", "time", "detail"
@@ -269,16 +288,19 @@ impl Report {
             };
             out.push_str(&format!(
                 "{:<12} {:<6} {:>6}ms  {}\n",
-                c.case, result, c.ms, c.summary
+                c.case,
+                result,
+                c.ms,
+                clean(&c.summary)
             ));
             for e in &c.evidence {
-                out.push_str(&format!("{:<29}- {e}\n", ""));
+                out.push_str(&format!("{:<29}- {}\n", "", clean(e)));
             }
         }
         let failed = self.failed();
         out.push_str(&format!(
             "{}: {} in {} ms\n",
-            self.engine,
+            clean(&self.engine),
             if self.passed {
                 "every required case passed".to_string()
             } else {
@@ -305,6 +327,11 @@ pub const CASES: &[(&str, &str, bool)] = &[
     (
         "protocol",
         "whole units, results after calls, no orphans, monotone kernel revisions",
+        true,
+    ),
+    (
+        "provenance",
+        "system prompt, session context, every message the rendering of the events it cites, kernel context bounded",
         true,
     ),
     (
@@ -373,6 +400,19 @@ impl Outcome {
 /// Run every case against `candidate`.
 pub fn run(candidate: &dyn Candidate, options: &Options) -> Report {
     let started = Instant::now();
+    let seed = options.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(1)
+    });
+    sessions::set_persona(sessions::Persona::draw(
+        seed,
+        options.system_prompt.as_deref(),
+    ));
+    let mut options = options.clone();
+    options.seed = Some(seed);
+    let options = &options;
     let mut cases = Vec::new();
     // After a timeout, later cases that would call materialize again are not
     // run: each would only wait out the deadline once more.

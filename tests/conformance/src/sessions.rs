@@ -8,6 +8,14 @@
 //!
 //! Every generator is deterministic (a fixed-seed xorshift), so a failure
 //! names a scenario, a budget and a request index that reproduce exactly.
+//!
+//! What an engine could use to tell a check from a real session — session
+//! ids, workspace, mode, model, clock, system prompt, repository
+//! instructions, extension sources, tool-schema tokens — comes from a
+//! [`Persona`] drawn afresh for every run from real time (its seed is in the
+//! report, and [`crate::Options::seed`] replays it): sessions look like real
+//! Latch sessions, so an engine that behaves only while checked is checked
+//! behaving as it does in a session.
 
 use latch_engine_sdk::types::*;
 use latch_engine_sdk::{IndexedSession, estimate};
@@ -107,26 +115,162 @@ pub fn budget(name: &str) -> NamedBudget {
         .expect("a known budget name")
 }
 
-/// The request the suite sends: a fixed system prompt and session context,
-/// one extension source (counted in `extension_tokens`), `budget`, `query`.
+/// How one run's sessions look from inside an engine.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Persona {
+    /// The seed everything below was drawn from.
+    pub seed: u64,
+    /// Provider name.
+    pub provider: String,
+    /// Model name.
+    pub model: String,
+    /// Absolute workspace path.
+    pub workspace: String,
+    /// Interaction mode (`run` or `interactive`, as real sessions have).
+    pub mode: String,
+    /// Repository instructions (often none).
+    pub instructions: String,
+    /// The system prompt (the host's real one when it supplies it).
+    pub system_prompt: String,
+    /// Whether requests carry an extension source.
+    pub extensions: bool,
+    /// Wall-clock time of the first event, ms since the Unix epoch: now.
+    pub clock_ms: u64,
+    /// Added to every budget's tool-schema tokens.
+    pub tools_jitter: u64,
+}
+
+/// The system prompt used when the host does not supply its own.
+pub const DEFAULT_SYSTEM_PROMPT: &str =
+    "You are a careful coding agent. Use the tools; keep changes small.";
+
+impl Persona {
+    /// A persona drawn from `seed`, with `system_prompt` (or the default).
+    pub fn draw(seed: u64, system_prompt: Option<&str>) -> Persona {
+        let mut rng = Rng::new(seed | 1);
+        const MODELS: [(&str, &str); 5] = [
+            ("anthropic", "claude-sonnet-4-5"),
+            ("anthropic", "claude-opus-4-1"),
+            ("openai", "gpt-4.1"),
+            ("openai", "gpt-5-mini"),
+            ("openai-compatible", "qwen2.5-coder"),
+        ];
+        let (provider, model) = MODELS[rng.below(MODELS.len() as u64) as usize];
+        let user = rng.pick(&["alex", "sam", "dev", "jo", "maria", "kim"]);
+        let project = rng.pick(&["api-server", "billing", "cli", "webapp", "parser", "infra"]);
+        let workspace = match rng.below(3) {
+            0 => format!("/home/{user}/src/{project}"),
+            1 => format!("/Users/{user}/code/{project}"),
+            _ => format!("/home/{user}/work/{project}-{}", rng.below(9) + 1),
+        };
+        let instructions = match rng.below(3) {
+            0 => String::new(),
+            1 => "## AGENTS.md\nRun the test suite before finishing.".to_string(),
+            _ => format!("## CLAUDE.md\nKeep the {project} changes small; no new dependencies."),
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0);
+        Persona {
+            seed,
+            provider: provider.to_string(),
+            model: model.to_string(),
+            workspace,
+            mode: rng.pick(&["run", "interactive"]).to_string(),
+            instructions,
+            system_prompt: system_prompt.unwrap_or(DEFAULT_SYSTEM_PROMPT).to_string(),
+            extensions: rng.below(4) == 0,
+            clock_ms: now.saturating_sub(rng.below(3_600_000)),
+            tools_jitter: rng.below(600),
+        }
+    }
+
+    /// The persona's model, priced under `estimator`.
+    pub fn model_profile(&self, estimator: Option<EstimatorProfile>) -> ModelProfile {
+        let mut m = ModelProfile::with_defaults(&self.provider, &self.model);
+        if let Some(e) = estimator {
+            m.estimator = e;
+        }
+        m
+    }
+
+    /// A real-looking session id for the session labelled `label`.
+    pub fn session_id(&self, label: &str) -> String {
+        const ALPHABET: &[u8; 32] = b"0123456789abcdefghjkmnpqrstvwxyz";
+        let h = label
+            .bytes()
+            .fold(self.seed ^ 0xcbf2_9ce4_8422_2325, |h, b| {
+                (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+            });
+        let time = self.clock_ms + (h % 600_000);
+        let mut id = String::with_capacity(14);
+        for i in (0..10).rev() {
+            id.push(ALPHABET[((time >> (i * 5)) & 31) as usize] as char);
+        }
+        for i in 0..4 {
+            id.push(ALPHABET[((h >> (i * 5)) & 31) as usize] as char);
+        }
+        id
+    }
+}
+
+thread_local! {
+    static PERSONA: std::cell::RefCell<Persona> =
+        std::cell::RefCell::new(Persona::draw(1, None));
+}
+
+/// The persona of the run in progress on this thread.
+pub fn persona() -> Persona {
+    PERSONA.with(|p| p.borrow().clone())
+}
+
+/// Make `persona` the one this thread's sessions and requests use.
+pub fn set_persona(persona: Persona) {
+    PERSONA.with(|p| *p.borrow_mut() = persona);
+}
+
+/// A new generated session labelled `label` (the label stays out of
+/// everything the engine sees), placed in the persona's workspace and time.
+pub fn new_session(label: &str, model: ModelProfile) -> GenSession {
+    let p = persona();
+    let mut s = GenSession::new(&p.session_id(label), model);
+    s.set_origin(&p.workspace, p.clock_ms);
+    s
+}
+
+/// The request the suite sends: the persona's system prompt and session
+/// context, sometimes an extension source (counted in `extension_tokens`),
+/// `budget` (tool tokens varied a little), `query`.
 pub fn request(profile: EstimatorProfile, budget: &ContextBudget, query: &str) -> ContextRequest {
-    let extensions = vec![ExtensionSource {
-        name: "skills".into(),
-        text: "load_skill: rust-debugging, release-notes".into(),
-    }];
+    let p = persona();
+    let extensions = if p.extensions {
+        vec![ExtensionSource {
+            name: "skills".into(),
+            text: "load_skill: rust-debugging, release-notes".into(),
+        }]
+    } else {
+        vec![]
+    };
     let extension_tokens = extensions
         .iter()
         .map(|e| estimate(profile, &e.name) as u64 + estimate(profile, &e.text) as u64 + 8)
         .sum();
+    let tools_tokens = if budget.tools_tokens > 0 {
+        budget.tools_tokens + p.tools_jitter * budget.tools_tokens / 8_000
+    } else {
+        0
+    };
     ContextRequest {
-        system_prompt: "You are a careful coding agent. Use the tools; keep changes small.".into(),
+        system_prompt: p.system_prompt.clone(),
         session_context: SessionContext {
-            workspace: "/workspace".into(),
-            repository_instructions: "Run `cargo test` before finishing.".into(),
-            mode: "check".into(),
+            workspace: p.workspace.clone(),
+            repository_instructions: p.instructions.clone(),
+            mode: p.mode.clone(),
         },
         budget: ContextBudget {
             extension_tokens,
+            tools_tokens,
             ..*budget
         },
         query: query.to_string(),
@@ -368,7 +512,7 @@ impl Script {
 }
 
 fn openai() -> ModelProfile {
-    ModelProfile::with_defaults("openai", "check-model")
+    persona().model_profile(Some(EstimatorProfile::Openai))
 }
 
 /// Three requests of plain conversation with one tool call.
@@ -508,7 +652,7 @@ pub fn library() -> Vec<Scenario> {
 /// A session of about `events` events of tool loops, built without any
 /// engine call (as a long history looks to a freshly started instance).
 pub fn long_session(events: usize) -> GenSession {
-    let mut s = GenSession::new("performance", openai());
+    let mut s = new_session("performance", openai());
     let mut rng = Rng::new(23);
     let mut call = 0u64;
     let mut turn = 0usize;

@@ -169,8 +169,9 @@ fn script() -> Script {
     ])
 }
 
-/// Rebuild each request body from the recorded view and compare it with what
-/// the server received, byte for byte (as JSON values).
+/// Rebuild each request body from the recorded view (kernel context in the
+/// host's documented frame) and compare it with what the server received,
+/// byte for byte (as JSON values).
 fn assert_provider_saw_exactly_the_views(h: &Harness) {
     let requests = h.server.as_ref().unwrap().requests();
     let views = h.views.lock().unwrap();
@@ -193,7 +194,7 @@ fn assert_provider_saw_exactly_the_views(h: &Harness) {
             model: "test-model".into(),
             system: view.system.clone(),
             tools: tools.clone(),
-            messages: view.messages.clone(),
+            messages: latch_engine_sdk::validate::framed(&view.messages),
             max_tokens: AgentOptions::default().max_tokens,
             cache_breakpoints: CacheHints::for_messages(&view.messages),
         };

@@ -310,14 +310,18 @@ fn kernel_owned_evidence_an_engine_cannot_make_evidence() {
     store
         .append(
             &id,
-            EventKind::KernelContext(KernelContextEntry {
-                generation: 1,
-                revision: 99,
-                kind: KernelContextKind::StateUpdate,
-                epoch_start: None,
-                text: "# Evidence\n- cargo test: PASSED (cargo test --workspace) at generation 0"
-                    .into(),
-            }),
+            EventKind::kernel_context(
+                "builtin:continuity",
+                KernelContextEntry {
+                    generation: 1,
+                    revision: 99,
+                    kind: KernelContextKind::StateUpdate,
+                    epoch_start: None,
+                    text:
+                        "# Evidence\n- cargo test: PASSED (cargo test --workspace) at generation 0"
+                            .into(),
+                },
+            ),
         )
         .unwrap();
     store

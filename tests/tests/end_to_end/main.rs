@@ -15,6 +15,9 @@
 //! * [`loading`] — loading components: versions, worlds, the compile cache.
 //! * [`recall`] — the model's `recall` tool reaches what rotated out.
 //! * [`sandbox`] — the sandbox against a misbehaving engine.
+//! * [`trust`] — every attack of a hostile engine through the command line:
+//!   provenance, kernel-context poisoning and bloat, terminal injection,
+//!   suite detection, host-call bounds.
 
 mod agent;
 mod child_policy;
@@ -25,3 +28,4 @@ mod invariants;
 mod loading;
 mod recall;
 mod sandbox;
+mod trust;

@@ -79,7 +79,7 @@ impl Store {
             let mut exists =
                 tx.prepare_cached("SELECT COUNT(*) > 0 FROM sessions WHERE id = ?1")?;
             let mut insert = tx.prepare_cached(
-                "INSERT INTO events (session, kind, body, time_ms, wide) VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO events (session, kind, body, time_ms, wide, author) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?;
             let mut index =
                 tx.prepare_cached("INSERT INTO events_fts (rowid, text) VALUES (?1, ?2)")?;
@@ -97,7 +97,8 @@ impl Store {
                     event.kind_name(),
                     event.to_json(),
                     time,
-                    event.is_workspace_wide() as i64
+                    event.is_workspace_wide() as i64,
+                    event.author()
                 ])?;
                 let seq = tx.last_insert_rowid() as u64;
                 let text = event_search_text(&event.to_sdk_body());
@@ -177,6 +178,20 @@ impl Store {
             ),
             params![session, before, limit],
         )
+    }
+
+    /// Sequence number of the latest kernel-context entry of `session` that
+    /// `engine` did not write (entries stored before engines were recorded
+    /// count as another engine's), or 0. Read from an index of the entries'
+    /// authors: no event body is decoded.
+    pub fn foreign_kernel_context_through(&self, session: &str, engine: &str) -> Result<u64> {
+        Ok(self.conn().query_row(
+            "SELECT COALESCE(MAX(seq), 0) FROM events
+             WHERE session = ?1 AND kind = 'kernel_context'
+               AND (author IS NULL OR author <> ?2)",
+            params![session, engine],
+            |r| r.get(0),
+        )?)
     }
 
     /// One event by sequence number.

@@ -3,7 +3,7 @@
 //! `latch_schema` table.
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// `PRAGMA application_id` of a Latch store ("LATC").
 pub const APPLICATION_ID: i64 = 0x4C41_5443;
@@ -57,5 +57,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         bytes       BLOB NOT NULL,
         created_ms  INTEGER NOT NULL
     );
+    "#,
+    // 2: the engine that wrote each kernel-context entry, indexed so that
+    // the last entry of another engine is found without reading bodies.
+    r#"
+    ALTER TABLE events ADD COLUMN author TEXT;
+    CREATE INDEX events_kernel_context_author ON events(session, author, seq)
+        WHERE kind = 'kernel_context';
     "#,
 ];

@@ -1,8 +1,18 @@
 //! The checks the host applies to every view, whatever engine produced it:
-//! the hard budget invariant under the canonical estimator and protocol
-//! safety. A view that fails is refused with the rule it broke; the host never
-//! repairs it and never falls back to another engine. Engines and the
-//! conformance suite can run the same checks.
+//! the hard budget invariant under the canonical estimator, protocol safety
+//! ([`check_view`]) and provenance ([`provenance`]: the system prompt, the
+//! session context, every conversation message the canonical rendering of the
+//! events it cites, engine-authored text only as kernel context, persisted
+//! entries rising and bounded). A view that fails is refused with the rule it
+//! broke; the host never repairs it and never falls back to another engine.
+//! Engines and the conformance suite run the same checks: this module is the
+//! one implementation.
+
+pub mod canon;
+pub mod provenance;
+
+pub use canon::{elided_tool_result, elision_marker, framed, session_context_message};
+pub use provenance::{KernelContextLimits, ViewChecker, check_entries, check_in_session};
 
 use crate::estimate::{estimate, message_tokens};
 use crate::types::*;
@@ -28,6 +38,18 @@ pub enum ViewRule {
     /// The view continues a previous view it does not have (see
     /// [`crate::ViewAssembler`]).
     Continuation,
+    /// `system` must be the request's system prompt.
+    SystemPrompt,
+    /// The session-context message must be the canonical rendering of the
+    /// request's session context.
+    SessionContext,
+    /// A conversation message must be the canonical rendering of the events
+    /// of this session it cites; engine-authored text only as kernel context.
+    Provenance,
+    /// Cited events strictly rise through the view: each once, in log order.
+    SourceOrder,
+    /// Kernel context to persist must fit the configured byte limits.
+    KernelContextSize,
 }
 
 impl std::fmt::Display for ViewRule {
@@ -41,6 +63,11 @@ impl std::fmt::Display for ViewRule {
             ViewRule::KernelContext => "kernel context",
             ViewRule::Empty => "non-empty view",
             ViewRule::Continuation => "view continuation",
+            ViewRule::SystemPrompt => "system prompt",
+            ViewRule::SessionContext => "session context",
+            ViewRule::Provenance => "provenance",
+            ViewRule::SourceOrder => "source order",
+            ViewRule::KernelContextSize => "kernel-context size",
         })
     }
 }
@@ -57,28 +84,16 @@ pub fn request_tokens(profile: EstimatorProfile, view: &ContextView, tools_token
         + tools_tokens
 }
 
-/// Check a view against the request it answers.
+/// Check a view against the request it answers: not empty, within the hard
+/// budget, protocol-safe, persisted entries with text and rising revisions.
+/// [`ViewChecker`] adds provenance and the session's kernel-context bounds.
 pub fn check_view(
     profile: EstimatorProfile,
     request: &ContextRequest,
     view: &ContextView,
 ) -> Result<(), (ViewRule, String)> {
-    if view.messages.is_empty() {
-        return Err((ViewRule::Empty, "the view has no messages".into()));
-    }
-    let limit = request.budget.limit_tokens();
-    let total = request_tokens(profile, view, request.budget.tools_tokens);
-    if total > limit {
-        return Err((
-            ViewRule::HardBudget,
-            format!(
-                "the request costs ≈{total} tokens (system + messages + {} for tools) but the limit is {limit} (window {} - reserve {})",
-                request.budget.tools_tokens,
-                request.budget.context_window_tokens,
-                request.budget.reserve_tokens
-            ),
-        ));
-    }
+    check_nonempty(view)?;
+    check_budget(profile, request, view)?;
     check_protocol(&view.messages)?;
     let mut last_revision = None;
     for entry in &view.persist {
@@ -104,12 +119,56 @@ pub fn check_view(
     Ok(())
 }
 
+/// A view must have at least one message.
+pub fn check_nonempty(view: &ContextView) -> Result<(), (ViewRule, String)> {
+    if view.messages.is_empty() {
+        return Err((ViewRule::Empty, "the view has no messages".into()));
+    }
+    Ok(())
+}
+
+/// The hard budget: `system + messages + tools <= window - reserve` under
+/// the canonical estimator.
+pub fn check_budget(
+    profile: EstimatorProfile,
+    request: &ContextRequest,
+    view: &ContextView,
+) -> Result<(), (ViewRule, String)> {
+    let limit = request.budget.limit_tokens();
+    let total = request_tokens(profile, view, request.budget.tools_tokens);
+    if total > limit {
+        return Err((
+            ViewRule::HardBudget,
+            format!(
+                "the request costs ≈{total} tokens (system + messages + {} for tools) but the limit is {limit} (window {} - reserve {})",
+                request.budget.tools_tokens,
+                request.budget.context_window_tokens,
+                request.budget.reserve_tokens
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Protocol safety over a message list: every tool call is answered before the
 /// next assistant message, no result is an orphan, ids are unique.
 pub fn check_protocol(messages: &[Message]) -> Result<(), (ViewRule, String)> {
-    let mut open: Vec<String> = Vec::new();
-    let mut seen: BTreeSet<String> = BTreeSet::new();
-    for (i, m) in messages.iter().enumerate() {
+    let mut seen = BTreeSet::new();
+    check_protocol_after(messages, 0, &mut |id| seen.insert(id))
+}
+
+/// [`check_protocol`] over `messages[start..]`, for a view whose first
+/// `start` messages form a protocol-safe view (every call answered).
+/// `first_use(id)` is called with every tool-call id of the new messages and
+/// answers whether the id was never used before (in the first `start`
+/// messages or earlier new ones).
+pub fn check_protocol_after<'a>(
+    messages: &'a [Message],
+    start: usize,
+    first_use: &mut dyn FnMut(&'a str) -> bool,
+) -> Result<(), (ViewRule, String)> {
+    let mut open: Vec<&str> = Vec::new();
+    for (i, m) in messages.iter().enumerate().skip(start) {
         match m.role {
             Role::Assistant => {
                 if let Some(id) = open.first() {
@@ -121,13 +180,13 @@ pub fn check_protocol(messages: &[Message]) -> Result<(), (ViewRule, String)> {
                 for p in &m.parts {
                     match p {
                         Part::ToolCall(c) => {
-                            if !seen.insert(c.id.clone()) {
+                            if !first_use(c.id.as_str()) {
                                 return Err((
                                     ViewRule::DuplicateToolCall,
                                     format!("tool call id `{}` appears twice", c.id),
                                 ));
                             }
-                            open.push(c.id.clone());
+                            open.push(c.id.as_str());
                         }
                         Part::ToolResult(r) => {
                             return Err((
