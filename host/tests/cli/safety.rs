@@ -209,6 +209,21 @@ fn resume_records_the_processes_of_a_dead_latch_as_ended() {
     );
     assert!(kernel.process_ended("p999"));
     let events = store.events(&session, 0, u64::MAX, 10_000).unwrap();
+    let seq_of = |pred: &dyn Fn(&EventKind) -> bool| {
+        events
+            .iter()
+            .find(|e| pred(&e.kind))
+            .map(|e| e.seq)
+            .unwrap()
+    };
+    let settled = seq_of(&|k| matches!(k, EventKind::ProcessExited { id, .. } if id == "p999"));
+    let asked = seq_of(
+        &|k| matches!(k, EventKind::UserMessage { parts } if format!("{parts:?}").contains("dev server")),
+    );
+    assert!(
+        settled < asked,
+        "the resume itself recorded the dead process as ended"
+    );
     let kill = events
         .iter()
         .find_map(|e| match &e.kind {
