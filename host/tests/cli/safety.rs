@@ -38,6 +38,13 @@ fn an_eighty_step_run_finishes_without_a_step_cap() {
     let server = rt.block_on(FakeServer::start(Script::new(steps))).unwrap();
     let ws = project();
     std::fs::write(ws.path().join("big.txt"), "x".repeat(4096)).unwrap();
+    // The setting: a 32k window, where the engine rotates often.
+    std::fs::create_dir_all(ws.path().join(".latch")).unwrap();
+    std::fs::write(
+        ws.path().join(".latch/config.toml"),
+        "[models.local]\ncontext_window_tokens = 32000\n",
+    )
+    .unwrap();
     let out = latch(ws.path())
         .args(at(&server))
         .args(["run", "read big.txt 79 times"])
