@@ -324,14 +324,23 @@ impl Agent {
         Ok(report)
     }
 
-    /// `/compact`: append the reset, then persist the engine's fresh epoch.
+    /// `/compact`: append the reset, then persist the engine's fresh epoch,
+    /// sized for the request the next model call makes (system prompt, tool
+    /// schemas, configured working memory): the engine starts it from that
+    /// request. An engine that starts epochs only in `manual-compact` is
+    /// asked there.
     pub fn compact(
         &mut self,
         observer: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<usize, AgentError> {
         self.append(EventKind::ManualCompact, observer)?;
-        let entries =
-            self.with_engine("manual-compact", |engine, view| engine.manual_compact(view))?;
+        let query = self.latest_user_text()?;
+        let (_, view) = self.materialize(&query)?;
+        let mut entries = view.persist;
+        if entries.is_empty() {
+            entries =
+                self.with_engine("manual-compact", |engine, view| engine.manual_compact(view))?;
+        }
         let n = entries.len();
         self.append_batch(
             entries

@@ -38,6 +38,13 @@ fn an_eighty_step_run_finishes_without_a_step_cap() {
     let server = rt.block_on(FakeServer::start(Script::new(steps))).unwrap();
     let ws = project();
     std::fs::write(ws.path().join("big.txt"), "x".repeat(4096)).unwrap();
+    // The setting: a 32k window, where the engine rotates often.
+    std::fs::create_dir_all(ws.path().join(".latch")).unwrap();
+    std::fs::write(
+        ws.path().join(".latch/config.toml"),
+        "[models.local]\ncontext_window_tokens = 32000\n",
+    )
+    .unwrap();
     let out = latch(ws.path())
         .args(at(&server))
         .args(["run", "read big.txt 79 times"])
@@ -209,6 +216,21 @@ fn resume_records_the_processes_of_a_dead_latch_as_ended() {
     );
     assert!(kernel.process_ended("p999"));
     let events = store.events(&session, 0, u64::MAX, 10_000).unwrap();
+    let seq_of = |pred: &dyn Fn(&EventKind) -> bool| {
+        events
+            .iter()
+            .find(|e| pred(&e.kind))
+            .map(|e| e.seq)
+            .unwrap()
+    };
+    let settled = seq_of(&|k| matches!(k, EventKind::ProcessExited { id, .. } if id == "p999"));
+    let asked = seq_of(
+        &|k| matches!(k, EventKind::UserMessage { parts } if format!("{parts:?}").contains("dev server")),
+    );
+    assert!(
+        settled < asked,
+        "the resume itself recorded the dead process as ended"
+    );
     let kill = events
         .iter()
         .find_map(|e| match &e.kind {

@@ -44,6 +44,13 @@ struct Rig {
 }
 
 fn rig(script: Script) -> Rig {
+    rig_with(
+        ModelProfile::with_defaults("anthropic", "test-model"),
+        script,
+    )
+}
+
+fn rig_with(model: ModelProfile, script: Script) -> Rig {
     let dir = tempfile::tempdir().unwrap();
     let ws = dir.path().canonicalize().unwrap();
     std::fs::write(ws.join("notes.txt"), "alpha\nbeta\n").unwrap();
@@ -54,7 +61,6 @@ fn rig(script: Script) -> Rig {
         .unwrap();
     let server = io.block_on(FakeServer::start(script)).unwrap();
     let store = Arc::new(Store::open(ws.join(".latch/latch.db")).unwrap());
-    let model = ModelProfile::with_defaults("anthropic", "test-model");
     let session = store
         .create_session(&ws.display().to_string(), None, &model)
         .unwrap();
@@ -416,5 +422,53 @@ fn resume_in_another_mode_keeps_the_first_message_byte_identical() {
     again.resume(&mut |_| {}).unwrap();
     assert_eq!(again.session_context().mode, "run");
     drop(again);
+    r.finish();
+}
+
+#[test]
+fn compact_sizes_the_fresh_epoch_with_the_real_request() {
+    // A small window and a large task state: the snapshot must leave room
+    // for the system prompt and the tool schemas the next request carries.
+    let model = ModelProfile {
+        context_window_tokens: 20_000,
+        reserve_tokens: 2_000,
+        ..ModelProfile::with_defaults("anthropic", "test-model")
+    };
+    let r = rig_with(model, Script::new([ScriptedTurn::text("unused")]));
+    let mut notes = vec![EventKind::user_text("keep notes on the parser")];
+    for i in 0..220 {
+        notes.push(EventKind::StateUpdate(latch_kernel::StateOp::AddNote {
+            text: format!(
+                "note {i}: the parser module handles token stream {i} with lookahead \
+                 buffers, error recovery and span tracking for diagnostics"
+            ),
+        }));
+    }
+    r.store.append_batch(&r.session.id, notes).unwrap();
+    let mut agent = r.agent("interactive");
+    let persisted = agent.compact(&mut |_| {}).unwrap();
+    assert!(persisted > 0);
+    let compact_generation = r
+        .events()
+        .into_iter()
+        .filter_map(|k| match k {
+            EventKind::KernelContext(e) => Some(e.generation),
+            _ => None,
+        })
+        .max()
+        .unwrap();
+    // The next request continues the epoch /compact started: it fits, so
+    // the engine has no reason to rotate again.
+    let (_, view) = agent.materialize("parser").unwrap();
+    assert!(
+        view.persist.is_empty(),
+        "the next request started over ({} entries, generation {:?}, reason {:?}) instead of \
+         showing the epoch /compact persisted (generation {compact_generation})",
+        view.persist.len(),
+        view.persist.first().map(|e| e.generation),
+        view.report.rotation_reason
+    );
+    assert!(view.report.total_tokens <= view.report.limit_tokens);
+    drop(agent);
     r.finish();
 }

@@ -11,6 +11,8 @@
 //! * [`core_loop`] — the agent loop's data-safety pins: results committed
 //!   per call, truncation, store failures under engine calls, repair cost,
 //!   a stable session context.
+//! * [`durability`] — deterministic serialization between processes; the
+//!   stress tier on the real store (no automatic compact, every event kept).
 //! * [`invariants`] — the contract's non-negotiable properties.
 //! * [`loading`] — loading components: versions, worlds, the compile cache.
 //! * [`recall`] — the model's `recall` tool reaches what rotated out.
@@ -24,6 +26,7 @@ mod child_policy;
 mod conformance;
 mod continuity_component;
 mod core_loop;
+mod durability;
 mod invariants;
 mod loading;
 mod recall;

@@ -333,4 +333,6 @@ impl KernelState {
 }
 
 #[cfg(test)]
+mod oracle;
+#[cfg(test)]
 mod tests;
