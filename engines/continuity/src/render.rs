@@ -9,6 +9,7 @@
 
 use latch_engine_sdk::event_search_text;
 use latch_engine_sdk::types::*;
+pub use latch_engine_sdk::validate::session_context_message;
 pub use latch_engine_sdk::{event_label, one_line, truncate_tokens};
 
 /// Separator between header fields.
@@ -25,20 +26,6 @@ pub const INDEX_TITLE: &str = "Episode index";
 pub const REGROUND_TITLE: &str = "Re-ground instruction";
 /// Text of the extension entry when there are no extension sources.
 pub const NO_EXTENSIONS: &str = "Extension sources\n\n(none)";
-
-/// The first provider-visible message: workspace, mode and repository
-/// instructions.
-pub fn session_context_message(ctx: &SessionContext) -> Message {
-    let mut text = format!(
-        "# Session\nWorkspace: {}\nMode: {}\n",
-        ctx.workspace, ctx.mode
-    );
-    if !ctx.repository_instructions.is_empty() {
-        text.push_str("\n# Repository instructions\n");
-        text.push_str(&ctx.repository_instructions);
-    }
-    Message::text(Role::User, text)
-}
 
 /// The message of a kernel-context entry. The text never depends on `seq`, so
 /// an entry renders identically when just returned and when read back.

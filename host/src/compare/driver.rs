@@ -2,7 +2,7 @@
 //! the real agent loop, and the record its figures are computed from.
 
 use super::CompareError;
-use super::engines::{EngineChoice, Recorder};
+use super::engines::{EngineChoice, recorded};
 use super::summarizer::HttpSummarizer;
 use crate::agent::tools::StandardTools;
 use crate::agent::{Agent, AgentOptions, ToolSet};
@@ -208,12 +208,7 @@ pub fn run_one(
         .map_err(CompareError::io("starting the summarizer's runtime"))
     })?;
     let generations = Arc::new(Mutex::new(Vec::new()));
-    let engine = Box::new(Recorder {
-        inner: engine,
-        profile: model.estimator,
-        sizes: sizes.clone(),
-        generations: generations.clone(),
-    });
+    let engine = recorded(engine, model.estimator, sizes.clone(), generations.clone());
     let mut options = AgentOptions {
         mode: "run".into(),
         max_tokens: MAX_TOKENS,

@@ -6,11 +6,10 @@ use super::CompareError;
 use super::summarizer::HttpSummarizer;
 use crate::engine::runtime::EngineSource;
 use crate::engine::{
-    ComponentFactory, ContextEngine, ContextEngineFactory, EngineFailure, EngineRuntime,
-    NativeEngine, SandboxLimits,
+    ComponentFactory, ContextEngine, ContextEngineFactory, EngineRuntime, Materialization,
+    NativeEngine, Observed, SandboxLimits,
 };
 use latch_conformance::compare::SummarizeEngine;
-use latch_engine_sdk::SessionView;
 use latch_engine_sdk::types::*;
 use latch_engine_sdk::validate::request_tokens;
 use std::path::Path;
@@ -78,65 +77,23 @@ impl EngineChoice {
     }
 }
 
-/// Passes every call through and records, for each view the agent asked
-/// for, the epoch generation it reports and its size under the host's
-/// canonical estimator.
-pub struct Recorder {
-    /// The engine under comparison.
-    pub inner: Box<dyn ContextEngine>,
-    /// The session model's estimator.
-    pub profile: EstimatorProfile,
-    /// Request sizes, in order (shared with the baseline's summarizer).
-    pub sizes: Arc<Mutex<Vec<u64>>>,
-    /// Generations, in order.
-    pub generations: Arc<Mutex<Vec<Option<u64>>>>,
-}
-
-impl ContextEngine for Recorder {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn config(&mut self) -> Result<String, EngineFailure> {
-        self.inner.config()
-    }
-    fn set_config(&mut self, json: &str) -> Result<(), EngineFailure> {
-        self.inner.set_config(json)
-    }
-    fn set_estimator(&mut self, profile: EstimatorProfile) -> Result<(), EngineFailure> {
-        self.inner.set_estimator(profile)
-    }
-    fn default_budget(&mut self) -> Result<ContextBudget, EngineFailure> {
-        self.inner.default_budget()
-    }
-    fn materialize(
-        &mut self,
-        session: &dyn SessionView,
-        request: &ContextRequest,
-    ) -> Result<ContextView, EngineFailure> {
-        let view = self.inner.materialize(session, request)?;
-        let size = request_tokens(self.profile, &view, request.budget.tools_tokens);
-        self.sizes
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(size);
-        self.generations
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(view.report.epoch_generation);
-        Ok(view)
-    }
-    fn manual_compact(
-        &mut self,
-        session: &dyn SessionView,
-    ) -> Result<Vec<KernelContextEntry>, EngineFailure> {
-        self.inner.manual_compact(session)
-    }
-    fn recall(
-        &mut self,
-        session: &dyn SessionView,
-        query: &str,
-        limit: u32,
-    ) -> Result<Vec<Event>, EngineFailure> {
-        self.inner.recall(session, query, limit)
-    }
+/// `inner`, recording for each view the agent asked for its size under
+/// the host's canonical estimator (into `sizes`, shared with the baseline's
+/// summarizer) and the epoch generation it reports (into `generations`).
+pub fn recorded(
+    inner: Box<dyn ContextEngine>,
+    profile: EstimatorProfile,
+    sizes: Arc<Mutex<Vec<u64>>>,
+    generations: Arc<Mutex<Vec<Option<u64>>>>,
+) -> Box<dyn ContextEngine> {
+    Box::new(Observed::new(inner, move |m| {
+        if let Materialization::After(request, view) = m {
+            let size = request_tokens(profile, view, request.budget.tools_tokens);
+            sizes.lock().unwrap_or_else(|p| p.into_inner()).push(size);
+            generations
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(view.report.epoch_generation);
+        }
+    }))
 }

@@ -7,8 +7,7 @@
 use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentOptions};
 use latch::engine::runtime::EngineSource;
-use latch::engine::{ComponentEngine, ContextEngine, EngineFailure, EngineRuntime, SandboxLimits};
-use latch_engine_sdk::SessionView;
+use latch::engine::{ComponentEngine, EngineRuntime, Materialization, Observed, SandboxLimits};
 use latch_engine_sdk::types::*;
 use latch_kernel::{EventKind, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn, WireFormat};
@@ -18,53 +17,6 @@ use latch_provider::{
 };
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-
-/// Wraps an engine and records every view it returns.
-struct Recording {
-    inner: Box<dyn ContextEngine>,
-    views: Arc<Mutex<Vec<ContextView>>>,
-}
-
-impl ContextEngine for Recording {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn config(&mut self) -> Result<String, EngineFailure> {
-        self.inner.config()
-    }
-    fn set_config(&mut self, json: &str) -> Result<(), EngineFailure> {
-        self.inner.set_config(json)
-    }
-    fn set_estimator(&mut self, p: EstimatorProfile) -> Result<(), EngineFailure> {
-        self.inner.set_estimator(p)
-    }
-    fn default_budget(&mut self) -> Result<ContextBudget, EngineFailure> {
-        self.inner.default_budget()
-    }
-    fn materialize(
-        &mut self,
-        s: &dyn SessionView,
-        r: &ContextRequest,
-    ) -> Result<ContextView, EngineFailure> {
-        let view = self.inner.materialize(s, r)?;
-        self.views.lock().unwrap().push(view.clone());
-        Ok(view)
-    }
-    fn manual_compact(
-        &mut self,
-        s: &dyn SessionView,
-    ) -> Result<Vec<KernelContextEntry>, EngineFailure> {
-        self.inner.manual_compact(s)
-    }
-    fn recall(
-        &mut self,
-        s: &dyn SessionView,
-        q: &str,
-        l: u32,
-    ) -> Result<Vec<Event>, EngineFailure> {
-        self.inner.recall(s, q, l)
-    }
-}
 
 pub(crate) struct Harness {
     _dir: tempfile::TempDir,
@@ -128,15 +80,20 @@ pub(crate) fn harness_with(
     let rt = EngineRuntime::new(None).unwrap();
     let loaded = rt.load(&engine).unwrap();
     let views = Arc::new(Mutex::new(Vec::new()));
-    let engine = Recording {
-        inner: Box::new(ComponentEngine::new(
+    let recorded = views.clone();
+    let engine = Observed::new(
+        Box::new(ComponentEngine::new(
             loaded,
             SandboxLimits::default(),
             &session.id,
             model,
         )),
-        views: views.clone(),
-    };
+        move |m| {
+            if let Materialization::After(_, view) = m {
+                recorded.lock().unwrap().push(view.clone());
+            }
+        },
+    );
     let tools = latch_tools::ToolContext::new(store.clone(), session.id.clone(), &ws).unwrap();
     let id = session.id.clone();
     let agent = Agent::new(

@@ -9,9 +9,9 @@ use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentError, AgentOptions, ToolSet};
 use latch::engine::runtime::EngineSource;
 use latch::engine::{
-    ComponentEngine, ContextEngine, EngineFailure, EngineRuntime, LoadedComponent, SandboxLimits,
+    ComponentEngine, ContextEngine, EngineRuntime, LoadedComponent, Materialization, Observed,
+    SandboxLimits,
 };
-use latch_engine_sdk::SessionView;
 use latch_engine_sdk::types::*;
 use latch_kernel::{EventKind, SessionRecord, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
@@ -245,69 +245,19 @@ fn plant_undecodable_event(store: &Store, session: &str) {
     .unwrap();
 }
 
-/// An engine that, when armed, breaks the store in the middle of its own
-/// `materialize` (after the host lent it the session), then carries on.
-struct Saboteur {
-    inner: Box<dyn ContextEngine>,
-    store: Arc<Store>,
-    session: String,
-    armed: Arc<AtomicBool>,
-}
-
-impl ContextEngine for Saboteur {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn config(&mut self) -> Result<String, EngineFailure> {
-        self.inner.config()
-    }
-    fn set_config(&mut self, json: &str) -> Result<(), EngineFailure> {
-        self.inner.set_config(json)
-    }
-    fn set_estimator(&mut self, p: EstimatorProfile) -> Result<(), EngineFailure> {
-        self.inner.set_estimator(p)
-    }
-    fn default_budget(&mut self) -> Result<ContextBudget, EngineFailure> {
-        self.inner.default_budget()
-    }
-    fn materialize(
-        &mut self,
-        s: &dyn SessionView,
-        r: &ContextRequest,
-    ) -> Result<ContextView, EngineFailure> {
-        if self.armed.swap(false, Ordering::SeqCst) {
-            plant_undecodable_event(&self.store, &self.session);
-        }
-        self.inner.materialize(s, r)
-    }
-    fn manual_compact(
-        &mut self,
-        s: &dyn SessionView,
-    ) -> Result<Vec<KernelContextEntry>, EngineFailure> {
-        self.inner.manual_compact(s)
-    }
-    fn recall(
-        &mut self,
-        s: &dyn SessionView,
-        q: &str,
-        l: u32,
-    ) -> Result<Vec<Event>, EngineFailure> {
-        self.inner.recall(s, q, l)
-    }
-}
-
 #[test]
 fn a_store_failure_inside_an_engine_call_is_an_error_not_a_panic() {
     let r = rig(Script::new([ScriptedTurn::text("unused")]));
     let armed = Arc::new(AtomicBool::new(false));
     let (store, session, trigger) = (r.store.clone(), r.session.id.clone(), armed.clone());
     let mut agent = r.agent_full("run", r.tools(), 4_096, move |inner| {
-        Box::new(Saboteur {
-            inner,
-            store,
-            session,
-            armed: trigger,
-        })
+        // When armed, the store breaks in the middle of the engine's own
+        // `materialize` (after the host lent it the session).
+        Box::new(Observed::new(inner, move |m| {
+            if matches!(m, Materialization::Before(_)) && trigger.swap(false, Ordering::SeqCst) {
+                plant_undecodable_event(&store, &session);
+            }
+        }))
     });
     // A healthy first call.
     agent.materialize("notes").unwrap();

@@ -75,7 +75,7 @@ impl Engine for WindowEngine {
         let p = self.estimator;
         let budget = &request.budget;
         let limit = budget.limit_tokens();
-        let context = Message::text(Role::User, render_session_context(&request.session_context));
+        let context = latch_engine_sdk::validate::session_context_message(&request.session_context);
         let system_tokens = estimate(p, &request.system_prompt) as u64;
         let instructions = system_tokens + message_tokens(p, &context);
         let fixed = instructions + budget.tools_tokens;
@@ -175,20 +175,6 @@ impl Engine for WindowEngine {
             },
         })
     }
-}
-
-/// The first provider-visible message: workspace, mode and repository
-/// instructions.
-fn render_session_context(ctx: &SessionContext) -> String {
-    let mut text = format!(
-        "# Session\nWorkspace: {}\nMode: {}\n",
-        ctx.workspace, ctx.mode
-    );
-    if !ctx.repository_instructions.is_empty() {
-        text.push_str("\n# Repository instructions\n");
-        text.push_str(&ctx.repository_instructions);
-    }
-    text
 }
 
 latch_engine_sdk::export_engine!(WindowEngine);

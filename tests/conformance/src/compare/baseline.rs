@@ -268,18 +268,6 @@ fn units_from(events: &[Event]) -> Vec<Message> {
     out
 }
 
-fn session_context_message(ctx: &SessionContext) -> Message {
-    let mut text = format!(
-        "# Session\nWorkspace: {}\nMode: {}\n",
-        ctx.workspace, ctx.mode
-    );
-    if !ctx.repository_instructions.is_empty() {
-        text.push_str("\n# Repository instructions\n");
-        text.push_str(&ctx.repository_instructions);
-    }
-    Message::text(Role::User, text)
-}
-
 impl Engine for SummarizeEngine {
     fn new(model: ModelProfile) -> Self {
         SummarizeEngine {
@@ -348,7 +336,7 @@ impl Engine for SummarizeEngine {
         self.sync(session);
         let budget = &request.budget;
         let compact_at = self.compaction_limit(budget);
-        let context = session_context_message(&request.session_context);
+        let context = latch_engine_sdk::validate::session_context_message(&request.session_context);
         let fixed = self.tokens(
             &request.system_prompt,
             std::slice::from_ref(&context),
