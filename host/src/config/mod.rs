@@ -43,6 +43,31 @@ pub struct Config {
     /// The agent loop.
     #[serde(default)]
     pub agent: AgentConfig,
+    /// Child agents.
+    #[serde(default)]
+    pub agents: AgentsConfig,
+}
+
+/// `[agents]`: child agents.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsConfig {
+    /// Most children running at once (more wait for a free worker);
+    /// default 4.
+    #[serde(default = "default_max_concurrent")]
+    pub max_concurrent: usize,
+}
+
+fn default_max_concurrent() -> usize {
+    4
+}
+
+impl Default for AgentsConfig {
+    fn default() -> Self {
+        AgentsConfig {
+            max_concurrent: default_max_concurrent(),
+        }
+    }
 }
 
 /// `[agent]`.
