@@ -8,8 +8,9 @@
 use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentOptions};
 use latch::config::Config;
-use latch::supervisor::Supervisor;
+use latch::engine::{ContextEngine, ContextEngineFactory, EngineFailure};
 use latch::supervisor::children::{ChildRuntime, ParentAgents};
+use latch::supervisor::{ChildPolicy, Supervisor};
 use latch_kernel::{ChildState, EventKind, SessionRecord, Store};
 use latch_provider::fake::{
     CapturedRequest, FakeServer, Script, ScriptStep, ScriptedTurn, WireFormat,
@@ -51,6 +52,12 @@ struct Rendezvous {
 
 impl Rendezvous {
     fn meet(&self) {
+        // The responder runs on a server worker: hand its other tasks to
+        // the other workers while this request waits.
+        tokio::task::block_in_place(|| self.wait_for_the_other());
+    }
+
+    fn wait_for_the_other(&self) {
         let mut n = self.arrived.lock().unwrap();
         *n += 1;
         self.cv.notify_all();
@@ -162,6 +169,15 @@ impl Team {
         max_concurrent: usize,
     ) -> (Agent, Arc<ChildRuntime>) {
         let supervisor = Arc::new(Supervisor::from_config(config, &self.ws).unwrap());
+        self.parent_agent_with(supervisor, max_concurrent)
+    }
+
+    /// The parent's agent over `supervisor`.
+    pub(crate) fn parent_agent_with(
+        &self,
+        supervisor: Arc<Supervisor>,
+        max_concurrent: usize,
+    ) -> (Agent, Arc<ChildRuntime>) {
         let engine = supervisor
             .root_engine(&self.parent.id, &self.parent.model)
             .unwrap();
@@ -577,4 +593,159 @@ fn resume_delivers_undelivered_reports_once_and_resumes_interrupted_children() {
         "nothing is delivered twice across restarts"
     );
     assert_prefix_kept(&t.parent_requests());
+}
+
+/// Records every session the factory built an engine for.
+struct Counting {
+    inner: Arc<dyn ContextEngineFactory>,
+    made: Arc<Mutex<Vec<String>>>,
+}
+
+impl ContextEngineFactory for Counting {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn create(
+        &self,
+        session_id: &str,
+        model: &latch_engine_sdk::types::ModelProfile,
+    ) -> Result<Box<dyn ContextEngine>, EngineFailure> {
+        self.made.lock().unwrap().push(session_id.to_string());
+        self.inner.create(session_id, model)
+    }
+}
+
+/// The port pin for real children: a configured factory (the window engine,
+/// children sharing it) builds the engine of a spawned child and, after a
+/// restart, of the resumed child — and no default-engine context reaches
+/// either child's requests.
+#[test]
+fn port_pin_a_configured_factory_governs_spawned_and_resumed_children() {
+    let responder = |r: &CapturedRequest| -> ScriptStep {
+        let m = messages(r);
+        if is_child(r) {
+            return ScriptedTurn::text("window child done").into();
+        }
+        if !has_tool_result(r) {
+            return ScriptedTurn::tool_call("spawn_agent", r#"{"role":"win","task":"Look"}"#)
+                .into();
+        }
+        if !m.contains(r#""name":"wait_agents""#) {
+            return ScriptedTurn::tool_call("wait_agents", r#"{"timeout_s": 30}"#).into();
+        }
+        ScriptedTurn::text("ok").into()
+    };
+    let t = team(
+        WireFormat::OpenAi,
+        Script::default().with_responder(responder),
+    );
+    let text = format!(
+        "[engine]\ncomponent = {:?}\n[engine.child_policy]\ncomponent = \"builtin:same\"\n",
+        latch_tests::WINDOW_WASM
+    );
+    let config = Config::parse(&text, &t.ws.join("config.toml")).unwrap();
+    let made = Arc::new(Mutex::new(Vec::new()));
+    let configured = Supervisor::from_config(&config, &t.ws).unwrap();
+    let supervisor = Arc::new(Supervisor::new(
+        Arc::new(Counting {
+            inner: configured.factory().clone(),
+            made: made.clone(),
+        }),
+        ChildPolicy::SameAsRoot,
+    ));
+    let (mut agent, rt) = t.parent_agent_with(supervisor.clone(), 4);
+    agent.run_turn("delegate", &mut |_| {}).unwrap();
+    assert!(rt.wait_idle(Duration::from_secs(20)));
+    let tree = t.store.agent_tree(&t.parent.id).unwrap();
+    let child = tree.children().next().unwrap().clone();
+    assert!(
+        child.engine.ends_with("latch_window_engine.wasm"),
+        "{}",
+        child.engine
+    );
+    assert_eq!(
+        *made.lock().unwrap(),
+        [t.parent.id.clone(), child.id.clone()],
+        "root and spawned child built by the one factory"
+    );
+    // Mark the child's run as cut off, as a crash would leave it, then
+    // resume it in a new process through the same factory.
+    t.store
+        .append(
+            &t.parent.id,
+            EventKind::AgentResumed {
+                child: child.id.clone(),
+            },
+        )
+        .unwrap();
+    made.lock().unwrap().clear();
+    let (_again, rt2) = t.parent_agent_with(supervisor, 4);
+    let parent = t.store.session(&t.parent.id).unwrap();
+    let entry = t
+        .store
+        .agent_tree(&t.parent.id)
+        .unwrap()
+        .child(&child.id)
+        .unwrap()
+        .clone();
+    assert_eq!(entry.state, ChildState::Unfinished);
+    latch::supervisor::children::resume_child(&rt2, &parent, &entry).unwrap();
+    assert!(rt2.wait_idle(Duration::from_secs(20)));
+    assert_eq!(
+        *made.lock().unwrap(),
+        [t.parent.id.clone(), child.id.clone()],
+        "the resumed child's engine came from the factory"
+    );
+    let tree = t.store.agent_tree(&t.parent.id).unwrap();
+    assert_eq!(tree.child(&child.id).unwrap().reports.len(), 2);
+    for r in t.server.requests().iter().filter(|r| is_child(r)) {
+        assert!(
+            !messages(r).contains("Latch context snapshot"),
+            "a default-engine snapshot reached a window child"
+        );
+    }
+}
+
+/// A non-default root engine without a child policy: spawn fails with the
+/// supervisor's message, as a tool error the model reads, and the session
+/// that never ran is hidden from history.
+#[test]
+fn port_pin_a_non_default_root_without_a_policy_fails_spawn() {
+    let responder = |r: &CapturedRequest| -> ScriptStep {
+        if !has_tool_result(r) {
+            return ScriptedTurn::tool_call("spawn_agent", r#"{"role":"x","task":"y"}"#).into();
+        }
+        ScriptedTurn::text("ok").into()
+    };
+    let t = team(
+        WireFormat::Anthropic,
+        Script::default().with_responder(responder),
+    );
+    let text = format!("[engine]\ncomponent = {:?}\n", latch_tests::WINDOW_WASM);
+    let config = Config::parse(&text, &t.ws.join("config.toml")).unwrap();
+    let (mut agent, _rt) = t.parent_agent(&config, 4);
+    agent.run_turn("delegate", &mut |_| {}).unwrap();
+    let result = t
+        .store
+        .events(&t.parent.id, 0, u64::MAX, 1000)
+        .unwrap()
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::ToolResult(r) if r.name == "spawn_agent" => Some(r),
+            _ => None,
+        })
+        .unwrap();
+    assert!(result.is_error);
+    assert!(
+        result.content.contains("cannot spawn a child agent")
+            && result.content.contains("[engine.child_policy]"),
+        "{}",
+        result.content
+    );
+    assert_eq!(
+        t.store.agent_tree(&t.parent.id).unwrap().children().count(),
+        0
+    );
+    let visible = t.store.list_sessions(&t.ws.display().to_string()).unwrap();
+    assert_eq!(visible.len(), 1, "only the parent is listed");
 }

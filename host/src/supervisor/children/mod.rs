@@ -16,7 +16,7 @@ pub mod schemas;
 mod worker;
 
 pub use parent::ParentAgents;
-pub use worker::ChildLink;
+pub use worker::{ChildLink, delegation_brief, resume as resume_child};
 
 use super::Supervisor;
 use crate::agent::AgentOptions;

@@ -103,7 +103,8 @@ pub(super) fn spawn(
 
 /// Resume an interrupted child from its durable profile: a fresh engine
 /// through the factory, the log repaired, then a run that continues it.
-pub(super) fn resume(
+/// (The parent's `message_agent` does this for an interrupted child.)
+pub fn resume(
     rt: &Arc<ChildRuntime>,
     parent: &SessionRecord,
     entry: &ChildEntry,
