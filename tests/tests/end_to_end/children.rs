@@ -749,3 +749,58 @@ fn port_pin_a_non_default_root_without_a_policy_fails_spawn() {
     let visible = t.store.list_sessions(&t.ws.display().to_string()).unwrap();
     assert_eq!(visible.len(), 1, "only the parent is listed");
 }
+
+/// `cancel_agent` stops a running child at its next safe boundary; its
+/// report says cancelled, and `list_agents` shows it failed.
+#[test]
+fn cancel_agent_stops_a_running_child() {
+    let responder = |r: &CapturedRequest| -> ScriptStep {
+        let m = messages(r);
+        if is_child(r) {
+            // A child that never ends on its own.
+            return ScriptedTurn::tool_call("recall", r#"{"query":"anything"}"#).into();
+        }
+        if !has_tool_result(r) {
+            return ScriptedTurn::tool_call("spawn_agent", r#"{"role":"looper","task":"Loop"}"#)
+                .into();
+        }
+        if !m.contains(r#""name":"cancel_agent""#) {
+            let id = m
+                .split("Spawned child agent ")
+                .nth(1)
+                .and_then(|rest| rest.split(' ').next())
+                .unwrap_or_default()
+                .to_string();
+            return ScriptedTurn::tool_call("cancel_agent", format!(r#"{{"id":"{id}"}}"#)).into();
+        }
+        if !m.contains(r#""name":"wait_agents""#) {
+            return ScriptedTurn::tool_call("wait_agents", r#"{"timeout_s": 30}"#).into();
+        }
+        if !m.contains(r#""name":"list_agents""#) {
+            return ScriptedTurn::tool_call("list_agents", "{}").into();
+        }
+        ScriptedTurn::text("stopped it").into()
+    };
+    let t = team(
+        WireFormat::Anthropic,
+        Script::default().with_responder(responder),
+    );
+    let (mut agent, rt) = t.parent_agent(&Config::default(), 4);
+    agent.run_turn("start and stop", &mut |_| {}).unwrap();
+    assert!(rt.wait_idle(Duration::from_secs(20)));
+    let tree = t.store.agent_tree(&t.parent.id).unwrap();
+    let child = tree.children().next().unwrap();
+    assert_eq!(child.state, ChildState::Failed);
+    let (_, report) = child.latest_report().unwrap();
+    assert_eq!(report.outcome, latch_kernel::ReportOutcome::Cancelled);
+    let last = messages(t.parent_requests().last().unwrap());
+    assert!(last.contains("(looper) cancelled"), "{last}");
+    assert!(
+        last.contains(&format!("{}  looper  failed", child.id)),
+        "{last}"
+    );
+    let child_events = t.store.events(&child.id, 0, u64::MAX, 1000).unwrap();
+    assert!(child_events.iter().any(
+        |e| matches!(&e.kind, EventKind::RunInterrupted { reason } if reason.contains("cancelled"))
+    ));
+}
