@@ -229,11 +229,11 @@ pub fn select_session(env: &Env, selector: Option<&str>) -> anyhow::Result<Sessi
             }
             Ok(record)
         }
+        // The newest root: children are created after their parent and are
+        // resumed through it (or by id), never by `--last`.
         None => env
             .store
-            .list_sessions(&env.workspace_key())?
-            .into_iter()
-            .max_by_key(|s| (s.created_ms, s.id.clone()))
+            .latest_root_session(&env.workspace_key())?
             .ok_or_else(|| {
                 anyhow::anyhow!(
                     "there is no session in {} yet; start one with `latch` or `latch run`",
