@@ -319,3 +319,41 @@ fn a_killed_run_resumes_as_a_valid_continuation() {
     );
     assert!(after.len() > before.len());
 }
+
+/// `latch sessions` lists children under their parent with role and state.
+#[test]
+fn sessions_nest_children_under_their_parent() {
+    let ws = project();
+    let key = ws.path().canonicalize().unwrap().display().to_string();
+    let store = Store::open(latch_kernel::default_store_path(ws.path())).unwrap();
+    let model = latch_engine_sdk::types::ModelProfile::with_defaults("anthropic", "m");
+    let parent = store.create_session(&key, None, &model).unwrap();
+    let child = store
+        .create_session(&key, Some(&parent.id), &model)
+        .unwrap();
+    store
+        .append(
+            &parent.id,
+            EventKind::ChildSpawned {
+                child: child.id.clone(),
+                role: "tester".into(),
+                task: "t".into(),
+                model: "m".into(),
+                engine: "builtin:continuity".into(),
+                engine_config: "{}".into(),
+            },
+        )
+        .unwrap();
+    drop(store);
+    let out = latch(ws.path()).args(["sessions"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{stdout}");
+    assert!(lines[0].starts_with(&parent.id), "{stdout}");
+    assert!(
+        lines[1].starts_with(&format!("    {}", child.id))
+            && lines[1].ends_with("tester  interrupted"),
+        "{stdout}"
+    );
+}

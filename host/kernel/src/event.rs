@@ -343,12 +343,67 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         common_prefix_tokens: Option<u64>,
     },
-    /// A child agent session was spawned from this session.
+    /// A child agent session was spawned from this session, with its
+    /// durable profile. Hidden from engines (see
+    /// [`EventKind::hidden_from_engines`]).
     ChildSpawned {
         /// The child's session id.
         child: String,
         /// Its role, e.g. `reviewer`.
         role: String,
+        /// The task it was given.
+        #[serde(default)]
+        task: String,
+        /// The model it runs.
+        #[serde(default)]
+        model: String,
+        /// The engine it was built with.
+        #[serde(default)]
+        engine: String,
+        /// The engine's effective configuration (JSON).
+        #[serde(default)]
+        engine_config: String,
+    },
+    /// An interrupted child was resumed (in the parent's session; hidden).
+    AgentResumed {
+        /// The child's session id.
+        child: String,
+    },
+    /// A child's run ended: the host's report (in the child's session;
+    /// hidden).
+    AgentReport(crate::agents::AgentReport),
+    /// A child's report delivered to the parent at a safe model boundary:
+    /// provider-visible, and the durable dedupe marker of the delivery.
+    AgentNotificationDelivered {
+        /// The child's session id.
+        child: String,
+        /// The sequence number of the delivered [`EventKind::AgentReport`].
+        report_seq: u64,
+        /// The provider-visible text.
+        text: String,
+    },
+    /// A child's report handed to the parent in a `wait_agents` result: the
+    /// dedupe marker only (the result carries the text; hidden).
+    AgentReportReceived {
+        /// The child's session id.
+        child: String,
+        /// The sequence number of the [`EventKind::AgentReport`].
+        report_seq: u64,
+    },
+    /// The parent queued information for a child (hidden).
+    AgentMessageQueued {
+        /// The child's session id.
+        child: String,
+        /// The text.
+        text: String,
+    },
+    /// A queued message delivered to the child at its safe boundary (in the
+    /// child's session): provider-visible and the dedupe marker.
+    AgentMessageDelivered {
+        /// The sequence number of the [`EventKind::AgentMessageQueued`].
+        message_seq: u64,
+        /// The provider-visible text.
+        text: String,
     },
     /// A run (one turn loop) started.
     RunStarted {
@@ -398,10 +453,27 @@ pub const KNOWN_KINDS: &[&str] = &[
     "tool_denied",
     "provider_usage",
     "child_spawned",
+    "agent_resumed",
+    "agent_report",
+    "agent_notification_delivered",
+    "agent_report_received",
+    "agent_message_queued",
+    "agent_message_delivered",
     "run_started",
     "run_finished",
     "run_interrupted",
     "tombstone",
+];
+
+/// The child-lifecycle kinds hidden from engines: from recent context and
+/// from recall. Deliveries ([`EventKind::AgentNotificationDelivered`],
+/// [`EventKind::AgentMessageDelivered`]) are the semantic, visible part.
+pub const ENGINE_HIDDEN_KINDS: &[&str] = &[
+    "child_spawned",
+    "agent_resumed",
+    "agent_report",
+    "agent_report_received",
+    "agent_message_queued",
 ];
 
 /// Why a stored event could not be decoded.
@@ -462,11 +534,24 @@ impl EventKind {
             EventKind::ToolDenied { .. } => "tool_denied",
             EventKind::ProviderUsage { .. } => "provider_usage",
             EventKind::ChildSpawned { .. } => "child_spawned",
+            EventKind::AgentResumed { .. } => "agent_resumed",
+            EventKind::AgentReport(_) => "agent_report",
+            EventKind::AgentNotificationDelivered { .. } => "agent_notification_delivered",
+            EventKind::AgentReportReceived { .. } => "agent_report_received",
+            EventKind::AgentMessageQueued { .. } => "agent_message_queued",
+            EventKind::AgentMessageDelivered { .. } => "agent_message_delivered",
             EventKind::RunStarted { .. } => "run_started",
             EventKind::RunFinished { .. } => "run_finished",
             EventKind::RunInterrupted { .. } => "run_interrupted",
             EventKind::Tombstone { .. } => "tombstone",
         }
+    }
+
+    /// True for the asynchronous child-lifecycle kinds, which engines never
+    /// see: the store leaves them out of every session-view read and of the
+    /// search index (see [`ENGINE_HIDDEN_KINDS`]).
+    pub fn hidden_from_engines(&self) -> bool {
+        ENGINE_HIDDEN_KINDS.contains(&self.kind_name())
     }
 
     /// True for events that advance the workspace generation (a possible
@@ -682,9 +767,33 @@ impl EventKind {
                 },
                 vec![],
             ),
-            EventKind::ChildSpawned { child, role } => note(
+            EventKind::ChildSpawned { child, role, .. } => note(
                 KernelNoteKind::Other,
                 format!("child agent {child} spawned as {role}"),
+                vec![],
+            ),
+            EventKind::AgentResumed { child } => note(
+                KernelNoteKind::Other,
+                format!("child agent {child} resumed"),
+                vec![],
+            ),
+            EventKind::AgentReport(r) => note(
+                KernelNoteKind::Other,
+                format!("agent report ({}): {}", r.outcome.label(), r.summary),
+                r.files_changed.clone(),
+            ),
+            EventKind::AgentNotificationDelivered { text, .. }
+            | EventKind::AgentMessageDelivered { text, .. } => {
+                EventBody::Notification(text.clone())
+            }
+            EventKind::AgentReportReceived { child, .. } => note(
+                KernelNoteKind::Other,
+                format!("report of child agent {child} received"),
+                vec![],
+            ),
+            EventKind::AgentMessageQueued { child, text } => note(
+                KernelNoteKind::Other,
+                format!("message queued for child agent {child}: {text}"),
                 vec![],
             ),
             EventKind::RunStarted { mode, .. } => note(

@@ -11,10 +11,13 @@
 //! * [`ops`] — the write-side operations tools call (mutation commit, the
 //!   write guard, validation records, certification attempts).
 //! * [`view`] — [`StoreSessionView`], the read-only session engines receive.
+//! * [`agents`] — child agents: the report a child hands back and the
+//!   reducer of a parent's agent log.
 //! * [`bounds`] — the byte and token bounds on stored tool output.
 
 #![warn(missing_docs)]
 
+pub mod agents;
 pub mod bounds;
 pub mod event;
 pub mod ops;
@@ -22,11 +25,13 @@ pub mod state;
 pub mod store;
 pub mod view;
 
+pub use agents::{AgentReport, AgentTree, ChildState, ReportOutcome};
 pub use bounds::{
     FILE_HASH_MAX_BYTES, READ_MAX_BYTES, READ_MAX_TOKENS, bound_head, bound_tool_output,
 };
 pub use event::{
-    CertificationOutcome, EventDecodeError, EventKind, Outcome, StateOp, StoredEvent, sha256_hex,
+    CertificationOutcome, ENGINE_HIDDEN_KINDS, EventDecodeError, EventKind, Outcome, StateOp,
+    StoredEvent, sha256_hex,
 };
 pub use ops::{
     GuardError, MutationReceipt, attempt_certification, check_guarded_write, commit_mutation,

@@ -56,6 +56,9 @@ pub enum AgentError {
         "the turn stopped after {0} model requests without finishing (the configured max_steps); continue with another message, or raise or remove [agent] max_steps / --max-steps"
     )]
     StepLimit(usize),
+    /// The run was cancelled (a child agent's `cancel_agent`).
+    #[error("cancelled: {0}")]
+    Cancelled(String),
     /// The async runtime could not start.
     #[error("could not start the I/O runtime: {0}")]
     Runtime(String),

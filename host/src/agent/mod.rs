@@ -7,6 +7,7 @@
 //! own behind the engine's back: the provider sees the engine's view, the tool
 //! schemas and nothing else.
 
+pub mod children;
 mod error;
 mod guarded;
 pub mod prompt;
@@ -15,6 +16,7 @@ mod repair;
 pub mod tools;
 mod turn;
 
+pub use children::Delegation;
 pub use error::AgentError;
 
 use crate::engine::{ContextEngine, EngineFailure, check_view};
@@ -120,6 +122,9 @@ pub struct Agent {
     /// may hold what it read from incomplete answers, so it is not asked
     /// again; resuming builds a fresh one.
     engine_tainted: Option<String>,
+    /// Child agents: their tools and their deliveries (see
+    /// [`Agent::with_delegation`]).
+    delegation: Option<Box<dyn Delegation>>,
 }
 
 impl Agent {
@@ -170,6 +175,7 @@ impl Agent {
             options,
             runtime,
             engine_tainted: None,
+            delegation: None,
         })
     }
 

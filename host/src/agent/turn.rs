@@ -131,6 +131,8 @@ impl Agent {
             {
                 return Err(AgentError::StepLimit(max));
             }
+            // A safe boundary: every earlier call has its result.
+            self.safe_boundary(observer)?;
             let (_, view) = self.materialize(query)?;
             // Kernel context is durable before the request that shows it,
             // tagged with the engine that wrote it.
@@ -218,6 +220,9 @@ impl Agent {
             // Each result is durable the moment its call finishes: a crash
             // during a later call loses none of the earlier ones.
             for call in &calls {
+                if self.delegated_call(call, observer)? {
+                    continue;
+                }
                 let result = if call.name == latch_engine_sdk::RECALL_TOOL {
                     self.recall_tool(call)
                 } else {

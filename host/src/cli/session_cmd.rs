@@ -180,17 +180,55 @@ pub fn sessions(global: &GlobalArgs, workspace: &Path) -> anyhow::Result<i32> {
     if list.is_empty() {
         println!("no sessions in {}", env.workspace.display());
     }
-    for s in list {
-        let events = env.store.event_count(&s.id)?;
-        println!(
-            "{}  {}  {:>6} events  {}",
-            s.id,
-            render::time(s.created_ms),
-            events,
-            s.model.model
-        );
+    // Children are listed under their parent, with their role and state.
+    let ids: std::collections::HashSet<&str> = list.iter().map(|s| s.id.as_str()).collect();
+    let roots = list
+        .iter()
+        .filter(|s| s.parent.as_deref().is_none_or(|p| !ids.contains(p)));
+    for s in roots {
+        print_session(&env, &list, s, 0, "")?;
     }
     Ok(0)
+}
+
+fn print_session(
+    env: &Env,
+    list: &[latch_kernel::SessionRecord],
+    s: &latch_kernel::SessionRecord,
+    depth: usize,
+    label: &str,
+) -> anyhow::Result<()> {
+    let events = env.store.event_count(&s.id)?;
+    println!(
+        "{}{}  {}  {:>6} events  {}{label}",
+        "    ".repeat(depth),
+        s.id,
+        render::time(s.created_ms),
+        events,
+        s.model.model
+    );
+    let tree = env.store.agent_tree(&s.id)?;
+    let mut children: Vec<&latch_kernel::SessionRecord> = list
+        .iter()
+        .filter(|c| c.parent.as_deref() == Some(s.id.as_str()))
+        .collect();
+    children.sort_by_key(|c| (c.created_ms, c.id.clone()));
+    for c in children {
+        let label = match tree.child(&c.id) {
+            Some(entry) => format!(
+                "  {}  {}",
+                entry.role,
+                match entry.state {
+                    latch_kernel::ChildState::Finished => "finished",
+                    latch_kernel::ChildState::Failed => "failed",
+                    latch_kernel::ChildState::Unfinished => "interrupted",
+                }
+            ),
+            None => String::new(),
+        };
+        print_session(env, list, c, depth + 1, &label)?;
+    }
+    Ok(())
 }
 
 /// `latch history delete <session>`.

@@ -6,6 +6,7 @@ use crate::agent::tools::StandardTools;
 use crate::agent::{Agent, AgentOptions};
 use crate::config::{Config, LoadedConfig};
 use crate::supervisor::Supervisor;
+use crate::supervisor::children::{ChildRuntime, ParentAgents};
 use anyhow::{Context, bail};
 use latch_kernel::{SessionRecord, Store};
 use latch_provider::{Provider, ProviderConfig, ProviderKind};
@@ -163,12 +164,13 @@ pub fn build_agent(
     provider: &ProviderChoice,
     mode: &str,
 ) -> anyhow::Result<Agent> {
-    let supervisor = Supervisor::from_config(&env.config.config, &env.workspace)?;
+    let supervisor = Arc::new(Supervisor::from_config(&env.config.config, &env.workspace)?);
     let engine = if session.parent.is_some() {
         supervisor.child_engine(&session.id, &session.model)?
     } else {
         supervisor.root_engine(&session.id, &session.model)?
     };
+    let is_root = session.parent.is_none();
     let provider_client = Provider::new(provider.config.clone())?;
     let ctx = latch_tools::ToolContext::new(env.store.clone(), session.id.clone(), &env.workspace)?;
     let options = AgentOptions {
@@ -177,15 +179,28 @@ pub fn build_agent(
         recent_tokens: env.config.config.context.recent_tokens,
         max_steps: env.max_steps,
     };
-    Ok(Agent::new(
+    let agent = Agent::new(
         env.store.clone(),
         session,
         env.workspace.clone(),
         engine,
-        provider_client,
+        provider_client.clone(),
         Box::new(StandardTools::new(ctx)),
+        options.clone(),
+    )?;
+    if !is_root {
+        return Ok(agent);
+    }
+    // A root agent delegates: its children run on workers of their own.
+    let children = ChildRuntime::new(
+        env.store.clone(),
+        env.workspace.clone(),
+        supervisor,
+        provider_client,
         options,
-    )?)
+        env.config.config.agents.max_concurrent,
+    );
+    Ok(agent.with_delegation(Box::new(ParentAgents::new(children))))
 }
 
 /// Create a new root session for the chosen provider and model.
@@ -214,11 +229,11 @@ pub fn select_session(env: &Env, selector: Option<&str>) -> anyhow::Result<Sessi
             }
             Ok(record)
         }
+        // The newest root: children are created after their parent and are
+        // resumed through it (or by id), never by `--last`.
         None => env
             .store
-            .list_sessions(&env.workspace_key())?
-            .into_iter()
-            .max_by_key(|s| (s.created_ms, s.id.clone()))
+            .latest_root_session(&env.workspace_key())?
             .ok_or_else(|| {
                 anyhow::anyhow!(
                     "there is no session in {} yet; start one with `latch` or `latch run`",

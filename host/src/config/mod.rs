@@ -43,6 +43,44 @@ pub struct Config {
     /// The agent loop.
     #[serde(default)]
     pub agent: AgentConfig,
+    /// Child agents.
+    #[serde(default)]
+    pub agents: AgentsConfig,
+}
+
+/// `[agents]`: child agents.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsConfig {
+    /// Most children running at once (more wait for a free worker);
+    /// default 4.
+    #[serde(
+        default = "default_max_concurrent",
+        deserialize_with = "at_least_one_child"
+    )]
+    pub max_concurrent: usize,
+}
+
+fn default_max_concurrent() -> usize {
+    4
+}
+
+fn at_least_one_child<'de, D: serde::Deserializer<'de>>(d: D) -> Result<usize, D::Error> {
+    let n = usize::deserialize(d)?;
+    if n == 0 {
+        return Err(serde::de::Error::custom(
+            "[agents] max_concurrent must be at least 1 (children wait for a free worker beyond it)",
+        ));
+    }
+    Ok(n)
+}
+
+impl Default for AgentsConfig {
+    fn default() -> Self {
+        AgentsConfig {
+            max_concurrent: default_max_concurrent(),
+        }
+    }
 }
 
 /// `[agent]`.
@@ -390,6 +428,17 @@ mod tests {
         assert_eq!(reserve("big", 100_000), (256_000, 64_000));
         // A configured reserve is kept as configured.
         assert_eq!(reserve("pinned", 8_192), (32_000, 12_000));
+        // [agents] max_concurrent defaults to 4 and refuses 0.
+        assert_eq!(c.agents.max_concurrent, 4);
+        let c = Config::parse("[agents]\nmax_concurrent = 2\n", Path::new("c.toml")).unwrap();
+        assert_eq!(c.agents.max_concurrent, 2);
+        let err = Config::parse("[agents]\nmax_concurrent = 0\n", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("at least 1") && err.contains("c.toml"),
+            "{err}"
+        );
         // [agent] max_steps is off by default and configurable.
         assert_eq!(c.agent.max_steps, None);
         let c = Config::parse("[agent]\nmax_steps = 7\n", Path::new("c.toml")).unwrap();

@@ -4,6 +4,8 @@
 //! configured child policy, and a non-default root engine without a child
 //! policy refuses to spawn children rather than fall back to the default.
 
+pub mod children;
+
 use crate::config::Config;
 use crate::engine::policy::{Brief, ChildPolicyComponent, PolicyError};
 use crate::engine::runtime::EngineSource;

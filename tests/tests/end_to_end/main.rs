@@ -4,6 +4,8 @@
 //!
 //! * [`agent`] — the agent loop through the provider wire formats.
 //! * [`child_policy`] — child-policy components and the supervisor.
+//! * [`children`] — child agents: spawn, concurrent workers, reports,
+//!   delivery at safe boundaries, resume.
 //! * [`conformance`] — the conformance suite against the shipped engines and
 //!   the adversarial fixture.
 //! * [`continuity_component`] — the ContinuityEngine natively and as a
@@ -23,6 +25,7 @@
 
 mod agent;
 mod child_policy;
+mod children;
 mod conformance;
 mod continuity_component;
 mod core_loop;

@@ -102,7 +102,7 @@ impl Store {
                 ])?;
                 let seq = tx.last_insert_rowid() as u64;
                 let text = event_search_text(&event.to_sdk_body());
-                if !text.trim().is_empty() {
+                if !text.trim().is_empty() && !event.hidden_from_engines() {
                     index.execute(params![seq, text])?;
                 }
                 seqs.push(seq);
@@ -112,7 +112,9 @@ impl Store {
         Ok(seqs)
     }
 
-    /// Events of `session` with `from <= seq < to`, ascending, at most `limit`.
+    /// Events of `session` with `from <= seq < to`, ascending, at most
+    /// `limit`. Child-lifecycle events are left out (engines never see
+    /// them; [`Store::agent_log`] reads them).
     pub fn events(
         &self,
         session: &str,
@@ -156,13 +158,16 @@ impl Store {
             self,
             &format!(
                 "SELECT {columns} FROM events
-                 WHERE session = ?1 AND seq >= ?2 AND seq < ?3 ORDER BY seq LIMIT ?4"
+                 WHERE session = ?1 AND seq >= ?2 AND seq < ?3 AND {visible}
+                 ORDER BY seq LIMIT ?4",
+                visible = super::agents::visible_to_engines("kind"),
             ),
             params![session, from, to, limit],
         )
     }
 
-    /// Events of `session` with `seq < before`, newest first, at most `limit`.
+    /// Events of `session` with `seq < before`, newest first, at most
+    /// `limit`; child-lifecycle events are left out.
     pub fn events_before(
         &self,
         session: &str,
@@ -174,7 +179,9 @@ impl Store {
             self,
             &format!(
                 "SELECT {EVENT_COLUMNS} FROM events
-                 WHERE session = ?1 AND seq < ?2 ORDER BY seq DESC LIMIT ?3"
+                 WHERE session = ?1 AND seq < ?2 AND {visible}
+                 ORDER BY seq DESC LIMIT ?3",
+                visible = super::agents::visible_to_engines("kind"),
             ),
             params![session, before, limit],
         )

@@ -9,6 +9,7 @@
 //! * The kernel reducers are cached per session with a sequence watermark and
 //!   caught up from the log on demand, so canonical state stays cheap.
 
+mod agents;
 mod artifacts;
 mod events;
 mod recall;

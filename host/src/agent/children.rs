@@ -1,0 +1,81 @@
+//! The agent loop's side of child agents: the [`Delegation`] port through
+//! which the supervisor adds the agent tools (`spawn_agent`, `wait_agents`,
+//! …) and hands over what arrives between requests (a child's report for a
+//! parent, a parent's message for a child, a cancellation).
+//!
+//! The loop calls [`Delegation::at_safe_boundary`] only before a model
+//! request, when every earlier tool call of the turn has its committed
+//! result, so a delivery appends to the log after complete units and never
+//! rewrites what the provider already saw.
+
+use super::{Agent, AgentError, AgentEvent};
+use latch_engine_sdk::estimate::estimate;
+use latch_engine_sdk::types::ToolCall;
+use latch_kernel::{EventKind, SessionRecord};
+use latch_provider::ToolSchema;
+
+/// What a supervisor plugs into an agent for child agents.
+pub trait Delegation: Send {
+    /// The tools it adds, in a byte-stable order (part of the cached
+    /// prefix).
+    fn schemas(&self) -> Vec<ToolSchema>;
+
+    /// Answer `call` when it is one of this delegation's tools: the events
+    /// to commit together, the last one the call's
+    /// [`EventKind::ToolResult`]. `None` when the tool is not one of them.
+    fn execute(&mut self, session: &SessionRecord, call: &ToolCall) -> Option<Vec<EventKind>>;
+
+    /// At a safe model boundary: the deliveries to append before the next
+    /// request, or an error that ends the turn (a cancellation).
+    fn at_safe_boundary(&mut self, session: &SessionRecord) -> Result<Vec<EventKind>, AgentError>;
+}
+
+impl Agent {
+    /// Plug child agents into this agent: their tools join the schemas
+    /// (call before the first request; the schemas are part of the cached
+    /// prefix) and deliveries happen at its safe boundaries.
+    pub fn with_delegation(mut self, delegation: Box<dyn Delegation>) -> Agent {
+        self.schemas.extend(delegation.schemas());
+        let json = serde_json::to_string(&self.schemas).unwrap_or_default();
+        self.tools_tokens = estimate(self.session.model.estimator, &json) as u64;
+        self.delegation = Some(delegation);
+        self
+    }
+
+    /// The tool schemas every request carries, in order.
+    pub fn tool_schemas(&self) -> &[ToolSchema] {
+        &self.schemas
+    }
+
+    /// Deliver what waits at a safe boundary.
+    pub(crate) fn safe_boundary(
+        &mut self,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<(), AgentError> {
+        let Some(delegation) = self.delegation.as_mut() else {
+            return Ok(());
+        };
+        let events = delegation.at_safe_boundary(&self.session)?;
+        self.append_batch(events, observer)
+    }
+
+    /// Commit the answer of a delegation tool call; false when `call` is
+    /// not one.
+    pub(crate) fn delegated_call(
+        &mut self,
+        call: &ToolCall,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<bool, AgentError> {
+        let Some(delegation) = self.delegation.as_mut() else {
+            return Ok(false);
+        };
+        let Some(events) = delegation.execute(&self.session, call) else {
+            return Ok(false);
+        };
+        // The markers and the result commit in one transaction: a report
+        // handed over in a result is marked delivered exactly when the
+        // result is durable.
+        self.append_batch(events, observer)?;
+        Ok(true)
+    }
+}

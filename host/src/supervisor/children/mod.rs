@@ -1,0 +1,219 @@
+//! Child agents at run time: [`ChildRuntime`] runs each child session on
+//! its own worker thread (at most `[agents] max_concurrent` at once), with
+//! an engine built through the supervisor's single factory, and commits the
+//! host-built [`AgentReport`] in the child's session when its run ends.
+//! [`ParentAgents`] is the parent's [`Delegation`]: the agent tools and the
+//! delivery of reports at the parent's safe boundaries. [`ChildLink`] is the
+//! child's: the parent's messages at the child's safe boundaries, and
+//! cancellation.
+//!
+//! Everything that must survive a restart is an event (see
+//! [`latch_kernel::agents`]); the in-memory part is only which children
+//! this process runs and a flag that says a report may be waiting.
+
+mod parent;
+pub mod schemas;
+mod worker;
+
+pub use parent::ParentAgents;
+pub use worker::{ChildLink, delegation_brief, resume as resume_child};
+
+use super::Supervisor;
+use crate::agent::AgentOptions;
+use latch_kernel::Store;
+use latch_provider::Provider;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// A child this process runs.
+#[derive(Clone, Debug)]
+struct Live {
+    /// Set by `cancel_agent`; the child stops at its next safe boundary.
+    cancel: Arc<AtomicBool>,
+    /// Set when a message is queued for it.
+    mail: Arc<AtomicBool>,
+    /// True once it holds a worker slot.
+    running: bool,
+}
+
+#[derive(Default)]
+struct Shared {
+    live: HashMap<String, Live>,
+    slots_used: usize,
+    /// Counts the children's ends, so a waiter misses none.
+    ends: u64,
+}
+
+/// What every child of one root shares: the store, the workspace, the
+/// supervisor (its single factory), the provider and the worker bound.
+pub struct ChildRuntime {
+    store: Arc<Store>,
+    workspace: PathBuf,
+    supervisor: Arc<Supervisor>,
+    provider: Provider,
+    options: AgentOptions,
+    max_concurrent: usize,
+    shared: Mutex<Shared>,
+    changed: Condvar,
+    /// Set when a child finished: a report may wait for delivery.
+    finished: AtomicBool,
+}
+
+impl ChildRuntime {
+    /// A runtime whose children run with `options` (their mode becomes
+    /// `child`), at most `max_concurrent` at once (at least one).
+    pub fn new(
+        store: Arc<Store>,
+        workspace: PathBuf,
+        supervisor: Arc<Supervisor>,
+        provider: Provider,
+        options: AgentOptions,
+        max_concurrent: usize,
+    ) -> Arc<ChildRuntime> {
+        Arc::new(ChildRuntime {
+            store,
+            workspace,
+            supervisor,
+            provider,
+            options: AgentOptions {
+                mode: "child".into(),
+                ..options
+            },
+            max_concurrent: max_concurrent.max(1),
+            shared: Mutex::new(Shared::default()),
+            changed: Condvar::new(),
+            finished: AtomicBool::new(true),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The store.
+    pub fn store(&self) -> &Arc<Store> {
+        &self.store
+    }
+
+    /// True while this process runs (or queues) the child.
+    pub fn is_live(&self, child: &str) -> bool {
+        self.lock().live.contains_key(child)
+    }
+
+    /// True when the child holds a worker slot.
+    fn is_running(&self, child: &str) -> bool {
+        self.lock().live.get(child).is_some_and(|l| l.running)
+    }
+
+    /// How many children this process runs or queues.
+    pub fn live_count(&self) -> usize {
+        self.lock().live.len()
+    }
+
+    fn register(&self, child: &str) -> Live {
+        let live = Live {
+            cancel: Arc::new(AtomicBool::new(false)),
+            mail: Arc::new(AtomicBool::new(true)),
+            running: false,
+        };
+        self.lock().live.insert(child.to_string(), live.clone());
+        live
+    }
+
+    /// Wait for a worker slot; false when the child was cancelled first.
+    fn acquire(&self, child: &str, cancel: &AtomicBool) -> bool {
+        let mut shared = self.lock();
+        loop {
+            if cancel.load(Ordering::SeqCst) {
+                return false;
+            }
+            if shared.slots_used < self.max_concurrent {
+                shared.slots_used += 1;
+                if let Some(l) = shared.live.get_mut(child) {
+                    l.running = true;
+                }
+                return true;
+            }
+            shared = self
+                .changed
+                .wait_timeout(shared, Duration::from_millis(200))
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// The child's run ended (its report is committed, or it never got a
+    /// slot): free its slot and wake whoever waits.
+    fn release(&self, child: &str) {
+        let mut shared = self.lock();
+        if let Some(l) = shared.live.remove(child)
+            && l.running
+        {
+            shared.slots_used -= 1;
+        }
+        shared.ends += 1;
+        self.finished.store(true, Ordering::SeqCst);
+        drop(shared);
+        self.changed.notify_all();
+    }
+
+    fn cancel(&self, child: &str) -> bool {
+        match self.lock().live.get(child) {
+            Some(l) => {
+                l.cancel.store(true, Ordering::SeqCst);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn notify_mail(&self, child: &str) {
+        if let Some(l) = self.lock().live.get(child) {
+            l.mail.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Take the "a child finished" flag.
+    fn take_finished(&self) -> bool {
+        self.finished.swap(false, Ordering::SeqCst)
+    }
+
+    /// Block until `done` holds (checked after every child's end) or the
+    /// deadline passes; true when `done` held.
+    fn wait_until(&self, deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
+        loop {
+            let ends = self.lock().ends;
+            if done() {
+                return true;
+            }
+            let mut shared = self.lock();
+            while shared.ends == ends {
+                let now = Instant::now();
+                if now >= deadline {
+                    return false;
+                }
+                shared = self
+                    .changed
+                    .wait_timeout(shared, deadline - now)
+                    .unwrap_or_else(|p| p.into_inner())
+                    .0;
+            }
+        }
+    }
+
+    /// Wait (at most `timeout`) until this process runs no child; true when
+    /// none is left. For shutdown and tests.
+    pub fn wait_idle(&self, timeout: Duration) -> bool {
+        self.wait_until(Instant::now() + timeout, || self.live_count() == 0)
+    }
+
+    /// Ask every running child to stop at its next safe boundary.
+    pub fn cancel_all(&self) {
+        for l in self.lock().live.values() {
+            l.cancel.store(true, Ordering::SeqCst);
+        }
+    }
+}

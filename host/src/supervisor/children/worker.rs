@@ -1,0 +1,273 @@
+//! Starting and resuming a child: its session and durable profile, its
+//! engine through the supervisor's factory, its worker thread, and the
+//! report committed when its run ends.
+
+use super::{ChildRuntime, Live};
+use crate::agent::tools::StandardTools;
+use crate::agent::{Agent, AgentError, AgentEvent, Delegation};
+use crate::engine::ContextEngine;
+use crate::engine::policy::Brief;
+use latch_engine_sdk::types::ToolCall;
+use latch_kernel::agents::{ChildEntry, ReportOutcome, build_report};
+use latch_kernel::{EventKind, SessionRecord};
+use latch_provider::ToolSchema;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// The child's first input: a compact, actionable delegation brief, never
+/// the parent's history.
+pub fn delegation_brief(parent: &str, role: &str, task: &str, context: Option<&str>) -> String {
+    let mut brief = format!(
+        "[Latch] You are a child agent of session {parent}, working as `{role}`. \
+         This is your task; start on it now:\n\n{task}\n"
+    );
+    if let Some(context) = context {
+        brief.push_str(&format!("\nWhat the parent handed over:\n{context}\n"));
+    }
+    brief.push_str(
+        "\nYou share the workspace with the parent and other agents, so files may change \
+         under you. When you are done, end your turn with a short summary of what you did and \
+         found; Latch reports it to the parent.",
+    );
+    brief
+}
+
+/// The input of a resumed child's run.
+const RESUME_INPUT: &str = "[Latch] Your run was interrupted. Continue your delegated task where \
+     it stopped, then end your turn with a summary.";
+
+/// The engine of a child, through the supervisor's single factory.
+fn child_engine(
+    rt: &ChildRuntime,
+    child: &str,
+    parent: &SessionRecord,
+    role: &str,
+    task: &str,
+    model: &latch_engine_sdk::types::ModelProfile,
+) -> Result<Box<dyn ContextEngine>, String> {
+    let brief = Brief {
+        parent_session: parent.id.clone(),
+        role: role.to_string(),
+        task: task.to_string(),
+        child_model: model.clone(),
+    };
+    rt.supervisor
+        .child_engine_for(child, &parent.model, &brief)
+        .map_err(|e| e.to_string())
+}
+
+/// Spawn a child of `parent`: its session, its engine, its profile event
+/// (in the parent's session) and its worker. Returns the child's id.
+pub(super) fn spawn(
+    rt: &Arc<ChildRuntime>,
+    parent: &SessionRecord,
+    role: &str,
+    task: &str,
+    context: Option<&str>,
+    model: Option<&str>,
+) -> Result<String, String> {
+    let mut profile = parent.model.clone();
+    if let Some(m) = model {
+        profile.model = m.to_string();
+    }
+    let record = rt
+        .store
+        .create_session(&parent.workspace, Some(&parent.id), &profile)
+        .map_err(|e| e.to_string())?;
+    let mut engine = match child_engine(rt, &record.id, parent, role, task, &profile) {
+        Ok(engine) => engine,
+        Err(e) => {
+            // The session never ran: hide it from history; its record stays.
+            let _ = rt.store.delete_session(&record.id);
+            return Err(e);
+        }
+    };
+    let engine_config = engine.config().unwrap_or_else(|_| "{}".into());
+    rt.store
+        .append(
+            &parent.id,
+            EventKind::ChildSpawned {
+                child: record.id.clone(),
+                role: role.to_string(),
+                task: task.to_string(),
+                model: profile.model.clone(),
+                engine: engine.name().to_string(),
+                engine_config,
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    let input = delegation_brief(&parent.id, role, task, context);
+    start(rt, record.clone(), role, engine, input, false)?;
+    Ok(record.id)
+}
+
+/// Resume an interrupted child from its durable profile: a fresh engine
+/// through the factory, the log repaired, then a run that continues it.
+/// (The parent's `message_agent` does this for an interrupted child.)
+pub fn resume(
+    rt: &Arc<ChildRuntime>,
+    parent: &SessionRecord,
+    entry: &ChildEntry,
+) -> Result<(), String> {
+    let record = rt.store.session(&entry.id).map_err(|e| e.to_string())?;
+    let engine = child_engine(
+        rt,
+        &record.id,
+        parent,
+        &entry.role,
+        &entry.task,
+        &record.model,
+    )?;
+    rt.store
+        .append(
+            &parent.id,
+            EventKind::AgentResumed {
+                child: entry.id.clone(),
+            },
+        )
+        .map_err(|e| e.to_string())?;
+    start(rt, record, &entry.role, engine, RESUME_INPUT.into(), true)
+}
+
+fn start(
+    rt: &Arc<ChildRuntime>,
+    record: SessionRecord,
+    role: &str,
+    engine: Box<dyn ContextEngine>,
+    input: String,
+    resumed: bool,
+) -> Result<(), String> {
+    let live = rt.register(&record.id);
+    let tools = latch_tools::ToolContext::new(rt.store.clone(), record.id.clone(), &rt.workspace)
+        .map_err(|e| e.to_string());
+    let tools = match tools {
+        Ok(t) => t,
+        Err(e) => {
+            rt.release(&record.id);
+            return Err(e);
+        }
+    };
+    let rt2 = rt.clone();
+    let role = role.to_string();
+    let id = record.id.clone();
+    let spawned = std::thread::Builder::new()
+        .name(format!("latch-child-{id}"))
+        .spawn(move || {
+            let id = record.id.clone();
+            let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run(&rt2, record, engine, tools, live, &input, resumed)
+            }));
+            let (outcome, summary) = match outcome {
+                Ok(Some(r)) => r,
+                Ok(None) => (
+                    ReportOutcome::Cancelled,
+                    "cancelled before it started".into(),
+                ),
+                Err(_) => (ReportOutcome::Failed, "the child's worker panicked".into()),
+            };
+            let events = rt2.store.all_events(&id).unwrap_or_default();
+            let report = build_report(&role, &events, outcome, &summary);
+            if let Err(e) = rt2.store.append(&id, EventKind::AgentReport(report)) {
+                tracing::error!("could not commit the report of child {id}: {e}");
+            }
+            rt2.release(&id);
+        });
+    match spawned {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            rt.release(&id);
+            Err(format!("could not start a worker thread: {e}"))
+        }
+    }
+}
+
+/// One run of a child on its worker; `None` when it was cancelled before
+/// it got a worker slot.
+fn run(
+    rt: &Arc<ChildRuntime>,
+    record: SessionRecord,
+    engine: Box<dyn ContextEngine>,
+    tools: latch_tools::ToolContext,
+    live: Live,
+    input: &str,
+    resumed: bool,
+) -> Option<(ReportOutcome, String)> {
+    if !rt.acquire(&record.id, &live.cancel) {
+        return None;
+    }
+    let link = ChildLink {
+        rt: rt.clone(),
+        cancel: live.cancel.clone(),
+        mail: live.mail.clone(),
+    };
+    // A client of its own: a pooled connection lives on the runtime of the
+    // agent that opened it, and each agent's runtime ends with the agent.
+    let provider = match latch_provider::Provider::new(rt.provider.config().clone()) {
+        Ok(p) => p,
+        Err(e) => return Some((ReportOutcome::Failed, e.to_string())),
+    };
+    let agent = Agent::new(
+        rt.store.clone(),
+        record,
+        rt.workspace.clone(),
+        engine,
+        provider,
+        Box::new(StandardTools::new(tools)),
+        rt.options.clone(),
+    );
+    let mut agent = match agent {
+        Ok(a) => a.with_delegation(Box::new(link)),
+        Err(e) => return Some((ReportOutcome::Failed, e.to_string())),
+    };
+    let mut quiet = |_: AgentEvent| {};
+    if resumed && let Err(e) = agent.resume(&mut quiet) {
+        return Some((ReportOutcome::Failed, e.to_string()));
+    }
+    Some(match agent.run_turn(input, &mut quiet) {
+        Ok(outcome) => (ReportOutcome::Completed, outcome.final_text),
+        Err(AgentError::Cancelled(why)) => (ReportOutcome::Cancelled, why),
+        Err(e) => (ReportOutcome::Failed, e.to_string()),
+    })
+}
+
+/// A child's [`Delegation`]: the parent's queued messages at the child's
+/// safe boundaries, and cancellation. A child has no agent tools of its
+/// own.
+pub struct ChildLink {
+    rt: Arc<ChildRuntime>,
+    cancel: Arc<AtomicBool>,
+    mail: Arc<AtomicBool>,
+}
+
+impl Delegation for ChildLink {
+    fn schemas(&self) -> Vec<ToolSchema> {
+        Vec::new()
+    }
+
+    fn execute(&mut self, _: &SessionRecord, _: &ToolCall) -> Option<Vec<EventKind>> {
+        None
+    }
+
+    fn at_safe_boundary(&mut self, session: &SessionRecord) -> Result<Vec<EventKind>, AgentError> {
+        if self.cancel.load(Ordering::SeqCst) {
+            return Err(AgentError::Cancelled(
+                "the parent cancelled this child".into(),
+            ));
+        }
+        if !self.mail.swap(false, Ordering::SeqCst) {
+            return Ok(Vec::new());
+        }
+        let Some(parent) = &session.parent else {
+            return Ok(Vec::new());
+        };
+        let tree = self.rt.store.agent_tree(parent)?;
+        Ok(tree
+            .pending_messages(&session.id)
+            .into_iter()
+            .map(|m| EventKind::AgentMessageDelivered {
+                message_seq: m.seq,
+                text: format!("[Latch] Message from the parent agent:\n{}", m.text),
+            })
+            .collect())
+    }
+}
