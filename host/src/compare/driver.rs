@@ -26,8 +26,6 @@ use std::time::Instant;
 pub const MODEL: &str = "claude-sonnet-4-5";
 /// Most output tokens per response.
 pub const MAX_TOKENS: u32 = 8_192;
-/// A step cap no scripted turn reaches (a 500-step turn must not stop).
-const NO_STEP_CAP: usize = 1_000_000;
 
 /// What to compare.
 #[derive(Clone, Debug)]
@@ -209,17 +207,12 @@ pub fn run_one(
     })?;
     let generations = Arc::new(Mutex::new(Vec::new()));
     let engine = recorded(engine, model.estimator, sizes.clone(), generations.clone());
-    let mut options = AgentOptions {
+    // No step cap (the default): a 500-step turn runs to its end.
+    let options = AgentOptions {
         mode: "run".into(),
         max_tokens: MAX_TOKENS,
         ..AgentOptions::default()
     };
-    // Written as a conversion so that it holds whether the cap is a count or
-    // an optional count.
-    #[allow(clippy::useless_conversion)]
-    {
-        options.max_steps = NO_STEP_CAP.into();
-    }
     let mut agent = Agent::new(
         store.clone(),
         session.clone(),
