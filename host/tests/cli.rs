@@ -18,6 +18,35 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// The provider flags that point `latch` at the local server.
+fn at(server: &FakeServer) -> Vec<String> {
+    [
+        "--provider",
+        "openai-compatible",
+        "--base-url",
+        &server.openai_base_url(),
+        "--model",
+        "local",
+    ]
+    .map(str::to_string)
+    .to_vec()
+}
+
+/// `latch resume --last` on `cmd` (workspace and provider flags set), with
+/// `input` typed into the interactive session; its output.
+fn resume_last(mut cmd: Command, input: &[u8]) -> std::process::Output {
+    use std::io::Write;
+    let mut resume = cmd
+        .args(["resume", "--last"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    resume.stdin.as_mut().unwrap().write_all(input).unwrap();
+    resume.wait_with_output().unwrap()
+}
+
 fn latch(workspace: &Path) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_latch"));
     cmd.arg("-C").arg(workspace);
@@ -262,22 +291,9 @@ fn a_killed_run_resumes_as_a_valid_continuation() {
         "the tool never finished"
     );
 
-    let mut resume = latch(ws.path())
-        .args(provider)
-        .args(["resume", "--last"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    resume
-        .stdin
-        .as_mut()
-        .unwrap()
-        .write_all(b"continue\n/exit\n")
-        .unwrap();
-    let out = resume.wait_with_output().unwrap();
+    let mut resume = latch(ws.path());
+    resume.args(provider);
+    let out = resume_last(resume, b"continue\n/exit\n");
     assert!(
         out.status.success(),
         "{}",

@@ -8,11 +8,11 @@
 //! Five trials run with the tests; `cargo test -p latch --test cli -- --ignored
 //! crash_trials_fifty` runs fifty.
 
-use super::{latch, project, runtime};
+use super::{at, latch, project, resume_last, runtime};
 use latch_kernel::{EventKind, Store, Unfinished};
 use latch_provider::fake::{FakeServer, Script, ScriptStep, ScriptedTurn};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -63,19 +63,6 @@ fn session_script() -> Script {
         ScriptedTurn::text("Done."),
     ])
     .with_responder(|_| ScriptStep::Turn(ScriptedTurn::text("Resumed; nothing left to do.")))
-}
-
-fn at(server: &FakeServer) -> Vec<String> {
-    [
-        "--provider",
-        "openai-compatible",
-        "--base-url",
-        &server.openai_base_url(),
-        "--model",
-        "local",
-    ]
-    .map(str::to_string)
-    .to_vec()
 }
 
 /// How one trial went.
@@ -164,22 +151,9 @@ fn trial(cache: &Path, delay: Option<Duration>) -> (Trial, Duration) {
     drop(store);
 
     // Resume continues protocol-safe.
-    let mut resume = latch(ws.path())
-        .env("LATCH_CACHE_DIR", cache)
-        .args(at(&server))
-        .args(["resume", "--last"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    resume
-        .stdin
-        .as_mut()
-        .unwrap()
-        .write_all(b"continue\n/exit\n")
-        .unwrap();
-    let out = resume.wait_with_output().unwrap();
+    let mut resume = latch(ws.path());
+    resume.env("LATCH_CACHE_DIR", cache).args(at(&server));
+    let out = resume_last(resume, b"continue\n/exit\n");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "resume failed: {stderr}");
     assert!(

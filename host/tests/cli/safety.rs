@@ -2,27 +2,12 @@
 //! outlive Latch, resume settles managed processes, `demo --store` uses its
 //! path and the read-only commands never create a store.
 
-use super::{latch, project, runtime};
+use super::{at, latch, project, resume_last, runtime};
 use latch_kernel::{EventKind, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
-use std::io::Write;
 use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-/// The provider flags that point `latch` at the local server.
-fn at(server: &FakeServer) -> Vec<String> {
-    [
-        "--provider",
-        "openai-compatible",
-        "--base-url",
-        &server.openai_base_url(),
-        "--model",
-        "local",
-    ]
-    .map(str::to_string)
-    .to_vec()
-}
 
 fn workspace_key(ws: &Path) -> String {
     ws.canonicalize().unwrap().display().to_string()
@@ -188,21 +173,9 @@ fn resume_records_the_processes_of_a_dead_latch_as_ended() {
     assert_eq!(store.kernel(&session).unwrap().running_processes().len(), 1);
     drop(store);
 
-    let mut resume = latch(ws.path())
-        .args(at(&server))
-        .args(["resume", "--last"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    resume
-        .stdin
-        .as_mut()
-        .unwrap()
-        .write_all(b"stop the dev server\n/exit\n")
-        .unwrap();
-    let out = resume.wait_with_output().unwrap();
+    let mut resume = latch(ws.path());
+    resume.args(at(&server));
+    let out = resume_last(resume, b"stop the dev server\n/exit\n");
     assert!(
         out.status.success(),
         "{}",
