@@ -9,7 +9,7 @@
 
 use latch_engine_sdk::event_search_text;
 use latch_engine_sdk::types::*;
-pub use latch_engine_sdk::validate::session_context_message;
+pub use latch_engine_sdk::validate::{kernel_message, session_context_message};
 pub use latch_engine_sdk::{event_label, one_line, truncate_tokens};
 
 /// Separator between header fields.
@@ -26,22 +26,6 @@ pub const INDEX_TITLE: &str = "Episode index";
 pub const REGROUND_TITLE: &str = "Re-ground instruction";
 /// Text of the extension entry when there are no extension sources.
 pub const NO_EXTENSIONS: &str = "Extension sources\n\n(none)";
-
-/// The message of a kernel-context entry. The text never depends on `seq`, so
-/// an entry renders identically when just returned and when read back.
-pub fn kernel_message(entry: &KernelContextEntry, seq: Option<u64>) -> Message {
-    Message {
-        role: Role::User,
-        parts: vec![Part::Text(entry.text.clone())],
-        kernel: Some(KernelTag {
-            generation: entry.generation,
-            revision: entry.revision,
-            kind: entry.kind,
-            seq,
-        }),
-        source_seqs: seq.into_iter().collect(),
-    }
-}
 
 /// What a snapshot records about its epoch, on its first line.
 #[derive(Clone, Debug, PartialEq, Eq)]

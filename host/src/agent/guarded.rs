@@ -69,27 +69,6 @@ impl GuardedView {
     }
 }
 
-/// The canonical state with nothing in it (answered only when the store
-/// failed; the call's result is discarded then).
-fn empty_state() -> CanonicalState {
-    CanonicalState {
-        revision: 0,
-        goal: None,
-        constraints: vec![],
-        decisions: vec![],
-        hypotheses: vec![],
-        files: vec![],
-        validations: vec![],
-        evidence: vec![],
-        failures: vec![],
-        disproofs: vec![],
-        questions: vec![],
-        actions: vec![],
-        criteria: vec![],
-        notes: vec![],
-    }
-}
-
 impl SessionView for GuardedView {
     fn info(&self) -> SessionInfo {
         let fallback = self.info.clone();
@@ -132,7 +111,7 @@ impl SessionView for GuardedView {
         self.served(
             "canonical-state",
             self.inner.try_canonical_state(),
-            empty_state(),
+            CanonicalState::empty(),
         )
     }
     fn artifact(&self, sha256: &str) -> Option<MediaRef> {

@@ -30,6 +30,25 @@ pub fn session_context_message(ctx: &SessionContext) -> Message {
     Message::text(Role::User, session_context_text(ctx))
 }
 
+/// The message of a kernel-context entry: one user text part holding the
+/// entry's text, tagged with its generation, revision and kind, citing the
+/// entry's own event once persisted (`seq`). The text never depends on
+/// `seq`, so an entry renders identically when just returned and when read
+/// back.
+pub fn kernel_message(entry: &KernelContextEntry, seq: Option<u64>) -> Message {
+    Message {
+        role: Role::User,
+        parts: vec![Part::Text(entry.text.clone())],
+        kernel: Some(KernelTag {
+            generation: entry.generation,
+            revision: entry.revision,
+            kind: entry.kind,
+            seq,
+        }),
+        source_seqs: seq.into_iter().collect(),
+    }
+}
+
 /// The marker that replaces the content of an elided tool result:
 /// ``[output elided: ≈N tokens; `recall` reaches it]``.
 pub fn elision_marker(tokens: u64) -> String {

@@ -11,7 +11,9 @@
 pub mod canon;
 pub mod provenance;
 
-pub use canon::{elided_tool_result, elision_marker, framed, session_context_message};
+pub use canon::{
+    elided_tool_result, elision_marker, framed, kernel_message, session_context_message,
+};
 pub use provenance::{KernelContextLimits, ViewChecker, check_entries, check_in_session};
 
 use crate::estimate::{estimate, message_tokens};

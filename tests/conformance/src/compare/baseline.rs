@@ -29,6 +29,7 @@
 use super::wire::last_user_text;
 use latch_engine_sdk::estimate::message_tokens;
 use latch_engine_sdk::types::*;
+use latch_engine_sdk::validate::{kernel_message, session_context_message};
 use latch_engine_sdk::{Engine, SessionView, estimate};
 use serde_json::Value;
 
@@ -235,21 +236,6 @@ impl SummarizeEngine {
     }
 }
 
-/// The message of a kernel-context entry (its text never depends on `seq`).
-fn kernel_message(entry: &KernelContextEntry, seq: Option<u64>) -> Message {
-    Message {
-        role: Role::User,
-        parts: vec![Part::Text(entry.text.clone())],
-        kernel: Some(KernelTag {
-            generation: entry.generation,
-            revision: entry.revision,
-            kind: entry.kind,
-            seq,
-        }),
-        source_seqs: seq.into_iter().collect(),
-    }
-}
-
 /// Conversation events as messages, without a leading result whose call is
 /// not among them.
 fn units_from(events: &[Event]) -> Vec<Message> {
@@ -336,7 +322,7 @@ impl Engine for SummarizeEngine {
         self.sync(session);
         let budget = &request.budget;
         let compact_at = self.compaction_limit(budget);
-        let context = latch_engine_sdk::validate::session_context_message(&request.session_context);
+        let context = session_context_message(&request.session_context);
         let fixed = self.tokens(
             &request.system_prompt,
             std::slice::from_ref(&context),
