@@ -19,7 +19,7 @@ mod turn;
 pub use children::Delegation;
 pub use error::AgentError;
 
-use crate::engine::{ContextEngine, EngineFailure, check_view};
+use crate::engine::{ContextEngine, EngineFailure};
 use guarded::GuardedView;
 use latch_engine_sdk::estimate::estimate;
 use latch_engine_sdk::types::*;
@@ -307,16 +307,12 @@ impl Agent {
         query: &str,
     ) -> Result<(ContextRequest, ContextView), AgentError> {
         let request = self.next_request(query)?;
+        // Every engine adapter checks its views against the request and the
+        // session before it returns them (see `engine::ViewGuard`); checked
+        // once, at the cost of what is new.
         let ctx_view = self.with_engine("materialize", |engine, view| {
             engine.materialize(view, &request)
         })?;
-        check_view(self.session.model.estimator, &request, &ctx_view).map_err(
-            |(rule, detail)| EngineFailure::Rejected {
-                engine: self.engine.name().to_string(),
-                rule,
-                detail,
-            },
-        )?;
         Ok((request, ctx_view))
     }
 
