@@ -6,7 +6,7 @@ use crate::agent::tools::StandardTools;
 use crate::agent::{Agent, AgentOptions};
 use crate::config::{Config, LoadedConfig};
 use crate::supervisor::Supervisor;
-use crate::supervisor::children::{ChildRuntime, ParentAgents};
+use crate::supervisor::children::{self, ChildObserver, ChildRuntime, ChildSettings, ParentAgents};
 use anyhow::{Context, bail};
 use latch_kernel::{SessionRecord, Store};
 use latch_provider::{Provider, ProviderConfig, ProviderKind};
@@ -149,11 +149,17 @@ pub fn choose_provider(global: &GlobalArgs, config: &Config) -> anyhow::Result<P
         .clone()
         .or_else(|| config.provider.model.clone())
         .unwrap_or_else(|| default_model(kind).to_string());
+    let max_tokens = config
+        .models
+        .get(&model)
+        .and_then(|m| m.max_tokens)
+        .or(config.provider.max_tokens)
+        .unwrap_or(8_192);
     Ok(ProviderChoice {
         kind,
         model,
         config: provider_config,
-        max_tokens: config.provider.max_tokens.unwrap_or(8_192),
+        max_tokens,
     })
 }
 
@@ -164,9 +170,23 @@ pub fn build_agent(
     provider: &ProviderChoice,
     mode: &str,
 ) -> anyhow::Result<Agent> {
+    build_agent_observed(env, session, provider, mode, None)
+}
+
+/// [`build_agent`], with `observer` seeing what the root's children commit.
+pub fn build_agent_observed(
+    env: &Env,
+    session: SessionRecord,
+    provider: &ProviderChoice,
+    mode: &str,
+    observer: Option<ChildObserver>,
+) -> anyhow::Result<Agent> {
     let supervisor = Arc::new(Supervisor::from_config(&env.config.config, &env.workspace)?);
     let engine = if session.parent.is_some() {
-        supervisor.child_engine(&session.id, &session.model)?
+        // A child's engine comes from its durable profile, as when its
+        // parent resumes it.
+        children::child_engine_from_profile(&supervisor, &env.store, &session)
+            .map_err(anyhow::Error::msg)?
     } else {
         supervisor.root_engine(&session.id, &session.model)?
     };
@@ -192,13 +212,16 @@ pub fn build_agent(
         return Ok(agent);
     }
     // A root agent delegates: its children run on workers of their own.
-    let children = ChildRuntime::new(
+    let children = ChildRuntime::with_settings(
         env.store.clone(),
         env.workspace.clone(),
         supervisor,
         provider_client,
         options,
-        env.config.config.agents.max_concurrent,
+        ChildSettings {
+            observer,
+            ..ChildSettings::from_config(&env.config.config)
+        },
     );
     Ok(agent.with_delegation(Box::new(ParentAgents::new(children))))
 }

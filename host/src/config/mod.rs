@@ -226,6 +226,9 @@ pub struct ModelOverride {
     pub reserve_tokens: Option<u64>,
     /// `openai`, `anthropic` or `cjk-optimized`.
     pub estimator: Option<String>,
+    /// Most output tokens per response of this model (default: `[provider]
+    /// max_tokens`); a child spawned on this model answers within it.
+    pub max_tokens: Option<u32>,
 }
 
 /// A configuration and the files it came from.

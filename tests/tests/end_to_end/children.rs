@@ -9,7 +9,7 @@ use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentOptions};
 use latch::config::Config;
 use latch::engine::{ContextEngine, ContextEngineFactory, EngineFailure};
-use latch::supervisor::children::{ChildRuntime, ParentAgents};
+use latch::supervisor::children::{ChildRuntime, ChildSettings, ParentAgents};
 use latch::supervisor::{ChildPolicy, Supervisor};
 use latch_kernel::{ChildState, EventKind, SessionRecord, Store};
 use latch_provider::fake::{
@@ -178,6 +178,20 @@ impl Team {
         supervisor: Arc<Supervisor>,
         max_concurrent: usize,
     ) -> (Agent, Arc<ChildRuntime>) {
+        let settings = ChildSettings {
+            max_concurrent,
+            ..ChildSettings::default()
+        };
+        self.parent_agent_settings(supervisor, settings)
+    }
+
+    /// The parent's agent over `supervisor`, its children run under
+    /// `settings`.
+    pub(crate) fn parent_agent_settings(
+        &self,
+        supervisor: Arc<Supervisor>,
+        settings: ChildSettings,
+    ) -> (Agent, Arc<ChildRuntime>) {
         let engine = supervisor
             .root_engine(&self.parent.id, &self.parent.model)
             .unwrap();
@@ -186,13 +200,13 @@ impl Team {
             max_steps: Some(200),
             ..AgentOptions::default()
         };
-        let rt = ChildRuntime::new(
+        let rt = ChildRuntime::with_settings(
             self.store.clone(),
             self.ws.clone(),
             supervisor,
             self.provider.clone(),
             options.clone(),
-            max_concurrent,
+            settings,
         );
         let tools =
             latch_tools::ToolContext::new(self.store.clone(), self.parent.id.clone(), &self.ws)
@@ -803,4 +817,99 @@ fn cancel_agent_stops_a_running_child() {
     assert!(child_events.iter().any(
         |e| matches!(&e.kind, EventKind::RunInterrupted { reason } if reason.contains("cancelled"))
     ));
+}
+
+/// `spawn_agent {model}` picks a configured model profile: the child's
+/// session gets its window, reserve and estimator (on the parent's
+/// provider) and its requests its name and output limit; an unknown name is
+/// refused with the names the model may use, and no session is left for it.
+#[test]
+fn spawn_model_chooses_a_configured_profile_and_refuses_an_unknown_one() {
+    let responder = |r: &CapturedRequest| -> ScriptStep {
+        let m = messages(r);
+        if is_child(r) {
+            return ScriptedTurn::text("small child done").into();
+        }
+        if !has_tool_result(r) {
+            return ScriptedTurn::tool_call(
+                "spawn_agent",
+                r#"{"role":"big","task":"Think hard","model":"huge"}"#,
+            )
+            .into();
+        }
+        if !m.contains("Spawned child agent") {
+            return ScriptedTurn::tool_call(
+                "spawn_agent",
+                r#"{"role":"quick","task":"Look","model":"small"}"#,
+            )
+            .into();
+        }
+        if !m.contains(r#""name":"wait_agents""#) {
+            return ScriptedTurn::tool_call("wait_agents", r#"{"timeout_s": 30}"#).into();
+        }
+        ScriptedTurn::text("ok").into()
+    };
+    let t = team(
+        WireFormat::Anthropic,
+        Script::default().with_responder(responder),
+    );
+    let config = Config::parse(
+        "[models.small]\ncontext_window_tokens = 32000\nmax_tokens = 1024\n\
+         estimator = \"cjk-optimized\"\n[models.tiny]\n",
+        &t.ws.join("config.toml"),
+    )
+    .unwrap();
+    let supervisor = Arc::new(Supervisor::from_config(&config, &t.ws).unwrap());
+    let (mut agent, rt) = t.parent_agent_settings(supervisor, ChildSettings::from_config(&config));
+    agent.run_turn("delegate", &mut |_| {}).unwrap();
+    assert!(rt.wait_idle(Duration::from_secs(20)));
+
+    let refused = t
+        .store
+        .events(&t.parent.id, 0, u64::MAX, 1000)
+        .unwrap()
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::ToolResult(r) if r.name == "spawn_agent" => Some(r),
+            _ => None,
+        })
+        .unwrap();
+    assert!(refused.is_error);
+    assert!(
+        refused.content.contains("model `huge` is not configured")
+            && refused.content.contains("`test-model` (the default)")
+            && refused.content.contains("small, tiny"),
+        "{}",
+        refused.content
+    );
+    let tree = t.store.agent_tree(&t.parent.id).unwrap();
+    let children: Vec<_> = tree.children().collect();
+    assert_eq!(children.len(), 1, "the refused spawn left no child");
+    let child = children[0];
+    assert_eq!(child.model, "small");
+    assert_eq!(child.state, ChildState::Finished);
+    let record = t.store.session(&child.id).unwrap();
+    assert_eq!(record.model.model, "small");
+    assert_eq!(record.model.provider, t.parent.model.provider);
+    assert_eq!(record.model.context_window_tokens, 32_000);
+    assert_eq!(record.model.reserve_tokens, 1024 + 2048);
+    assert_eq!(
+        record.model.estimator,
+        latch_engine_sdk::types::EstimatorProfile::CjkOptimized
+    );
+    let requests = t.server.requests();
+    let child_request = requests.iter().find(|r| is_child(r)).unwrap();
+    assert_eq!(child_request.body["model"], "small");
+    assert_eq!(child_request.body["max_tokens"], 1024);
+    let parent_request = &t.parent_requests()[0];
+    assert_eq!(parent_request.body["model"], "test-model");
+    assert_ne!(parent_request.body["max_tokens"], 1024);
+    assert_eq!(
+        t.store
+            .list_sessions(&t.ws.display().to_string())
+            .unwrap()
+            .len(),
+        2,
+        "the parent and the one child"
+    );
 }
