@@ -6,7 +6,11 @@
 //! * [`safety`] — no step cap, commands die with Latch, resume settles
 //!   managed processes, `demo --store`, read-only commands create nothing.
 //! * [`crash`] — crash trials: SIGKILL at random points, then resume.
+//! * [`children`] — `demo team`, `context`/`recall` on a child, and a
+//!   SIGKILL while two children are out, then `resume --last`.
 
+#[path = "cli/children.rs"]
+mod children;
 #[path = "cli/crash.rs"]
 mod crash;
 #[path = "cli/safety.rs"]

@@ -4,7 +4,8 @@
 //! drives the real agent loop, tools, store and engine against a scripted
 //! model that the local wire-format server speaks exactly as Anthropic's
 //! Messages API does: read, edit, validate, complete. Then it prints the
-//! transcript and the `/context` report.
+//! transcript and the `/context` report. `latch demo team` (the
+//! [`super::demo_team`] scenario) runs on the same rig ([`DemoRig`]).
 
 use super::render;
 use super::session_cmd::printer;
@@ -62,44 +63,111 @@ pub fn demo_script() -> Script {
     ])
 }
 
+/// The scenarios of `latch demo`, beyond the default single-agent one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// A parent delegates two fixes to two children working in parallel
+    /// (one fails once and recovers), waits, and proves the result.
+    Team,
+}
+
+/// `latch demo [SCENARIO]`.
+pub fn run_scenario(
+    scenario: Option<Scenario>,
+    keep: bool,
+    store: Option<&Path>,
+) -> anyhow::Result<i32> {
+    match scenario {
+        None => demo(keep, store),
+        Some(Scenario::Team) => super::demo_team::demo_team(keep, store),
+    }
+}
+
+/// What every offline demo runs on: a project in a temporary directory,
+/// the scripted model served over HTTP on its own I/O runtime, the store,
+/// the embedded default engine and the provider pointed at the server.
+pub struct DemoRig {
+    /// The project directory (removed on drop unless kept).
+    pub dir: tempfile::TempDir,
+    /// Its canonical path.
+    pub workspace: std::path::PathBuf,
+    /// The I/O runtime the server runs on.
+    pub io: tokio::runtime::Runtime,
+    /// The scripted model.
+    pub server: FakeServer,
+    /// Where the store lives.
+    pub store_path: std::path::PathBuf,
+    /// Workspace, store and (default) configuration.
+    pub env: Env,
+    /// The provider, pointed at the server's Anthropic endpoint.
+    pub provider: ProviderChoice,
+}
+
+impl DemoRig {
+    /// Write the project with `write`, start `script`, open the store (in
+    /// the project unless `store` names one).
+    pub fn start(
+        write: impl FnOnce(&Path) -> std::io::Result<()>,
+        script: Script,
+        store: Option<&Path>,
+    ) -> anyhow::Result<DemoRig> {
+        let dir = tempfile::Builder::new().prefix("latch-demo-").tempdir()?;
+        let workspace = std::fs::canonicalize(dir.path())?;
+        write(&workspace)?;
+        // The scripted model runs on its own I/O threads for the whole demo.
+        let io = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        let server = io.block_on(FakeServer::start(script))?;
+        let store_path = match store {
+            Some(path) => path.to_path_buf(),
+            None => latch_kernel::default_store_path(&workspace),
+        };
+        let env = Env {
+            workspace: workspace.clone(),
+            // `Store::open` creates the parent directories.
+            store: Arc::new(latch_kernel::Store::open(&store_path)?),
+            // The demo always runs on the embedded default engine.
+            config: LoadedConfig::default(),
+            max_steps: None,
+        };
+        let provider = ProviderChoice {
+            kind: ProviderKind::Anthropic,
+            model: "claude-sonnet-4-5".into(),
+            config: ProviderConfig {
+                base_url: Some(server.anthropic_base_url()),
+                api_key: Some("demo-key".into()),
+                retry: RetryPolicy::default(),
+                ..ProviderConfig::new(ProviderKind::Anthropic)
+            },
+            max_tokens: 4_096,
+        };
+        Ok(DemoRig {
+            dir,
+            workspace,
+            io,
+            server,
+            store_path,
+            env,
+            provider,
+        })
+    }
+}
+
 /// Run the demo; `keep` leaves the project directory in place, and `store`
 /// (`--store PATH`) records the session there instead of in the project.
 pub fn demo(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
     let started = Instant::now();
-    let dir = tempfile::Builder::new().prefix("latch-demo-").tempdir()?;
-    let workspace = std::fs::canonicalize(dir.path())?;
-    write_project(&workspace)?;
-
-    // The scripted model runs on its own I/O thread for the whole demo.
-    let io = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
-    let server = io.block_on(FakeServer::start(demo_script()))?;
-
-    let store_path = match store {
-        Some(path) => path.to_path_buf(),
-        None => latch_kernel::default_store_path(&workspace),
-    };
-    let env = Env {
-        workspace: workspace.clone(),
-        // `Store::open` creates the parent directories.
-        store: Arc::new(latch_kernel::Store::open(&store_path)?),
-        // The demo always runs on the embedded default engine.
-        config: LoadedConfig::default(),
-        max_steps: None,
-    };
-    let provider = ProviderChoice {
-        kind: ProviderKind::Anthropic,
-        model: "claude-sonnet-4-5".into(),
-        config: ProviderConfig {
-            base_url: Some(server.anthropic_base_url()),
-            api_key: Some("demo-key".into()),
-            retry: RetryPolicy::default(),
-            ..ProviderConfig::new(ProviderKind::Anthropic)
-        },
-        max_tokens: 4_096,
-    };
+    let DemoRig {
+        dir,
+        workspace,
+        io,
+        server,
+        store_path,
+        env,
+        provider,
+    } = DemoRig::start(write_project, demo_script(), store)?;
     let session = new_session(&env, &provider)?;
     println!("Latch demo — workspace {}", workspace.display());
     println!(

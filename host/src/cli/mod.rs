@@ -3,6 +3,7 @@
 
 pub mod compare_cmd;
 pub mod demo;
+pub mod demo_team;
 pub mod engine_cmd;
 pub mod render;
 pub mod session_cmd;
@@ -121,9 +122,12 @@ pub enum Command {
     /// A complete offline session on the embedded default engine, with a
     /// scripted model served in the provider's exact wire format.
     #[command(
-        after_help = "Examples:\n  latch demo\n  latch demo --keep    # keep the demo project to look at\n  latch demo --store /tmp/demo.db    # record the session in this store"
+        after_help = "Examples:\n  latch demo\n  latch demo team      # a parent and two children working in parallel\n  latch demo --keep    # keep the demo project to look at\n  latch demo --store /tmp/demo.db    # record the session in this store"
     )]
     Demo {
+        /// The scenario (default: one agent fixes a failing test).
+        #[arg(value_enum)]
+        scenario: Option<demo::Scenario>,
         /// Keep the demo project directory.
         #[arg(long)]
         keep: bool,
@@ -255,6 +259,8 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             query,
             limit,
         }) => session_cmd::recall(&cli.global, &workspace, &session, &query, limit),
-        Some(Command::Demo { keep }) => demo::demo(keep, cli.global.store.as_deref()),
+        Some(Command::Demo { scenario, keep }) => {
+            demo::run_scenario(scenario, keep, cli.global.store.as_deref())
+        }
     }
 }
