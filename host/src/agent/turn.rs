@@ -207,6 +207,11 @@ impl Agent {
                 continue;
             }
             truncated = 0;
+            // Children still at work when the model ends its turn: their
+            // reports continue it.
+            if calls.is_empty() && self.settle_children(observer)? {
+                continue;
+            }
             if calls.is_empty() {
                 let prefix = view.report.common_prefix_tokens;
                 let mut report = view.report;

@@ -76,6 +76,9 @@ impl Rendezvous {
 /// delivered to it; the fixer writes a file and reports; the tester reports
 /// at once.
 fn team_responder(meet: Arc<Rendezvous>) -> impl Fn(&CapturedRequest) -> ScriptStep + Send + Sync {
+    // Spawned once: a long listing loop may rotate the spawn results out of
+    // the parent's working memory.
+    let spawned = std::sync::atomic::AtomicBool::new(false);
     move |r: &CapturedRequest| {
         let m = messages(r);
         if is_child(r) {
@@ -95,7 +98,7 @@ fn team_responder(meet: Arc<Rendezvous>) -> impl Fn(&CapturedRequest) -> ScriptS
                 ScriptedTurn::text("Tests: all 3 pass").into()
             };
         }
-        if !has_tool_result(r) {
+        if !spawned.swap(true, Ordering::SeqCst) {
             return ScriptedTurn::tool_call(
                 "spawn_agent",
                 r#"{"role":"fixer","task":"Write fixed.txt"}"#,
@@ -109,7 +112,7 @@ fn team_responder(meet: Arc<Rendezvous>) -> impl Fn(&CapturedRequest) -> ScriptS
         if m.contains("(fixer) completed") && m.contains("(tester) completed") {
             return ScriptedTurn::text("Both children reported.").into();
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(100));
         ScriptedTurn::tool_call("list_agents", "{}").into()
     }
 }
@@ -912,4 +915,43 @@ fn spawn_model_chooses_a_configured_profile_and_refuses_an_unknown_one() {
         2,
         "the parent and the one child"
     );
+}
+
+/// A parent that ends its turn while its child still works is not left
+/// behind: the turn waits for the report, delivers it at that boundary and
+/// continues on it, so `latch run` ends with the child's result.
+#[test]
+fn a_parent_that_ends_its_turn_continues_on_its_childs_report() {
+    let responder = |r: &CapturedRequest| -> ScriptStep {
+        let m = messages(r);
+        if is_child(r) {
+            std::thread::sleep(Duration::from_millis(300));
+            return ScriptedTurn::text("late report: all green").into();
+        }
+        if m.contains("(late) completed") {
+            return ScriptedTurn::text("The child reported: all green.").into();
+        }
+        if m.contains("Spawned child agent") {
+            return ScriptedTurn::text("Started a child; it reports when done.").into();
+        }
+        ScriptedTurn::tool_call("spawn_agent", r#"{"role":"late","task":"Check"}"#).into()
+    };
+    let t = team(
+        WireFormat::OpenAi,
+        Script::default().with_responder(responder),
+    );
+    let (mut agent, rt) = t.parent_agent(&Config::default(), 4);
+    let outcome = agent.run_turn("delegate and report", &mut |_| {}).unwrap();
+    assert_eq!(outcome.final_text, "The child reported: all green.");
+    assert!(rt.wait_idle(Duration::from_secs(20)));
+    let parent = t.parent_requests();
+    assert_eq!(parent.len(), 3, "spawn, the early end, the continuation");
+    let last = messages(parent.last().unwrap());
+    assert_eq!(last.matches("late report: all green").count(), 1, "{last}");
+    assert_eq!(t.deliveries().len(), 1);
+    assert_prefix_kept(&parent);
+    // Nothing runs and nothing waits: the next turn ends when the model
+    // ends it.
+    agent.run_turn("anything else?", &mut |_| {}).unwrap();
+    assert_eq!(t.parent_requests().len(), 4);
 }
