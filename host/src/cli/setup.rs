@@ -6,7 +6,9 @@ use crate::agent::tools::StandardTools;
 use crate::agent::{Agent, AgentOptions};
 use crate::config::{Config, LoadedConfig};
 use crate::supervisor::Supervisor;
-use crate::supervisor::children::{self, ChildObserver, ChildRuntime, ChildSettings, ParentAgents};
+use crate::supervisor::children::{
+    self, ChildObserver, ChildRuntime, ChildSettings, ParentAgents, UserResumedChild,
+};
 use anyhow::{Context, bail};
 use latch_kernel::{SessionRecord, Store};
 use latch_provider::{Provider, ProviderConfig, ProviderKind};
@@ -209,7 +211,9 @@ pub fn build_agent_observed(
         options.clone(),
     )?;
     if !is_root {
-        return Ok(agent);
+        // A child the user drives: its parent hears of the run and gets
+        // its report.
+        return Ok(agent.with_delegation(Box::new(UserResumedChild::new(env.store.clone()))));
     }
     // A root agent delegates: its children run on workers of their own.
     let children = ChildRuntime::with_settings(

@@ -466,3 +466,115 @@ fn a_killed_run_with_two_children_resumes_the_tree() {
     assert!(!messages(beta_requests[1]).contains("split the work in two"));
     assert!(!Path::new(&ws.path().join("beta.txt")).exists());
 }
+
+/// `latch resume <session>` with `input` typed into it; its output.
+fn resume_session(
+    home: &Path,
+    db: &Path,
+    server: &FakeServer,
+    session: &str,
+    input: &[u8],
+) -> Output {
+    use std::io::Write;
+    let mut child = latch(home)
+        .arg("--store")
+        .arg(db)
+        .args(at(server))
+        .args(["resume", session])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.as_mut().unwrap().write_all(input).unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// The user opens a child directly (`latch resume <child-id>`): the parent's
+/// tree shows it running again, the turn the child's model ends commits a
+/// report in the child's session, and the parent receives that report once,
+/// at its next safe boundary.
+#[test]
+fn a_child_resumed_by_the_user_reports_to_its_parent() {
+    let home = tempfile::tempdir().unwrap();
+    let db = home.path().join("team.db");
+    let out = latch(home.path())
+        .args(["demo", "team", "--store"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    let (stdout, _) = text(&out);
+    assert!(out.status.success(), "{stdout}");
+    let parent = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("session "))
+        .and_then(|l| l.split(' ').next())
+        .unwrap()
+        .to_string();
+    let store = Store::open(&db).unwrap();
+    let adder = id_of(&children_by_role(&store, &parent), "adder").to_string();
+    drop(store);
+
+    let io = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let script = Script::default().with_responder(|r: &CapturedRequest| -> ScriptStep {
+        if messages(r).contains("status after the user's check") {
+            ScriptedTurn::text("Noted the adder's extra check.").into()
+        } else {
+            ScriptedTurn::text("USER-RUN: checked add() again; nothing else to fix").into()
+        }
+    });
+    let server = io.block_on(FakeServer::start(script)).unwrap();
+    let out = resume_session(
+        home.path(),
+        &db,
+        &server,
+        &adder,
+        b"check it once more\n/exit\n",
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(!stderr.contains("error:"), "{stderr}");
+
+    let store = Store::open(&db).unwrap();
+    let tree = store.agent_tree(&parent).unwrap();
+    let entry = tree.child(&adder).unwrap();
+    assert_eq!(entry.state, ChildState::Finished);
+    assert_eq!(entry.reports.len(), 2, "{entry:?}");
+    let (second, report) = entry.latest_report().unwrap();
+    assert!(report.summary.starts_with("USER-RUN"), "{report:?}");
+    assert!(!tree.is_delivered(*second));
+    assert!(
+        store
+            .all_events(&parent)
+            .unwrap()
+            .iter()
+            .any(|e| matches!(&e.kind, EventKind::AgentResumed { child } if *child == adder))
+    );
+    drop(store);
+
+    let out = resume_session(
+        home.path(),
+        &db,
+        &server,
+        &parent,
+        b"status after the user's check\n/exit\n",
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let requests = server.requests();
+    assert_eq!(
+        requests.len(),
+        server.served().len(),
+        "a request was refused"
+    );
+    let last = messages(requests.last().unwrap());
+    assert_eq!(last.matches("USER-RUN").count(), 1, "{last}");
+    let store = Store::open(&db).unwrap();
+    let tree = store.agent_tree(&parent).unwrap();
+    assert!(tree.undelivered().is_empty());
+    assert!(tree.is_delivered(*second));
+}

@@ -5,7 +5,7 @@
 //! [`ParentAgents`] is the parent's [`Delegation`]: the agent tools and the
 //! delivery of reports at the parent's safe boundaries. [`ChildLink`] is the
 //! child's: the parent's messages at the child's safe boundaries, and
-//! cancellation.
+//! cancellation. [`UserResumedChild`] is a child the user opens directly.
 //!
 //! Everything that must survive a restart is an event (see
 //! [`latch_kernel::agents`]); the in-memory part is only which children
@@ -14,10 +14,12 @@
 pub mod models;
 mod parent;
 pub mod schemas;
+mod user;
 mod worker;
 
 pub use models::{ChildModel, ChildModels};
 pub use parent::ParentAgents;
+pub use user::UserResumedChild;
 pub use worker::{ChildLink, child_engine_from_profile, delegation_brief, resume as resume_child};
 
 use super::Supervisor;

@@ -313,17 +313,26 @@ impl Delegation for ChildLink {
         if !self.mail.swap(false, Ordering::SeqCst) {
             return Ok(Vec::new());
         }
-        let Some(parent) = &session.parent else {
-            return Ok(Vec::new());
-        };
-        let tree = self.rt.store.agent_tree(parent)?;
-        Ok(tree
-            .pending_messages(&session.id)
-            .into_iter()
-            .map(|m| EventKind::AgentMessageDelivered {
-                message_seq: m.seq,
-                text: format!("[Latch] Message from the parent agent:\n{}", m.text),
-            })
-            .collect())
+        parent_messages(&self.rt.store, session)
     }
+}
+
+/// The deliveries of the messages the parent queued for the child
+/// `session` and it has not received, FIFO.
+pub(super) fn parent_messages(
+    store: &Store,
+    session: &SessionRecord,
+) -> Result<Vec<EventKind>, AgentError> {
+    let Some(parent) = &session.parent else {
+        return Ok(Vec::new());
+    };
+    let tree = store.agent_tree(parent)?;
+    Ok(tree
+        .pending_messages(&session.id)
+        .into_iter()
+        .map(|m| EventKind::AgentMessageDelivered {
+            message_seq: m.seq,
+            text: format!("[Latch] Message from the parent agent:\n{}", m.text),
+        })
+        .collect())
 }
