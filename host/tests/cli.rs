@@ -6,9 +6,13 @@
 //! * [`safety`] — no step cap, commands die with Latch, resume settles
 //!   managed processes, `demo --store`, read-only commands create nothing.
 //! * [`crash`] — crash trials: SIGKILL at random points, then resume.
+//! * [`permissions`] — the terminal prompt, `latch run` never blocking, a
+//!   SIGKILL while a request waits.
 
 #[path = "cli/crash.rs"]
 mod crash;
+#[path = "cli/permissions.rs"]
+mod permissions;
 #[path = "cli/safety.rs"]
 mod safety;
 

@@ -88,6 +88,9 @@ pub fn demo(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
         // The demo always runs on the embedded default engine.
         config: LoadedConfig::default(),
         max_steps: None,
+        // The default sandbox (workspace-write) and approval (on-request).
+        approval: None,
+        sandbox: None,
     };
     let provider = ProviderChoice {
         kind: ProviderKind::Anthropic,
