@@ -81,17 +81,13 @@ fn workspace_write_writes_inside_and_refuses_outside_with_eacces() {
     );
     assert!(!out.exists(), "nothing was written outside");
     // The errno itself, from a program that reports it.
-    let o = sh(
+    let existing = f.outside.path().join("existing.txt");
+    let o = in_sandbox(
         &sb,
-        f.ws.path(),
-        &format!(
-            "python3 -c 'import os,sys\ntry: open(sys.argv[1],\"w\")\nexcept OSError as e: print(e.errno)' {}",
-            f.outside.path().join("existing.txt").display()
-        ),
+        probe_cmd(ProbeOp::Write, &existing.display().to_string()),
     );
-    assert_eq!(
-        String::from_utf8_lossy(&o.stdout).trim(),
-        libc_eacces().to_string(),
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(&format!("PROBE-ERR {EACCES} ")),
         "{}",
         text(&o)
     );
@@ -104,8 +100,39 @@ fn workspace_write_writes_inside_and_refuses_outside_with_eacces() {
     assert!(o.status.success(), "{}", text(&o));
 }
 
-fn libc_eacces() -> i32 {
-    13
+const EACCES: i32 = 13;
+const ENETUNREACH: i32 = 101;
+
+/// Not a test of its own: the probe process other tests run inside the
+/// sandbox (this test binary, re-run with `LATCH_TEST_PROBE="op target"`),
+/// so no interpreter has to be installed. It prints `PROBE-OK` or
+/// `PROBE-ERR <errno> <error>`.
+#[test]
+fn probe_entry() {
+    if let Ok(spec) = std::env::var("LATCH_TEST_PROBE") {
+        let (op, target) = spec.split_once(' ').unwrap();
+        match check::probe(ProbeOp::parse(op).unwrap(), target) {
+            Ok(()) => {
+                println!("PROBE-OK");
+                std::process::exit(0)
+            }
+            Err(e) => {
+                println!("PROBE-ERR {} {e}", e.raw_os_error().unwrap_or(-1));
+                std::process::exit(1)
+            }
+        }
+    }
+}
+
+fn probe_cmd(op: ProbeOp, target: &str) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "probe_entry", "--nocapture", "--test-threads=1"])
+        .env("LATCH_TEST_PROBE", format!("{} {target}", op.name()));
+    c
+}
+
+fn in_sandbox(sandbox: &Sandbox, cmd: Command) -> Output {
+    sandbox.command(cmd).unwrap().output().unwrap()
 }
 
 #[test]
@@ -159,9 +186,10 @@ fn a_process_spawned_from_a_backgrounded_shell_inherits_the_restriction() {
 }
 
 /// A loopback connect from the sandbox to a listener of this process.
-fn connect_script(port: u16) -> String {
-    format!(
-        "python3 -c 'import socket; socket.create_connection((\"127.0.0.1\", {port}), 2); print(\"connected\")'"
+fn connect(sandbox: &Sandbox, port: u16) -> Output {
+    in_sandbox(
+        sandbox,
+        probe_cmd(ProbeOp::Connect, &format!("127.0.0.1:{port}")),
     )
 }
 
@@ -171,25 +199,21 @@ fn loopback_tcp_fails_unless_the_network_is_allowed() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
-        let o = sh(
-            &sandbox(&f, mode, false),
-            f.ws.path(),
-            &connect_script(port),
-        );
+        let o = connect(&sandbox(&f, mode, false), port);
         assert!(!o.status.success(), "{mode}: {}", text(&o));
         assert!(
-            String::from_utf8_lossy(&o.stderr).contains("Network is unreachable"),
+            String::from_utf8_lossy(&o.stdout).contains(&format!("PROBE-ERR {ENETUNREACH} ")),
             "{mode}: {}",
             text(&o)
         );
     }
-    let o = sh(
-        &sandbox(&f, SandboxMode::WorkspaceWrite, true),
-        f.ws.path(),
-        &connect_script(port),
-    );
+    let o = connect(&sandbox(&f, SandboxMode::WorkspaceWrite, true), port);
     assert!(o.status.success(), "network = true: {}", text(&o));
-    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), "connected");
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("PROBE-OK"),
+        "{}",
+        text(&o)
+    );
 }
 
 #[test]
@@ -199,13 +223,11 @@ fn full_access_behaves_as_an_unsandboxed_command() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let target = f.outside.path().join("free.txt");
-    let o = sh(
-        &sb,
-        f.ws.path(),
-        &format!("echo x > {} && {}", target.display(), connect_script(port)),
-    );
+    let o = sh(&sb, f.ws.path(), &format!("echo x > {}", target.display()));
     assert!(o.status.success(), "{}", text(&o));
     assert!(target.exists());
+    let o = connect(&sb, port);
+    assert!(o.status.success(), "{}", text(&o));
     assert!(sb.temp_dir().is_none());
 }
 
@@ -269,37 +291,43 @@ fn secrets_under_home_cannot_be_read() {
 
 #[test]
 fn a_machine_without_landlock_is_a_clear_error_never_a_downgrade() {
+    const NAME: &str = "a_machine_without_landlock_is_a_clear_error_never_a_downgrade";
+    if std::env::var_os(PRETEND_ABI_ENV).is_none() {
+        // Pretending is process-wide: re-run this test alone in a child
+        // process with the variable set, so the other tests keep the real ABI.
+        let o = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env(PRETEND_ABI_ENV, "0")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("REFUSED-AS-EXPECTED"),
+            "{}",
+            text(&o)
+        );
+        return;
+    }
     let f = fixture();
-    // SAFETY: this test binary reads the variable only in `Sandbox::new`;
-    // the other tests run with the real ABI because they set nothing and
-    // this one restores the variable before it returns.
-    unsafe { std::env::set_var(PRETEND_ABI_ENV, "0") };
-    let result = Sandbox::new(
-        SandboxPolicy {
-            mode: SandboxMode::WorkspaceWrite,
-            ..SandboxPolicy::default()
-        },
-        f.ws.path(),
-        "s",
-    );
-    let full = Sandbox::new(
-        SandboxPolicy {
-            mode: SandboxMode::FullAccess,
-            ..SandboxPolicy::default()
-        },
-        f.ws.path(),
-        "s",
-    );
-    unsafe { std::env::remove_var(PRETEND_ABI_ENV) };
-    let err = result.unwrap_err();
-    assert_eq!(err.kind(), "landlock-unavailable");
-    let msg = err.to_string();
+    let policy = |mode| SandboxPolicy {
+        mode,
+        ..SandboxPolicy::default()
+    };
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        let err = Sandbox::new(policy(mode), f.ws.path(), "s").unwrap_err();
+        assert_eq!(err.kind(), "landlock-unavailable");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("`{mode}` cannot be enforced"))
+                && msg.contains("--sandbox full-access"),
+            "{msg}"
+        );
+    }
     assert!(
-        msg.contains("`workspace-write` cannot be enforced")
-            && msg.contains("--sandbox full-access"),
-        "{msg}"
+        Sandbox::new(policy(SandboxMode::FullAccess), f.ws.path(), "s").is_ok(),
+        "full-access needs no Landlock"
     );
-    assert!(full.is_ok(), "full-access needs no Landlock");
+    println!("REFUSED-AS-EXPECTED");
 }
 
 #[test]
@@ -308,20 +336,7 @@ fn the_self_test_refuses_all_three_probes() {
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
     std::fs::write(home.path().join(".ssh/id_rsa"), "KEY").unwrap();
-    let probe = |op: ProbeOp, target: &str| {
-        let script = match op {
-            ProbeOp::Write => format!("echo x > {target}"),
-            ProbeOp::Read => format!("ls {target}"),
-            ProbeOp::Connect => {
-                let port = target.rsplit(':').next().unwrap();
-                connect_script(port.parse().unwrap())
-            }
-        };
-        let mut c = Command::new("sh");
-        c.arg("-c").arg(script);
-        c
-    };
-    let results = check::self_test(f.ws.path(), Some(home.path()), &probe).unwrap();
+    let results = check::self_test(f.ws.path(), Some(home.path()), &probe_cmd).unwrap();
     assert_eq!(results.len(), 3);
     for r in &results {
         assert!(r.refused, "{r:?}");
