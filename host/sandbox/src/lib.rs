@@ -12,6 +12,11 @@
 //! * [`approval`] — run, ask or deny.
 //! * [`check`] — what the machine can enforce, and the self-test.
 //!
+//! Anything else that spawns a process for the agent (an MCP stdio server)
+//! confines it the same way: `sandbox.command(std_command)?`, then, for
+//! tokio (rmcp's `TokioChildProcess`), `tokio::process::Command::from(it)`;
+//! the steps installed before `exec` travel with the command.
+//!
 //! Enforcement is by the kernel, never by parsing the command: Landlock
 //! confines the file system, a fresh network namespace cuts off the
 //! network (unless `[sandbox] network = true`). A machine that cannot
