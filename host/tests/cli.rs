@@ -8,11 +8,15 @@
 //! * [`crash`] — crash trials: SIGKILL at random points, then resume.
 //! * [`children`] — `demo team`, `context`/`recall` on a child, and a
 //!   SIGKILL while two children are out, then `resume --last`.
+//! * [`permissions`] — the terminal prompt, `latch run` never blocking, a
+//!   SIGKILL while a request waits.
 
 #[path = "cli/children.rs"]
 mod children;
 #[path = "cli/crash.rs"]
 mod crash;
+#[path = "cli/permissions.rs"]
+mod permissions;
 #[path = "cli/safety.rs"]
 mod safety;
 

@@ -432,6 +432,38 @@ pub enum EventKind {
         /// The tombstoned session (the session this event is appended to).
         session: String,
     },
+    /// A tool call waits for the user's approval (committed before anyone
+    /// is asked): the command or the edit's diff, and why.
+    PermissionRequested(crate::permission::PermissionRequest),
+    /// A permission request was granted; the call runs next.
+    PermissionGranted {
+        /// The tool call.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The command or path granted.
+        subject: String,
+        /// Who decided.
+        by: crate::permission::DecidedBy,
+        /// This call, or "always for this session".
+        scope: crate::permission::GrantScope,
+        /// The key a session grant remembers (empty for a one-off grant).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        key: String,
+    },
+    /// A permission request was denied; the call's result says so.
+    PermissionDenied {
+        /// The tool call.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The command or path denied.
+        subject: String,
+        /// Who decided.
+        by: crate::permission::DecidedBy,
+        /// Why (what the model is told).
+        reason: String,
+    },
 }
 
 /// Every kind name this build can decode, in declaration order.
@@ -463,6 +495,9 @@ pub const KNOWN_KINDS: &[&str] = &[
     "run_finished",
     "run_interrupted",
     "tombstone",
+    "permission_requested",
+    "permission_granted",
+    "permission_denied",
 ];
 
 /// The child-lifecycle kinds hidden from engines: from recent context and
@@ -544,6 +579,9 @@ impl EventKind {
             EventKind::RunFinished { .. } => "run_finished",
             EventKind::RunInterrupted { .. } => "run_interrupted",
             EventKind::Tombstone { .. } => "tombstone",
+            EventKind::PermissionRequested(_) => "permission_requested",
+            EventKind::PermissionGranted { .. } => "permission_granted",
+            EventKind::PermissionDenied { .. } => "permission_denied",
         }
     }
 
@@ -814,6 +852,34 @@ impl EventKind {
             EventKind::Tombstone { session } => note(
                 KernelNoteKind::Other,
                 format!("session {session} deleted from history"),
+                vec![],
+            ),
+            EventKind::PermissionRequested(r) => note(
+                KernelNoteKind::Other,
+                format!(
+                    "permission requested for {} `{}`: {}",
+                    r.tool,
+                    r.subject(),
+                    r.reason
+                ),
+                r.path.iter().cloned().collect(),
+            ),
+            EventKind::PermissionGranted {
+                tool, subject, by, ..
+            } => note(
+                KernelNoteKind::Other,
+                format!("{tool} `{subject}` granted by {}", by.label()),
+                vec![],
+            ),
+            EventKind::PermissionDenied {
+                tool,
+                subject,
+                by,
+                reason,
+                ..
+            } => note(
+                KernelNoteKind::Failure,
+                format!("{tool} `{subject}` denied by {}: {reason}", by.label()),
                 vec![],
             ),
         }

@@ -14,6 +14,8 @@
 //! * [`agents`] — child agents: the report a child hands back and the
 //!   reducer of a parent's agent log.
 //! * [`bounds`] — the byte and token bounds on stored tool output.
+//! * [`permission`] — the permission lifecycle's vocabulary and the reducer
+//!   of pending requests and session grants.
 
 #![warn(missing_docs)]
 
@@ -21,6 +23,7 @@ pub mod agents;
 pub mod bounds;
 pub mod event;
 pub mod ops;
+pub mod permission;
 pub mod state;
 pub mod store;
 pub mod view;
@@ -37,6 +40,7 @@ pub use ops::{
     GuardError, MutationReceipt, attempt_certification, check_guarded_write, commit_mutation,
     record_validation,
 };
+pub use permission::{DecidedBy, GrantScope, PermissionKind, PermissionLog, PermissionRequest};
 pub use state::{
     Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, Unfinished, operation_of,
 };

@@ -59,6 +59,9 @@ pub enum AgentError {
     /// The run was cancelled (a child agent's `cancel_agent`).
     #[error("cancelled: {0}")]
     Cancelled(String),
+    /// The configured sandbox cannot be enforced on this machine.
+    #[error(transparent)]
+    Sandbox(#[from] latch_sandbox::SandboxError),
     /// The async runtime could not start.
     #[error("could not start the I/O runtime: {0}")]
     Runtime(String),

@@ -10,6 +10,7 @@
 pub mod children;
 mod error;
 mod guarded;
+pub mod permissions;
 pub mod prompt;
 pub mod recall;
 mod repair;
@@ -18,6 +19,7 @@ mod turn;
 
 pub use children::Delegation;
 pub use error::AgentError;
+pub use permissions::{Decision, DecisionPort, Permissions};
 
 use crate::engine::{ContextEngine, EngineFailure};
 use guarded::GuardedView;
@@ -41,6 +43,9 @@ pub struct AgentOptions {
     /// Working-memory mark (`[context] recent_tokens`), overriding the engine's
     /// default.
     pub recent_tokens: Option<u64>,
+    /// Approval mode, sandbox and decision port; `None` (the default): no
+    /// approvals and the tools' own sandbox.
+    pub permissions: Option<Permissions>,
 }
 
 impl Default for AgentOptions {
@@ -50,6 +55,7 @@ impl Default for AgentOptions {
             max_steps: None,
             max_tokens: 8_192,
             recent_tokens: None,
+            permissions: None,
         }
     }
 }
@@ -91,6 +97,21 @@ pub trait ToolSet: Send {
     fn on_resume(&mut self) {}
     /// The agent is shutting down: stop what the tools started.
     fn shutdown(&mut self) {}
+    /// Run every command in a sandbox under `policy` (called once, when the
+    /// agent is built with [`AgentOptions::permissions`]). A tool set that
+    /// spawns nothing has nothing to confine.
+    fn use_sandbox(&mut self, _policy: &latch_sandbox::SandboxPolicy) -> Result<(), AgentError> {
+        Ok(())
+    }
+    /// What `call` is about to do, for the approval policy; `None`: nothing
+    /// that needs approval.
+    fn preview(&self, _call: &ToolCall) -> Option<latch_tools::Preview> {
+        None
+    }
+    /// Execute a call the user allowed to run outside the sandbox.
+    fn execute_escalated(&mut self, call: &ToolCall) -> ToolResult {
+        self.execute(call)
+    }
 }
 
 /// One session's agent.
@@ -125,6 +146,9 @@ pub struct Agent {
     /// Child agents: their tools and their deliveries (see
     /// [`Agent::with_delegation`]).
     delegation: Option<Box<dyn Delegation>>,
+    /// Pending permission requests and session grants, folded from the log
+    /// when first needed.
+    permission_log: Option<latch_kernel::PermissionLog>,
 }
 
 impl Agent {
@@ -136,9 +160,12 @@ impl Agent {
         workspace: PathBuf,
         engine: Box<dyn ContextEngine>,
         provider: Provider,
-        tools: Box<dyn ToolSet>,
+        mut tools: Box<dyn ToolSet>,
         options: AgentOptions,
     ) -> Result<Agent, AgentError> {
+        if let Some(p) = &options.permissions {
+            tools.use_sandbox(&p.sandbox)?;
+        }
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -176,6 +203,7 @@ impl Agent {
             runtime,
             engine_tainted: None,
             delegation: None,
+            permission_log: None,
         })
     }
 

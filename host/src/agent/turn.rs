@@ -4,6 +4,7 @@
 //! moment its call finishes; an answer cut off at the output limit is
 //! continued, not taken for the end of the turn.
 
+use super::permissions::Permit;
 use super::{Agent, AgentError, AgentEvent, StoreMedia, TurnOutcome, fill_provider_metrics};
 use latch_engine_sdk::types::{Part, SessionContext, ToolCall};
 use latch_kernel::EventKind;
@@ -231,7 +232,12 @@ impl Agent {
                 let result = if call.name == latch_engine_sdk::RECALL_TOOL {
                     self.recall_tool(call)
                 } else {
-                    self.tools.execute(call)
+                    match self.permit(call, observer)? {
+                        Permit::Run => self.tools.execute(call),
+                        Permit::RunEscalated => self.tools.execute_escalated(call),
+                        // The denial and the call's result are committed.
+                        Permit::Denied => continue,
+                    }
                 };
                 self.append(EventKind::ToolResult(result), observer)?;
             }

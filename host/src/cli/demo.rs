@@ -131,6 +131,9 @@ impl DemoRig {
             // The demo always runs on the embedded default engine.
             config: LoadedConfig::default(),
             max_steps: None,
+            // The default sandbox (workspace-write) and approval (on-request).
+            approval: None,
+            sandbox: None,
         };
         let provider = ProviderChoice {
             kind: ProviderKind::Anthropic,

@@ -1,11 +1,13 @@
 //! The `latch` command line: argument parsing (clap) and the commands' entry
 //! points. Every command runs on the same store and configuration.
 
+pub mod approve;
 pub mod compare_cmd;
 pub mod demo;
 pub mod demo_team;
 pub mod engine_cmd;
 pub mod render;
+pub mod sandbox_cmd;
 pub mod session_cmd;
 pub mod setup;
 
@@ -56,6 +58,14 @@ pub struct GlobalArgs {
     /// max_steps`).
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_steps: Option<u64>,
+    /// When to ask before the agent acts: never, on-request, untrusted or
+    /// edits (default: `[permissions] approval`, else on-request).
+    #[arg(long, global = true, value_name = "MODE")]
+    pub approval: Option<latch_sandbox::ApprovalMode>,
+    /// What commands may touch: read-only, workspace-write or full-access
+    /// (default: `[sandbox] mode`, else workspace-write).
+    #[arg(long, global = true, value_name = "MODE")]
+    pub sandbox: Option<latch_sandbox::SandboxMode>,
 }
 
 /// The commands.
@@ -135,6 +145,9 @@ pub enum Command {
     /// Inspect and check context engines.
     #[command(subcommand)]
     Engine(EngineCommand),
+    /// The command sandbox: what this machine can enforce.
+    #[command(subcommand)]
+    Sandbox(sandbox_cmd::SandboxCommand),
 }
 
 /// `latch history ...`.
@@ -262,5 +275,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Demo { scenario, keep }) => {
             demo::run_scenario(scenario, keep, cli.global.store.as_deref())
         }
+        Some(Command::Sandbox(cmd)) => sandbox_cmd::run(&cli.global, &workspace, cmd),
     }
 }

@@ -44,6 +44,29 @@ pub fn event_line(event: &EventKind) -> Option<String> {
             terminal_safe(reason, 4 * MAX_PRINTED_CHARS)
         )),
         EventKind::ManualCompact => Some("  ◇ working memory reset (/compact)".into()),
+        EventKind::PermissionGranted {
+            subject, by, scope, ..
+        } => Some(format!(
+            "    ✓ allowed by {}{}: {}",
+            by.label(),
+            if *scope == latch_kernel::GrantScope::Session {
+                " (always, this session)"
+            } else {
+                ""
+            },
+            clip(&terminal_safe(subject, MAX_PRINTED_CHARS), 160)
+        )),
+        EventKind::PermissionDenied {
+            subject,
+            by,
+            reason,
+            ..
+        } => Some(format!(
+            "    ✗ denied by {}: {} ({})",
+            by.label(),
+            clip(&terminal_safe(subject, MAX_PRINTED_CHARS), 160),
+            clip(&terminal_safe(reason, MAX_PRINTED_CHARS), 200)
+        )),
         _ => None,
     }
 }

@@ -2,8 +2,9 @@
 //! configuration, provider and the session's agent.
 
 use super::GlobalArgs;
+use super::approve::TerminalApprover;
 use crate::agent::tools::StandardTools;
-use crate::agent::{Agent, AgentOptions};
+use crate::agent::{Agent, AgentOptions, DecisionPort, Permissions};
 use crate::config::{Config, LoadedConfig};
 use crate::supervisor::Supervisor;
 use crate::supervisor::children::{
@@ -26,6 +27,10 @@ pub struct Env {
     /// Most model requests per turn (`--max-steps`, else `[agent]
     /// max_steps`); none by default.
     pub max_steps: Option<usize>,
+    /// `--approval`, over `[permissions] approval`.
+    pub approval: Option<latch_sandbox::ApprovalMode>,
+    /// `--sandbox`, over `[sandbox] mode`.
+    pub sandbox: Option<latch_sandbox::SandboxMode>,
 }
 
 impl Env {
@@ -69,6 +74,8 @@ impl Env {
             store: Arc::new(store),
             config,
             max_steps,
+            approval: global.approval,
+            sandbox: global.sandbox,
         })
     }
 
@@ -200,6 +207,7 @@ pub fn build_agent_observed(
         max_tokens: provider.max_tokens,
         recent_tokens: env.config.config.context.recent_tokens,
         max_steps: env.max_steps,
+        permissions: Some(permissions(env, mode)),
     };
     let agent = Agent::new(
         env.store.clone(),
@@ -215,6 +223,12 @@ pub fn build_agent_observed(
         // its report.
         return Ok(agent.with_delegation(Box::new(UserResumedChild::new(env.store.clone()))));
     }
+    // Children run in the same sandbox and never ask the terminal: what
+    // would need approval is denied with a reason their model sees.
+    let mut options = options;
+    if let Some(p) = options.permissions.as_mut() {
+        p.port = None;
+    }
     // A root agent delegates: its children run on workers of their own.
     let children = ChildRuntime::with_settings(
         env.store.clone(),
@@ -228,6 +242,18 @@ pub fn build_agent_observed(
         },
     );
     Ok(agent.with_delegation(Box::new(ParentAgents::new(children))))
+}
+
+/// The approval mode and sandbox (flags over config) and who decides:
+/// the terminal in an interactive session, nobody otherwise.
+pub fn permissions(env: &Env, mode: &str) -> Permissions {
+    let config = &env.config.config;
+    Permissions {
+        approval: env.approval.unwrap_or(config.permissions.approval),
+        sandbox: config.sandbox.policy(&env.workspace, env.sandbox),
+        port: (mode == "interactive")
+            .then(|| Arc::new(TerminalApprover::default()) as Arc<dyn DecisionPort>),
+    }
 }
 
 /// Create a new root session for the chosen provider and model.

@@ -2,6 +2,10 @@
 //! the user's `latch/config.toml`. Every table refuses unknown keys with the
 //! key's name and line, so a typo is never silently ignored.
 
+mod permissions;
+
+pub use permissions::{PermissionsConfig, SandboxConfig};
+
 use crate::engine::SandboxLimits;
 use crate::engine::runtime::EngineSource;
 use latch_engine_sdk::types::{EstimatorProfile, ModelProfile};
@@ -46,6 +50,12 @@ pub struct Config {
     /// Child agents.
     #[serde(default)]
     pub agents: AgentsConfig,
+    /// `[permissions]` and `[sandbox]`: approvals and the command sandbox.
+    #[serde(default)]
+    pub permissions: PermissionsConfig,
+    /// `[sandbox]`: what commands may touch.
+    #[serde(default)]
+    pub sandbox: SandboxConfig,
 }
 
 /// `[agents]`: child agents.
