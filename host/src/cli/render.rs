@@ -218,6 +218,60 @@ pub fn report_table(r: &ContextReport) -> String {
     s
 }
 
+/// The provider's side of `/context`: what it reported for the last
+/// request (every figure labelled, "unknown" when it did not say), Latch's
+/// estimate of that same request, and the calibration ratio.
+pub fn provider_table(f: &crate::agent::ProviderFigures) -> String {
+    let mut s = String::new();
+    let row = |s: &mut String, k: &str, v: String| s.push_str(&format!("  {k:<34} {v}\n"));
+    let n = |v: Option<u64>| v.map_or("unknown".to_string(), |v| v.to_string());
+    s.push_str(&format!(
+        "provider figures · {} · {}\n",
+        terminal_safe(&f.provider, 100),
+        terminal_safe(&f.model, 200)
+    ));
+    match &f.last {
+        None => row(&mut s, "last request (provider)", "none yet".into()),
+        Some(u) => {
+            row(
+                &mut s,
+                "last request input (provider)",
+                format!(
+                    "{} (Latch estimated ≈{})",
+                    n(u.input_tokens),
+                    n(f.last_estimated_input_tokens)
+                ),
+            );
+            row(&mut s, "last request output", n(u.output_tokens));
+            row(&mut s, "last request cache read", n(u.cache_read_tokens));
+            row(
+                &mut s,
+                "last request cache write",
+                n(u.cache_creation_tokens),
+            );
+            row(&mut s, "last request reasoning", n(u.reasoning_tokens));
+        }
+    }
+    row(
+        &mut s,
+        "calibration (provider ÷ estimate)",
+        match f.calibration {
+            Some(c) => format!(
+                "{:.3} over {} requests{}",
+                c.ratio,
+                c.samples,
+                if c.ratio > 1.0 {
+                    " (budget tightened)"
+                } else {
+                    " (estimator kept)"
+                }
+            ),
+            None => "unknown".into(),
+        },
+    );
+    s
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -32,6 +32,7 @@ mod core_loop;
 mod durability;
 mod invariants;
 mod loading;
+mod providers;
 mod recall;
 mod sandbox;
 mod trust;
