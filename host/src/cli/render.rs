@@ -275,6 +275,53 @@ pub fn provider_table(f: &crate::agent::ProviderFigures) -> String {
 #[cfg(test)]
 mod tests {
     #[test]
+    fn provider_figures_label_every_figure_and_say_unknown() {
+        use crate::agent::ProviderFigures;
+        use crate::agent::calibration::Calibration;
+        let none = super::provider_table(&ProviderFigures {
+            provider: "openai".into(),
+            model: "gpt-test".into(),
+            ..ProviderFigures::default()
+        });
+        assert!(
+            none.contains("none yet") && none.contains("calibration"),
+            "{none}"
+        );
+        assert!(none.lines().last().unwrap().ends_with("unknown"), "{none}");
+        let some = super::provider_table(&ProviderFigures {
+            provider: "anthropic".into(),
+            model: "m".into(),
+            last: Some(latch_provider::Usage {
+                input_tokens: Some(1300),
+                output_tokens: Some(20),
+                cache_read_tokens: None,
+                cache_creation_tokens: None,
+                cache_miss_tokens: None,
+                reasoning_tokens: Some(7),
+            }),
+            last_estimated_input_tokens: Some(1000),
+            calibration: Some(Calibration {
+                ratio: 1.3,
+                samples: 4,
+            }),
+        });
+        assert!(some.contains("1300 (Latch estimated ≈1000)"), "{some}");
+        assert!(
+            some.lines()
+                .any(|l| l.contains("cache read") && l.ends_with("unknown")),
+            "{some}"
+        );
+        assert!(
+            some.lines()
+                .any(|l| l.contains("reasoning") && l.ends_with(" 7"))
+        );
+        assert!(
+            some.contains("1.300 over 4 requests (budget tightened)"),
+            "{some}"
+        );
+    }
+
+    #[test]
     fn time_formats_utc() {
         assert_eq!(super::time(0), "1970-01-01 00:00");
         assert_eq!(super::time(1_700_000_000_000), "2023-11-14 22:13");
