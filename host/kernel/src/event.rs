@@ -509,9 +509,12 @@ pub const KNOWN_KINDS: &[&str] = &[
     "provider_state",
 ];
 
-/// The child-lifecycle kinds hidden from engines: from recent context and
-/// from recall. Deliveries ([`EventKind::AgentNotificationDelivered`],
-/// [`EventKind::AgentMessageDelivered`]) are the semantic, visible part.
+/// The kinds hidden from engines, from recent context, from recall and from
+/// the search index: the child-lifecycle kinds (deliveries,
+/// [`EventKind::AgentNotificationDelivered`] and
+/// [`EventKind::AgentMessageDelivered`], are the semantic, visible part) and
+/// opaque provider state ([`EventKind::ProviderState`]), which only the host
+/// replays to the provider.
 pub const ENGINE_HIDDEN_KINDS: &[&str] = &[
     "child_spawned",
     "agent_resumed",
