@@ -630,6 +630,63 @@ mod tests {
     }
 
     #[test]
+    fn redacted_thinking_is_kept_and_replayed_first() {
+        let mut stream = AnthropicStream::new();
+        let mut sink = |_e: StreamEvent| {};
+        for data in [
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 5}}}),
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "redacted_thinking", "data": "EnCrYpTeD"}}),
+            json!({"type": "content_block_start", "index": 1,
+                   "content_block": {"type": "tool_use", "id": "toolu_1", "name": "shell", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 1,
+                   "delta": {"type": "input_json_delta", "partial_json": r#"{"cmd":"ls"}"#}}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}}),
+            json!({"type": "message_stop"}),
+        ] {
+            let ev = SseEvent {
+                event: String::new(),
+                data: data.to_string(),
+            };
+            assert!(stream.on_sse(&ev, &mut sink).is_ok());
+        }
+        let turn = Box::new(stream).into_turn().unwrap();
+        let state = turn.provider_state.clone().unwrap();
+        assert_eq!(state.blocks.len(), 1);
+        assert_eq!(state.blocks[0].before_part, 0);
+        let req = ProviderRequest {
+            model: "m".into(),
+            system: String::new(),
+            tools: vec![],
+            messages: vec![
+                Message::text(Role::User, "go"),
+                Message {
+                    role: Role::Assistant,
+                    parts: turn.parts.clone(),
+                    kernel: None,
+                    source_seqs: vec![],
+                },
+            ],
+            max_tokens: 100,
+            cache_breakpoints: crate::CacheHints::none(),
+        };
+        let ctx = RequestContext {
+            replay: [(1, state)].into_iter().collect(),
+            cache_key: None,
+        };
+        let body = request_body_with(&req, &ctx, None, &crate::NoMedia).unwrap();
+        let content = &body["messages"][1]["content"];
+        assert_eq!(
+            content[0],
+            json!({"type": "redacted_thinking", "data": "EnCrYpTeD"})
+        );
+        assert_eq!(content[1]["type"], "tool_use");
+        // Without the context nothing opaque is sent.
+        let plain = request_body(&req, &crate::NoMedia).unwrap();
+        assert_eq!(plain["messages"][1]["content"][0]["type"], "tool_use");
+    }
+
+    #[test]
     fn tool_input_is_always_an_object() {
         assert_eq!(tool_input(""), json!({}));
         assert_eq!(tool_input("{\"a\":1}"), json!({"a": 1}));
