@@ -145,6 +145,16 @@ fn run_in_format(format: WireFormat) {
             cmd.env("ANTHROPIC_API_KEY", "test-key")
                 .env("ANTHROPIC_BASE_URL", server.anthropic_base_url());
         }
+        WireFormat::Responses => {
+            cmd.env("OPENAI_API_KEY", "test-key").args([
+                "--provider",
+                "openai",
+                "--base-url",
+                &server.openai_base_url(),
+                "--model",
+                "gpt-test",
+            ]);
+        }
         WireFormat::OpenAi => {
             cmd.args([
                 "--provider",
@@ -193,6 +203,12 @@ fn run_completes_a_tool_loop_over_the_anthropic_wire_format() {
 #[test]
 fn run_completes_a_tool_loop_over_the_openai_compatible_wire_format() {
     run_in_format(WireFormat::OpenAi);
+}
+
+/// `--provider openai` speaks the Responses API by default.
+#[test]
+fn run_completes_a_tool_loop_over_the_openai_responses_wire_format() {
+    run_in_format(WireFormat::Responses);
 }
 
 #[test]

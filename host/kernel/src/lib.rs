@@ -33,8 +33,8 @@ pub use bounds::{
     FILE_HASH_MAX_BYTES, READ_MAX_BYTES, READ_MAX_TOKENS, bound_head, bound_tool_output,
 };
 pub use event::{
-    CertificationOutcome, ENGINE_HIDDEN_KINDS, EventDecodeError, EventKind, Outcome, StateOp,
-    StoredEvent, sha256_hex,
+    CertificationOutcome, ENGINE_HIDDEN_KINDS, EventDecodeError, EventKind, OpaqueBlock,
+    OpaqueState, Outcome, StateOp, StoredEvent, sha256_hex,
 };
 pub use ops::{
     GuardError, MutationReceipt, attempt_certification, check_guarded_write, commit_mutation,

@@ -7,11 +7,13 @@
 //! own behind the engine's back: the provider sees the engine's view, the tool
 //! schemas and nothing else.
 
+pub mod calibration;
 pub mod children;
 mod error;
 mod guarded;
 pub mod permissions;
 pub mod prompt;
+pub mod provider_io;
 pub mod recall;
 mod repair;
 pub mod tools;
@@ -20,6 +22,7 @@ mod turn;
 pub use children::Delegation;
 pub use error::AgentError;
 pub use permissions::{Decision, DecisionPort, Permissions};
+pub use provider_io::ProviderFigures;
 
 use crate::engine::{ContextEngine, EngineFailure};
 use guarded::GuardedView;
@@ -66,7 +69,8 @@ impl Default for AgentOptions {
 pub enum AgentEvent<'a> {
     /// A transient streamed text delta.
     TextDelta(&'a str),
-    /// The provider reported reasoning (never its text).
+    /// The provider reported reasoning (never its text). How many tokens
+    /// it spent is in the committed usage event (`reasoning_tokens`).
     Reasoning,
     /// The provider is being retried.
     Retrying { attempt: u32, reason: &'a str },
@@ -320,6 +324,9 @@ impl Agent {
             budget.recent_tokens = recent;
         }
         budget.tools_tokens = self.tools_tokens();
+        // The provider's own count, learnt from its usage reports, tightens
+        // the budget (never loosens it below the estimator's).
+        calibration::tighten(&mut budget, self.calibration()?);
         Ok(ContextRequest {
             system_prompt: self.system_prompt.clone(),
             session_context: self.session_context.clone(),
@@ -425,26 +432,37 @@ impl Agent {
     /// request.
     pub fn last_usage(&self) -> Result<Option<(latch_provider::Usage, Option<u64>)>, AgentError> {
         let events = self.store.events_before(&self.session.id, u64::MAX, 200)?;
-        Ok(events.iter().find_map(|e| match &e.kind {
-            EventKind::ProviderUsage {
-                input_tokens,
-                output_tokens,
-                cache_read_tokens,
-                cache_creation_tokens,
-                cache_miss_tokens,
-                common_prefix_tokens,
-            } => Some((
-                latch_provider::Usage {
-                    input_tokens: Some(*input_tokens),
-                    output_tokens: Some(*output_tokens),
-                    cache_read_tokens: *cache_read_tokens,
-                    cache_creation_tokens: *cache_creation_tokens,
-                    cache_miss_tokens: *cache_miss_tokens,
-                },
-                *common_prefix_tokens,
-            )),
+        Ok(events.iter().find_map(|e| provider_io::usage_of(&e.kind)))
+    }
+
+    /// The provider-to-estimate ratio of this session's provider and model,
+    /// reduced from the stored usage reports.
+    pub fn calibration(&self) -> Result<Option<calibration::Calibration>, AgentError> {
+        Ok(provider_io::calibration_of(
+            &self.store,
+            self.provider.kind().name(),
+            &self.session.model.model,
+        )?)
+    }
+
+    /// The provider's side of `/context`: the figures it reported for the
+    /// last request beside Latch's estimate of it, and the calibration.
+    pub fn provider_figures(&self) -> Result<ProviderFigures, AgentError> {
+        let events = self.store.events_before(&self.session.id, u64::MAX, 200)?;
+        let last = events.iter().find_map(|e| match &e.kind {
+            k @ EventKind::ProviderUsage {
+                estimated_input_tokens,
+                ..
+            } => provider_io::usage_of(k).map(|(u, _)| (u, *estimated_input_tokens)),
             _ => None,
-        }))
+        });
+        Ok(ProviderFigures {
+            provider: self.provider.kind().name().to_string(),
+            model: self.session.model.model.clone(),
+            last: last.map(|(u, _)| u),
+            last_estimated_input_tokens: last.and_then(|(_, e)| e),
+            calibration: self.calibration()?,
+        })
     }
 }
 

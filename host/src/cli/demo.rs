@@ -182,12 +182,14 @@ pub fn demo(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
     let mut out = printer(false);
     let outcome = agent.run_turn(DEMO_TASK, &mut out);
     let report = agent.context_report();
+    let figures = agent.provider_figures();
     let requests = server.requests().len();
     io.block_on(server.shutdown());
     let outcome = outcome?;
     let fixed = std::fs::read_to_string(workspace.join("src/math.sh"))?;
     println!("\n── /context ──");
     print!("{}", render::report_table(&report?));
+    print!("{}", render::provider_table(&figures?));
     println!(
         "\n{} model requests, {} steps; src/math.sh now reads `{}`",
         requests,

@@ -152,9 +152,15 @@ fn slash(agent: &mut Agent, line: &str, out: &mut (dyn FnMut(AgentEvent) + Send)
     let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
     let result = match cmd {
         "/exit" | "/quit" => return Slash::Exit,
-        "/context" => agent
-            .context_report()
-            .map(|r| print!("{}", render::report_table(&r))),
+        "/context" => agent.context_report().and_then(|r| {
+            let figures = agent.provider_figures()?;
+            print!(
+                "{}{}",
+                render::report_table(&r),
+                render::provider_table(&figures)
+            );
+            Ok(())
+        }),
         "/compact" => agent.compact(out).map(|n| {
             println!("working memory reset ({n} kernel-context entries start the new epoch)")
         }),
@@ -289,6 +295,7 @@ pub fn context(
             agent.engine_name()
         );
         print!("{}", render::report_table(&report));
+        print!("{}", render::provider_table(&agent.provider_figures()?));
     }
     Ok(0)
 }

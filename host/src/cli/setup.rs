@@ -136,11 +136,15 @@ pub fn choose_provider(global: &GlobalArgs, config: &Config) -> anyhow::Result<P
              To try Latch offline: latch demo"
         ),
     };
-    let provider_config = ProviderConfig::from_env(
+    let mut provider_config = ProviderConfig::from_env(
         kind,
         config.provider.api_key.as_deref(),
         base_url.as_deref(),
     );
+    if let Some(wire) = &config.provider.wire {
+        provider_config.openai_wire = wire.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    provider_config.reasoning = config.reasoning();
     if kind.requires_api_key() && provider_config.api_key.is_none() {
         bail!(
             "the {} provider needs an API key: export {}=... or set [provider] api_key in .latch/config.toml",

@@ -139,6 +139,7 @@ pub(crate) fn team(format: WireFormat, script: Script) -> Team {
     let (kind, base) = match format {
         WireFormat::Anthropic => (ProviderKind::Anthropic, server.anthropic_base_url()),
         WireFormat::OpenAi => (ProviderKind::OpenAiCompatible, server.openai_base_url()),
+        WireFormat::Responses => (ProviderKind::OpenAi, server.openai_base_url()),
     };
     let provider = Provider::new(ProviderConfig {
         base_url: Some(base),

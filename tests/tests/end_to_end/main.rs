@@ -35,6 +35,7 @@ mod durability;
 mod invariants;
 mod loading;
 mod permissions;
+mod providers;
 mod recall;
 mod sandbox;
 mod trust;

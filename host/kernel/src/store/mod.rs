@@ -12,6 +12,7 @@
 mod agents;
 mod artifacts;
 mod events;
+mod provider;
 mod recall;
 mod schema;
 mod sessions;
