@@ -17,6 +17,8 @@
 //!   stress tier on the real store (no automatic compact, every event kept).
 //! * [`invariants`] — the contract's non-negotiable properties.
 //! * [`loading`] — loading components: versions, worlds, the compile cache.
+//! * [`polyglot`] — engines in Python, JavaScript and C; `latch engine new`
+//!   scaffolds built by their own instructions.
 //! * [`recall`] — the model's `recall` tool reaches what rotated out.
 //! * [`sandbox`] — the sandbox against a misbehaving engine.
 //! * [`trust`] — every attack of a hostile engine through the command line:
@@ -32,6 +34,7 @@ mod core_loop;
 mod durability;
 mod invariants;
 mod loading;
+mod polyglot;
 mod recall;
 mod sandbox;
 mod trust;
