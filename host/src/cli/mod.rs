@@ -6,6 +6,7 @@ pub mod compare_cmd;
 pub mod demo;
 pub mod demo_team;
 pub mod engine_cmd;
+pub mod engine_new;
 pub mod render;
 pub mod sandbox_cmd;
 pub mod session_cmd;
@@ -204,6 +205,25 @@ pub enum EngineCommand {
         after_help = "Examples:\n  latch engine compare builtin:continuity baseline:summarize\n  latch engine compare builtin:continuity baseline:summarize my_engine.wasm --session steps80 --window 32k\n  latch engine compare builtin:continuity baseline:summarize --steps 20 --window 24k --json"
     )]
     Compare(compare_cmd::CompareArgs),
+    /// Scaffold an engine project in Rust, Python, JavaScript or C that
+    /// builds as-is and passes `latch engine check`.
+    #[command(
+        after_help = "Examples:\n  latch engine new my-engine --lang python\n  latch engine new my-engine --lang c --dir engines/my-engine\n  latch engine new my-engine --lang rust --sdk ../latch/sdk"
+    )]
+    New {
+        /// The engine's name: lowercase letters, digits, `-` and `_`.
+        name: String,
+        /// The language.
+        #[arg(long, value_enum)]
+        lang: engine_new::Lang,
+        /// Where to create the project (default: `./NAME`).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// The SDK a Rust engine depends on (default: the one this `latch`
+        /// was built from).
+        #[arg(long, value_name = "PATH")]
+        sdk: Option<PathBuf>,
+    },
 }
 
 /// The `latch` binary after logging is set up: parse `args` (the first is
@@ -251,6 +271,12 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Engine(EngineCommand::Compare(args))) => {
             compare_cmd::compare(&cli.global, &workspace, args)
         }
+        Some(Command::Engine(EngineCommand::New {
+            name,
+            lang,
+            dir,
+            sdk,
+        })) => engine_new::run(&name, lang, dir.as_deref(), sdk.as_deref()),
         None | Some(Command::Chat) => session_cmd::chat(&cli.global, &workspace, None),
         Some(Command::Run { task, json }) => session_cmd::run(&cli.global, &workspace, &task, json),
         Some(Command::Resume { session, last }) => {

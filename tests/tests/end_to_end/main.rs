@@ -19,6 +19,8 @@
 //! * [`loading`] — loading components: versions, worlds, the compile cache.
 //! * [`permissions`] — the approval flow: ask, grant, deny, "always" after
 //!   resume, interrupted requests, escalations.
+//! * [`polyglot`] — engines in Python, JavaScript and C; `latch engine new`
+//!   scaffolds built by their own instructions.
 //! * [`recall`] — the model's `recall` tool reaches what rotated out.
 //! * [`sandbox`] — the sandbox against a misbehaving engine.
 //! * [`trust`] — every attack of a hostile engine through the command line:
@@ -35,6 +37,7 @@ mod durability;
 mod invariants;
 mod loading;
 mod permissions;
+mod polyglot;
 mod providers;
 mod recall;
 mod sandbox;
