@@ -432,6 +432,22 @@ pub enum EventKind {
         /// The tombstoned session (the session this event is appended to).
         session: String,
     },
+    /// An agent-group fact (task, claim, membership, message, delivery
+    /// marker) in the group's root session. Hidden from engines; checked
+    /// and appended through [`crate::group::GroupPort`].
+    Group(crate::group::GroupEvent),
+    /// A group message delivered at the recipient's safe boundary, in the
+    /// recipient's own session (its marker is in the root's, committed in
+    /// the same transaction): one provider-visible, information-only
+    /// observation.
+    GroupMessageDelivered {
+        /// The message id (the sequence number of its `MessageQueued`).
+        message_seq: u64,
+        /// The sender's session id.
+        from: String,
+        /// The provider-visible text.
+        text: String,
+    },
 }
 
 /// Every kind name this build can decode, in declaration order.
@@ -463,17 +479,22 @@ pub const KNOWN_KINDS: &[&str] = &[
     "run_finished",
     "run_interrupted",
     "tombstone",
+    "group",
+    "group_message_delivered",
 ];
 
 /// The child-lifecycle kinds hidden from engines: from recent context and
 /// from recall. Deliveries ([`EventKind::AgentNotificationDelivered`],
 /// [`EventKind::AgentMessageDelivered`]) are the semantic, visible part.
+/// Group coordination events are hidden the same way; a delivered group
+/// message ([`EventKind::GroupMessageDelivered`]) is visible.
 pub const ENGINE_HIDDEN_KINDS: &[&str] = &[
     "child_spawned",
     "agent_resumed",
     "agent_report",
     "agent_report_received",
     "agent_message_queued",
+    "group",
 ];
 
 /// Why a stored event could not be decoded.
@@ -544,6 +565,8 @@ impl EventKind {
             EventKind::RunFinished { .. } => "run_finished",
             EventKind::RunInterrupted { .. } => "run_interrupted",
             EventKind::Tombstone { .. } => "tombstone",
+            EventKind::Group(_) => "group",
+            EventKind::GroupMessageDelivered { .. } => "group_message_delivered",
         }
     }
 
@@ -816,6 +839,8 @@ impl EventKind {
                 format!("session {session} deleted from history"),
                 vec![],
             ),
+            EventKind::Group(g) => note(KernelNoteKind::Other, g.summary(), vec![]),
+            EventKind::GroupMessageDelivered { text, .. } => EventBody::Notification(text.clone()),
         }
     }
 }

@@ -13,6 +13,8 @@
 //! * [`view`] — [`StoreSessionView`], the read-only session engines receive.
 //! * [`agents`] — child agents: the report a child hands back and the
 //!   reducer of a parent's agent log.
+//! * [`group`] — agent groups: group events, the [`GroupState`] reducer,
+//!   the `/group` presentation and the store port [`GroupPort`].
 //! * [`bounds`] — the byte and token bounds on stored tool output.
 
 #![warn(missing_docs)]
@@ -20,6 +22,7 @@
 pub mod agents;
 pub mod bounds;
 pub mod event;
+pub mod group;
 pub mod ops;
 pub mod state;
 pub mod store;
@@ -33,6 +36,7 @@ pub use event::{
     CertificationOutcome, ENGINE_HIDDEN_KINDS, EventDecodeError, EventKind, Outcome, StateOp,
     StoredEvent, sha256_hex,
 };
+pub use group::{GroupEvent, GroupPort, GroupState};
 pub use ops::{
     GuardError, MutationReceipt, attempt_certification, check_guarded_write, commit_mutation,
     record_validation,
