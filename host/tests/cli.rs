@@ -6,9 +6,12 @@
 //! * [`safety`] — no step cap, commands die with Latch, resume settles
 //!   managed processes, `demo --store`, read-only commands create nothing.
 //! * [`crash`] — crash trials: SIGKILL at random points, then resume.
+//! * [`group`] — `latch group` prints the group a run left.
 
 #[path = "cli/crash.rs"]
 mod crash;
+#[path = "cli/group.rs"]
+mod group;
 #[path = "cli/safety.rs"]
 mod safety;
 

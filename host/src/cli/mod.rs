@@ -4,6 +4,7 @@
 pub mod compare_cmd;
 pub mod demo;
 pub mod engine_cmd;
+pub mod group_cmd;
 pub mod render;
 pub mod session_cmd;
 pub mod setup;
@@ -62,7 +63,7 @@ pub struct GlobalArgs {
 pub enum Command {
     /// An interactive session in the workspace (the default command).
     #[command(
-        after_help = "Slash commands: /context  /compact  /recall <query>  /exit\n\nExamples:\n  latch\n  latch --provider openai-compatible --base-url http://localhost:11434/v1 --model qwen2.5-coder chat"
+        after_help = "Slash commands: /context  /compact  /recall <query>  /group  /exit\n\nExamples:\n  latch\n  latch --provider openai-compatible --base-url http://localhost:11434/v1 --model qwen2.5-coder chat"
     )]
     Chat,
     /// Run one task non-interactively; exits non-zero if the turn fails.
@@ -131,6 +132,13 @@ pub enum Command {
     /// Inspect and check context engines.
     #[command(subcommand)]
     Engine(EngineCommand),
+    /// A session's agent group: members and their state, tasks with
+    /// holder, status and dependencies, pending messages, last activity.
+    #[command(after_help = "Examples:\n  latch group\n  latch group 01jd2k")]
+    Group {
+        /// Session id or prefix (the root or any child; default: the latest).
+        session: Option<String>,
+    },
 }
 
 /// `latch history ...`.
@@ -256,5 +264,8 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             limit,
         }) => session_cmd::recall(&cli.global, &workspace, &session, &query, limit),
         Some(Command::Demo { keep }) => demo::demo(keep, cli.global.store.as_deref()),
+        Some(Command::Group { session }) => {
+            group_cmd::group(&cli.global, &workspace, session.as_deref())
+        }
     }
 }

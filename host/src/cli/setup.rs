@@ -200,7 +200,15 @@ pub fn build_agent(
         options,
         env.config.config.agents.max_concurrent,
     );
-    Ok(agent.with_delegation(Box::new(ParentAgents::new(children))))
+    // The root leads its agent group: the group tools join the agent tools.
+    let root = agent.session().id.clone();
+    let delegation = crate::supervisor::groups::GroupMember::for_root(
+        Box::new(ParentAgents::new(children.clone())),
+        env.store.clone(),
+        &root,
+        children,
+    );
+    Ok(agent.with_delegation(Box::new(delegation)))
 }
 
 /// Create a new root session for the chosen provider and model.
