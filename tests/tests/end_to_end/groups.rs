@@ -16,7 +16,7 @@ use latch_kernel::group::{GroupEvent, GroupPort, GroupState, TaskStatus};
 use latch_kernel::{EventKind, Store};
 use latch_provider::Provider;
 use latch_provider::fake::{CapturedRequest, Script, ScriptStep, ScriptedTurn, WireFormat};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 /// The phrase only a child's brief carries.
@@ -78,7 +78,14 @@ fn id_after(text: &str, marker: &str) -> u64 {
 /// message reached it. The fixer claims and does the parser, completes it
 /// and messages the tester; the tester claims the tests once they are
 /// unblocked, completes them and messages the lead.
-fn team_script(r: &CapturedRequest) -> ScriptStep {
+///
+/// The fixer holds its completion until the tester was refused once
+/// (at most 20 s), so the dependency is met on every run.
+fn team_script(blocked: Arc<(Mutex<bool>, Condvar)>) -> impl Fn(&CapturedRequest) -> ScriptStep {
+    move |r| step(r, &blocked)
+}
+
+fn step(r: &CapturedRequest, blocked: &(Mutex<bool>, Condvar)) -> ScriptStep {
     let m = messages(r);
     let call = |name: &str, args: String| ScriptedTurn::tool_call(name, args).into();
     if m.contains(BRIEF) {
@@ -91,10 +98,20 @@ fn team_script(r: &CapturedRequest) -> ScriptStep {
                     "write_file",
                     r#"{"path":"parser.txt","content":"parse()"}"#.into(),
                 ),
-                2 => call(
-                    "task_complete",
-                    format!(r#"{{"id":{task},"result":"parser written to parser.txt"}}"#),
-                ),
+                2 => {
+                    // On a server worker: let its other requests run.
+                    tokio::task::block_in_place(|| {
+                        let seen = blocked.0.lock().unwrap();
+                        let _ = blocked
+                            .1
+                            .wait_timeout_while(seen, Duration::from_secs(20), |seen| !*seen)
+                            .unwrap();
+                    });
+                    call(
+                        "task_complete",
+                        format!(r#"{{"id":{task},"result":"parser written to parser.txt"}}"#),
+                    )
+                }
                 3 => call(
                     "group_message",
                     r#"{"to":"tester","text":"The parser is ready in parser.txt."}"#.into(),
@@ -104,6 +121,10 @@ fn team_script(r: &CapturedRequest) -> ScriptStep {
         }
         let task = id_after(&m, "Claim task");
         let last = last_result(r);
+        if last.contains("waits for") {
+            *blocked.0.lock().unwrap() = true;
+            blocked.1.notify_all();
+        }
         if n == 0 || last.contains("waits for") {
             // Blocked until the parser is completed: ask again shortly.
             std::thread::sleep(Duration::from_millis(if n == 0 { 0 } else { 40 }));
@@ -208,7 +229,7 @@ fn delivered_to(store: &Store, session: &str) -> Vec<(u64, String, String)> {
 fn three_agents_work_a_task_list_with_dependencies_and_message_each_other_once() {
     let t = team(
         WireFormat::OpenAi,
-        Script::default().with_responder(team_script),
+        Script::default().with_responder(team_script(Arc::default())),
     );
     let (mut agent, rt, live) = lead(&t);
     let outcome = agent.run_turn("Write the parser and test it, as a team.", &mut |_| {});
@@ -452,4 +473,131 @@ fn an_idle_agent_is_not_woken_and_gets_messages_at_its_next_safe_boundary() {
     let (mut again, _rt, _live) = lead(&t);
     again.run_turn("And now?", &mut |_| {}).unwrap();
     assert_eq!(delivered_to(&t.store, &root).len(), 2);
+}
+
+/// The release events of `task` in the log: their reasons.
+fn releases(store: &Store, root: &str, task: u64) -> Vec<String> {
+    store
+        .group_log(root, 0)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Group(GroupEvent::TaskReleased {
+                task: t, reason, ..
+            }) if t == task => Some(reason),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_member_that_stops_running_leaves_and_its_claims_are_released() {
+    // A child claims a task and ends its run without completing it, while
+    // the lead is idle: the supervisor releases the claim when the child's
+    // report is committed.
+    let script = Script::default().with_responder(|r: &CapturedRequest| {
+        let m = messages(r);
+        if m.contains(BRIEF) {
+            return match results(r) {
+                0 => ScriptedTurn::tool_call(
+                    "task_claim",
+                    format!(r#"{{"id":{}}}"#, id_after(&m, "Claim task")),
+                )
+                .into(),
+                _ => ScriptedTurn::text("I stop here.").into(),
+            };
+        }
+        match created(&m).as_slice() {
+            [] => ScriptedTurn::tool_call("task_create", r#"{"title":"refactor"}"#).into(),
+            [a] if !m.contains("Spawned child agent") => ScriptedTurn::tool_call(
+                "spawn_agent",
+                format!(r#"{{"role":"helper","task":"Claim task #{a} and stop."}}"#),
+            )
+            .into(),
+            _ => ScriptedTurn::text("Delegated.").into(),
+        }
+    });
+    let t = team(WireFormat::OpenAi, script);
+    let root = t.parent.id.clone();
+    let (mut agent, rt, _live) = lead(&t);
+    agent
+        .run_turn("Get the refactor done.", &mut |_| {})
+        .unwrap();
+    assert!(rt.wait_idle(Duration::from_secs(20)));
+    let state = t.store.replay(&root).unwrap();
+    let task = state.tasks().next().unwrap().clone();
+    let helper = t
+        .store
+        .agent_tree(&root)
+        .unwrap()
+        .children()
+        .next()
+        .unwrap()
+        .id
+        .clone();
+    assert_eq!(task.status, TaskStatus::Open, "{task:?}");
+    assert_eq!(releases(&t.store, &root, task.id), ["its holder completed"]);
+    assert_eq!(
+        state.member(&helper).unwrap().left_reason.as_deref(),
+        Some("completed")
+    );
+    assert!(
+        t.store.claim(&root, task.id, &root).unwrap().fresh,
+        "claimable again"
+    );
+
+    // A child that was running when its process died holds a claim; the
+    // lead, resumed in a new process, releases it at its first boundary.
+    let orphan = t
+        .store
+        .create_session(&t.parent.workspace, Some(&root), &t.parent.model)
+        .unwrap()
+        .id;
+    t.store
+        .append(
+            &root,
+            EventKind::ChildSpawned {
+                child: orphan.clone(),
+                role: "orphan".into(),
+                task: "t".into(),
+                model: "test-model".into(),
+                engine: "builtin:continuity".into(),
+                engine_config: "{}".into(),
+            },
+        )
+        .unwrap();
+    t.store
+        .commit(
+            &root,
+            GroupEvent::MemberJoined {
+                member: orphan.clone(),
+                role: "orphan".into(),
+            },
+        )
+        .unwrap();
+    let second = t
+        .store
+        .commit(
+            &root,
+            GroupEvent::TaskCreated {
+                title: "second".into(),
+                description: String::new(),
+                depends_on: vec![],
+                key: None,
+                by: root.clone(),
+            },
+        )
+        .unwrap()
+        .seq;
+    t.store.claim(&root, second, &orphan).unwrap();
+    drop(agent);
+    let (mut resumed, _rt, _live) = lead(&t);
+    resumed.run_turn("Status?", &mut |_| {}).unwrap();
+    assert_eq!(
+        releases(&t.store, &root, second),
+        ["its holder was interrupted"]
+    );
+    let state = t.store.replay(&root).unwrap();
+    assert_eq!(state.task(second).unwrap().status, TaskStatus::Open);
+    assert!(!state.member(&orphan).unwrap().active);
 }
