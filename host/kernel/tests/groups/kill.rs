@@ -177,7 +177,7 @@ fn trial(seed: u64) {
         "out": out,
     });
     let mut rng = Rng(seed);
-    let delay = Duration::from_millis(30 + rng.below(500));
+    let delay = Duration::from_millis(30 + rng.below(1200));
     let mut child = worker::spawn(&job);
     std::thread::sleep(delay);
     let _ = child.kill(); // SIGKILL
