@@ -11,6 +11,12 @@ use crate::event::EventKind;
 use crate::group::{GroupEvent, GroupSnapshot, Pending, Task, TaskStatus};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
+/// Run one statement through the connection's statement cache: a rebuild
+/// applies thousands of events with the same few statements.
+fn run(tx: &Transaction<'_>, sql: &str, params: impl rusqlite::Params) -> Result<usize> {
+    Ok(tx.prepare_cached(sql)?.execute(params)?)
+}
+
 /// Apply one committed group event of `root` (sequence `seq`, committed at
 /// `time`) to the projection, inside the transaction that appends it.
 pub(crate) fn apply(
@@ -20,12 +26,14 @@ pub(crate) fn apply(
     time: u64,
     event: &GroupEvent,
 ) -> Result<()> {
-    tx.execute(
+    run(
+        tx,
         "UPDATE group_groups SET last_ms = MAX(last_ms, ?2) WHERE root = ?1",
         params![root, time],
     )?;
     let touch = |who: &str| -> Result<()> {
-        tx.execute(
+        run(
+            tx,
             "UPDATE group_members SET last_ms = MAX(last_ms, ?3) WHERE root = ?1 AND member = ?2",
             params![root, who, time],
         )?;
@@ -33,14 +41,15 @@ pub(crate) fn apply(
     };
     match event {
         GroupEvent::Created { lead } => {
-            tx.execute(
+            run(
+                tx,
                 "INSERT OR IGNORE INTO group_groups (root, lead, created_seq, delivered, last_ms)
                  VALUES (?1, ?2, ?3, 0, ?4)",
                 params![root, lead, seq, time],
             )?;
         }
         GroupEvent::MemberJoined { member, role } => {
-            tx.execute(
+            run(tx,
                 "INSERT INTO group_members (root, member, role, active, left_reason, joined_seq, last_ms)
                  VALUES (?1, ?2, ?3, 1, NULL, ?4, ?5)
                  ON CONFLICT (root, member) DO UPDATE SET role = excluded.role, active = 1,
@@ -50,7 +59,8 @@ pub(crate) fn apply(
             )?;
         }
         GroupEvent::MemberLeft { member, reason } => {
-            tx.execute(
+            run(
+                tx,
                 "UPDATE group_members SET active = 0, left_reason = ?3 WHERE root = ?1 AND member = ?2",
                 params![root, member, reason],
             )?;
@@ -63,13 +73,14 @@ pub(crate) fn apply(
             key,
             by,
         } => {
-            tx.execute(
+            run(tx,
                 "INSERT INTO group_tasks (root, id, title, description, idem_key, status, owner, result)
                  VALUES (?1, ?2, ?3, ?4, ?5, 'open', NULL, NULL)",
                 params![root, seq, title, description, key],
             )?;
             for dep in depends_on {
-                tx.execute(
+                run(
+                    tx,
                     "INSERT OR IGNORE INTO group_task_deps (root, task, dep) VALUES (?1, ?2, ?3)",
                     params![root, seq, dep],
                 )?;
@@ -77,7 +88,8 @@ pub(crate) fn apply(
             touch(by)?;
         }
         GroupEvent::TaskClaimed { task, by } => {
-            tx.execute(
+            run(
+                tx,
                 "UPDATE group_tasks SET status = 'claimed', owner = ?3
                  WHERE root = ?1 AND id = ?2 AND status = 'open'",
                 params![root, task, by],
@@ -85,7 +97,8 @@ pub(crate) fn apply(
             touch(by)?;
         }
         GroupEvent::TaskReleased { task, by, .. } => {
-            tx.execute(
+            run(
+                tx,
                 "UPDATE group_tasks SET status = 'open', owner = NULL
                  WHERE root = ?1 AND id = ?2 AND status = 'claimed'",
                 params![root, task],
@@ -99,7 +112,8 @@ pub(crate) fn apply(
             result,
         } => {
             let status = if *ok { "completed" } else { "failed" };
-            tx.execute(
+            run(
+                tx,
                 "UPDATE group_tasks SET status = ?3, owner = ?4, result = ?5
                  WHERE root = ?1 AND id = ?2 AND status = 'claimed'",
                 params![root, task, status, by, result],
@@ -113,7 +127,8 @@ pub(crate) fn apply(
             ..
         } => {
             for r in recipients {
-                tx.execute(
+                run(
+                    tx,
                     "INSERT OR REPLACE INTO group_pending (root, recipient, message, sender, text)
                      VALUES (?1, ?2, ?3, ?4, ?5)",
                     params![root, r, seq, from, text],
@@ -122,12 +137,14 @@ pub(crate) fn apply(
             touch(from)?;
         }
         GroupEvent::MessageDelivered { message, to } => {
-            let removed = tx.execute(
+            let removed = run(
+                tx,
                 "DELETE FROM group_pending WHERE root = ?1 AND recipient = ?2 AND message = ?3",
                 params![root, to, message],
             )?;
             if removed > 0 {
-                tx.execute(
+                run(
+                    tx,
                     "UPDATE group_groups SET delivered = delivered + 1 WHERE root = ?1",
                     [root],
                 )?;

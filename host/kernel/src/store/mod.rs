@@ -232,6 +232,9 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(&path, flags).map_err(corrupt)?;
         conn.busy_timeout(Duration::from_secs(10))?;
+        // Room for every statement the log, recall and the group projection
+        // reuse, so a projection rebuild never re-prepares them.
+        conn.set_prepared_statement_cache_capacity(64);
 
         // Read-only probes first: nothing is written before these pass.
         let tables: Vec<String> = (|| {
