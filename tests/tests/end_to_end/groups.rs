@@ -75,9 +75,11 @@ fn id_after(text: &str, marker: &str) -> u64 {
 
 /// The lead creates two tasks (tests after the parser), spawns a fixer and
 /// a tester, and waits for them until both reported and the tester's
-/// message reached it. The fixer claims and does the parser, completes it
-/// and messages the tester; the tester claims the tests once they are
-/// unblocked, completes them and messages the lead.
+/// message reached it. The fixer claims and does the parser, messages the
+/// tester and completes it (so the message is queued while the tester
+/// still runs: an agent that finished is not woken by information); the
+/// tester claims the tests once they are unblocked, completes them and
+/// messages the lead.
 ///
 /// The fixer holds its completion until the tester was refused once
 /// (at most 20 s), so the dependency is met on every run.
@@ -98,7 +100,11 @@ fn step(r: &CapturedRequest, blocked: &(Mutex<bool>, Condvar)) -> ScriptStep {
                     "write_file",
                     r#"{"path":"parser.txt","content":"parse()"}"#.into(),
                 ),
-                2 => {
+                2 => call(
+                    "group_message",
+                    r#"{"to":"tester","text":"The parser is ready in parser.txt."}"#.into(),
+                ),
+                3 => {
                     // On a server worker: let its other requests run.
                     tokio::task::block_in_place(|| {
                         let seen = blocked.0.lock().unwrap();
@@ -112,10 +118,6 @@ fn step(r: &CapturedRequest, blocked: &(Mutex<bool>, Condvar)) -> ScriptStep {
                         format!(r#"{{"id":{task},"result":"parser written to parser.txt"}}"#),
                     )
                 }
-                3 => call(
-                    "group_message",
-                    r#"{"to":"tester","text":"The parser is ready in parser.txt."}"#.into(),
-                ),
                 _ => ScriptedTurn::text("Parser written.").into(),
             };
         }
