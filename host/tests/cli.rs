@@ -10,11 +10,14 @@
 //!   SIGKILL while two children are out, then `resume --last`.
 //! * [`permissions`] — the terminal prompt, `latch run` never blocking, a
 //!   SIGKILL while a request waits.
+//! * [`group`] — `latch group` prints the group a run left.
 
 #[path = "cli/children.rs"]
 mod children;
 #[path = "cli/crash.rs"]
 mod crash;
+#[path = "cli/group.rs"]
+mod group;
 #[path = "cli/permissions.rs"]
 mod permissions;
 #[path = "cli/safety.rs"]

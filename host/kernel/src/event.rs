@@ -488,6 +488,22 @@ pub enum EventKind {
     /// requires back unchanged. Hidden from engines and never indexed for
     /// search (see [`ENGINE_HIDDEN_KINDS`]); only the host replays it.
     ProviderState(OpaqueState),
+    /// An agent-group fact (task, claim, membership, message, delivery
+    /// marker) in the group's root session. Hidden from engines; checked
+    /// and appended through [`crate::group::GroupPort`].
+    Group(crate::group::GroupEvent),
+    /// A group message delivered at the recipient's safe boundary, in the
+    /// recipient's own session (its marker is in the root's, committed in
+    /// the same transaction): one provider-visible, information-only
+    /// observation.
+    GroupMessageDelivered {
+        /// The message id (the sequence number of its `MessageQueued`).
+        message_seq: u64,
+        /// The sender's session id.
+        from: String,
+        /// The provider-visible text.
+        text: String,
+    },
 }
 
 /// Opaque provider state as stored (see [`EventKind::ProviderState`]).
@@ -542,6 +558,8 @@ pub const KNOWN_KINDS: &[&str] = &[
     "permission_granted",
     "permission_denied",
     "provider_state",
+    "group",
+    "group_message_delivered",
 ];
 
 /// The kinds hidden from engines, from recent context, from recall and from
@@ -549,7 +567,9 @@ pub const KNOWN_KINDS: &[&str] = &[
 /// [`EventKind::AgentNotificationDelivered`] and
 /// [`EventKind::AgentMessageDelivered`], are the semantic, visible part) and
 /// opaque provider state ([`EventKind::ProviderState`]), which only the host
-/// replays to the provider.
+/// replays to the provider. Group coordination events are hidden the same
+/// way; a delivered group message ([`EventKind::GroupMessageDelivered`]) is
+/// visible.
 pub const ENGINE_HIDDEN_KINDS: &[&str] = &[
     "child_spawned",
     "agent_resumed",
@@ -557,6 +577,7 @@ pub const ENGINE_HIDDEN_KINDS: &[&str] = &[
     "agent_report_received",
     "agent_message_queued",
     "provider_state",
+    "group",
 ];
 
 /// Why a stored event could not be decoded.
@@ -631,6 +652,8 @@ impl EventKind {
             EventKind::PermissionGranted { .. } => "permission_granted",
             EventKind::PermissionDenied { .. } => "permission_denied",
             EventKind::ProviderState(_) => "provider_state",
+            EventKind::Group(_) => "group",
+            EventKind::GroupMessageDelivered { .. } => "group_message_delivered",
         }
     }
 
@@ -946,6 +969,8 @@ impl EventKind {
                 format!("opaque provider state ({} blocks)", state.blocks.len()),
                 vec![],
             ),
+            EventKind::Group(g) => note(KernelNoteKind::Other, g.summary(), vec![]),
+            EventKind::GroupMessageDelivered { text, .. } => EventBody::Notification(text.clone()),
         }
     }
 }

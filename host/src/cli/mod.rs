@@ -7,6 +7,7 @@ pub mod demo;
 pub mod demo_team;
 pub mod engine_cmd;
 pub mod engine_new;
+pub mod group_cmd;
 pub mod render;
 pub mod sandbox_cmd;
 pub mod session_cmd;
@@ -74,7 +75,7 @@ pub struct GlobalArgs {
 pub enum Command {
     /// An interactive session in the workspace (the default command).
     #[command(
-        after_help = "Slash commands: /context  /compact  /recall <query>  /exit\n\nExamples:\n  latch\n  latch --provider openai-compatible --base-url http://localhost:11434/v1 --model qwen2.5-coder chat"
+        after_help = "Slash commands: /context  /compact  /recall <query>  /group  /exit\n\nExamples:\n  latch\n  latch --provider openai-compatible --base-url http://localhost:11434/v1 --model qwen2.5-coder chat"
     )]
     Chat,
     /// Run one task non-interactively; exits non-zero if the turn fails.
@@ -149,6 +150,13 @@ pub enum Command {
     /// The command sandbox: what this machine can enforce.
     #[command(subcommand)]
     Sandbox(sandbox_cmd::SandboxCommand),
+    /// A session's agent group: members and their state, tasks with
+    /// holder, status and dependencies, pending messages, last activity.
+    #[command(after_help = "Examples:\n  latch group\n  latch group 01jd2k")]
+    Group {
+        /// Session id or prefix (the root or any child; default: the latest).
+        session: Option<String>,
+    },
 }
 
 /// `latch history ...`.
@@ -302,5 +310,8 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             demo::run_scenario(scenario, keep, cli.global.store.as_deref())
         }
         Some(Command::Sandbox(cmd)) => sandbox_cmd::run(&cli.global, &workspace, cmd),
+        Some(Command::Group { session }) => {
+            group_cmd::group(&cli.global, &workspace, session.as_deref())
+        }
     }
 }

@@ -117,7 +117,7 @@ pub fn chat(
             agent.engine_name()
         );
     }
-    eprintln!("type a task, or /context /compact /recall <query> /exit");
+    eprintln!("type a task, or /context /compact /recall <query> /group /exit");
     let stdin = std::io::stdin();
     loop {
         print!("\n› ");
@@ -167,8 +167,17 @@ fn slash(agent: &mut Agent, line: &str, out: &mut (dyn FnMut(AgentEvent) + Send)
         "/recall" => agent
             .recall(rest.trim(), 10)
             .map(|events| print!("{}", render::recalled(&events))),
+        "/group" => {
+            match super::group_cmd::group_text(agent.store(), agent.session()) {
+                Ok(text) => print!("{}", super::group_cmd::printable(&text)),
+                Err(e) => eprintln!("error: {}", safe(&e.to_string())),
+            }
+            return Slash::Handled;
+        }
         c if c.starts_with('/') => {
-            eprintln!("unknown command {c}: try /context, /compact, /recall <query>, /exit");
+            eprintln!(
+                "unknown command {c}: try /context, /compact, /recall <query>, /group, /exit"
+            );
             return Slash::Handled;
         }
         _ => return Slash::Task,

@@ -224,8 +224,15 @@ pub fn build_agent_observed(
     )?;
     if !is_root {
         // A child the user drives: its parent hears of the run and gets
-        // its report.
-        return Ok(agent.with_delegation(Box::new(UserResumedChild::new(env.store.clone()))));
+        // its report, and it stays a member of its group with the same
+        // tools it had (its cached tool prefix holds).
+        let root = crate::supervisor::groups::root_of(agent.session()).to_string();
+        let delegation = crate::supervisor::groups::GroupMember::for_child(
+            Box::new(UserResumedChild::new(env.store.clone())),
+            env.store.clone(),
+            &root,
+        );
+        return Ok(agent.with_delegation(Box::new(delegation)));
     }
     // Children run in the same sandbox and never ask the terminal: what
     // would need approval is denied with a reason their model sees.
@@ -245,7 +252,15 @@ pub fn build_agent_observed(
             ..ChildSettings::from_config(&env.config.config)
         },
     );
-    Ok(agent.with_delegation(Box::new(ParentAgents::new(children))))
+    // The root leads its agent group: the group tools join the agent tools.
+    let root = agent.session().id.clone();
+    let delegation = crate::supervisor::groups::GroupMember::for_root(
+        Box::new(ParentAgents::new(children.clone())),
+        env.store.clone(),
+        &root,
+        children,
+    );
+    Ok(agent.with_delegation(Box::new(delegation)))
 }
 
 /// The approval mode and sandbox (flags over config) and who decides:

@@ -15,6 +15,9 @@
 //!   a stable session context.
 //! * [`durability`] — deterministic serialization between processes; the
 //!   stress tier on the real store (no automatic compact, every event kept).
+//! * [`groups`] — agent groups: a lead and two children work a task list
+//!   with a dependency and message each other once; an idle agent is not
+//!   woken, and gets its messages at its next safe boundary.
 //! * [`invariants`] — the contract's non-negotiable properties.
 //! * [`loading`] — loading components: versions, worlds, the compile cache.
 //! * [`permissions`] — the approval flow: ask, grant, deny, "always" after
@@ -34,6 +37,7 @@ mod conformance;
 mod continuity_component;
 mod core_loop;
 mod durability;
+mod groups;
 mod invariants;
 mod loading;
 mod permissions;

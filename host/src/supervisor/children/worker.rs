@@ -209,6 +209,10 @@ fn start(
                 Ok(_) => rt2.observe(&id, &role, &report),
                 Err(e) => tracing::error!("could not commit the report of child {id}: {e}"),
             }
+            // It no longer runs: it leaves its group, its claims released.
+            if let Err(e) = crate::supervisor::groups::member_ended(&rt2.store, &id, outcome) {
+                tracing::error!("child {id} could not leave its group: {e}");
+            }
             rt2.release(&id);
         });
     match spawned {
@@ -252,6 +256,7 @@ fn run(
         Ok(p) => p,
         Err(e) => return Some((ReportOutcome::Failed, e.to_string())),
     };
+    let root = record.parent.clone().unwrap_or_else(|| record.id.clone());
     let agent = Agent::new(
         rt.store.clone(),
         record,
@@ -265,7 +270,12 @@ fn run(
         },
     );
     let mut agent = match agent {
-        Ok(a) => a.with_delegation(Box::new(link)),
+        // Its group membership wraps its link to the parent.
+        Ok(a) => a.with_delegation(Box::new(crate::supervisor::groups::GroupMember::for_child(
+            Box::new(link),
+            rt.store.clone(),
+            &root,
+        ))),
         Err(e) => return Some((ReportOutcome::Failed, e.to_string())),
     };
     let id = agent.session().id.clone();
