@@ -5,7 +5,11 @@
 //! in parallel on workers of their own, waits for their reports and then
 //! proves the whole suite itself: the children's validations are
 //! informational and never the parent's evidence. The adder's first fix is
-//! wrong; its validation fails and it recovers with a second fix. Everything
+//! wrong; its validation fails and it recovers with a second fix. The three
+//! agents form a group: the lead puts the work on a task list (the proof of
+//! the suite depends on both fixes), each child claims and completes its
+//! task and messages the lead once, and the lead claims the proof only when
+//! the list unblocks it. Everything
 //! runs on the real agent loop, tools, store, supervisor and engine against
 //! a scripted model served in Anthropic's exact wire format; the scenario is
 //! this module's script, so another demo (a group) can sit beside it.
@@ -65,12 +69,45 @@ fn step(r: &CapturedRequest) -> usize {
         .map_or(0, |m| m.iter().filter(|m| m["role"] == "assistant").count())
 }
 
+/// The ids of "Created task #N" in the order they appear in `text`.
+fn created(text: &str) -> Vec<u64> {
+    text.match_indices("Created task #")
+        .filter_map(|(i, m)| {
+            text[i + m.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// The task a child's brief tells it to claim (`Claim task #N`).
+fn brief_task(m: &str) -> u64 {
+    let Some(at) = m.find("Claim task #") else {
+        return 0;
+    };
+    m[at + "Claim task #".len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .unwrap_or(0)
+}
+
+/// What the adder tells the lead once its fix is proven.
+const ADDER_NOTE: &str = "add() subtracted; fixed with `+` after a wrong first try.";
+/// What the multiplier tells the lead once its fix is proven.
+const MULTIPLIER_NOTE: &str = "mul() added; fixed with `*`.";
+
 /// The adder: reads, tries a wrong fix, sees its validation fail, fixes it
 /// right and proves it.
-fn adder(step: usize) -> ScriptedTurn {
+fn adder(step: usize, task: u64) -> ScriptedTurn {
     let validate = r#"{"requirement":"sh test.sh add passes","command":"sh test.sh add"}"#;
     match step {
-        0 => ScriptedTurn::text("Reading add() first.")
+        0 => ScriptedTurn::text("Claiming my task, then reading add().")
+            .with_tool_call("task_claim", format!(r#"{{"id":{task}}}"#))
             .with_tool_call("read_file", r#"{"path":"src/add.sh"}"#),
         1 => ScriptedTurn::text("The operands look swapped; trying that.").with_tool_call(
             "edit_file",
@@ -85,6 +122,14 @@ fn adder(step: usize) -> ScriptedTurn {
             r#"{"path":"src/add.sh","old_string":"$2 - $1","new_string":"$1 + $2"}"#,
         ),
         4 => ScriptedTurn::tool_call("validate", validate),
+        5 => ScriptedTurn::tool_call(
+            "task_complete",
+            format!(r#"{{"id":{task},"result":"add() fixed; sh test.sh add passes"}}"#),
+        )
+        .with_tool_call(
+            "group_message",
+            format!(r#"{{"to":"lead","text":"{ADDER_NOTE}"}}"#),
+        ),
         _ => ScriptedTurn::text(
             "Fixed add() in src/add.sh: it subtracted. My first fix (swapping the operands) \
              failed `sh test.sh add`; the second, `+`, passes it.",
@@ -93,9 +138,10 @@ fn adder(step: usize) -> ScriptedTurn {
 }
 
 /// The multiplier: reads, fixes, proves.
-fn multiplier(step: usize) -> ScriptedTurn {
+fn multiplier(step: usize, task: u64) -> ScriptedTurn {
     match step {
-        0 => ScriptedTurn::text("Reading mul().")
+        0 => ScriptedTurn::text("Claiming my task, then reading mul().")
+            .with_tool_call("task_claim", format!(r#"{{"id":{task}}}"#))
             .with_tool_call("read_file", r#"{"path":"src/mul.sh"}"#),
         1 => ScriptedTurn::tool_call(
             "edit_file",
@@ -105,47 +151,123 @@ fn multiplier(step: usize) -> ScriptedTurn {
             "validate",
             r#"{"requirement":"sh test.sh mul passes","command":"sh test.sh mul"}"#,
         ),
+        3 => ScriptedTurn::tool_call(
+            "task_complete",
+            format!(r#"{{"id":{task},"result":"mul() fixed; sh test.sh mul passes"}}"#),
+        )
+        .with_tool_call(
+            "group_message",
+            format!(r#"{{"to":"lead","text":"{MULTIPLIER_NOTE}"}}"#),
+        ),
         _ => ScriptedTurn::text("Fixed mul() in src/mul.sh: it added; `sh test.sh mul` passes."),
     }
 }
 
-/// The parent: delegate both fixes, wait for both reports, prove the whole
-/// suite itself, complete.
-fn lead(m: &str) -> ScriptedTurn {
-    let spawned = m.contains("Spawned child agent");
-    let both = m.contains("(adder) completed") && m.contains("(multiplier) completed");
-    if !spawned {
-        return ScriptedTurn::text(
-            "Two independent bugs in two files: one child for each, working in parallel. \
-             The proof of the whole suite stays with me.",
-        )
-        .with_tool_call("set_goal", r#"{"text":"Make `sh test.sh` pass"}"#)
-        .with_tool_call("require_validation", r#"{"requirement":"sh test.sh passes"}"#)
-        .with_tool_call(
-            "spawn_agent",
-            r#"{"role":"adder","task":"Make `sh test.sh add` pass by fixing add() in src/add.sh. Change no other file.","context":"test.sh sources src/add.sh and src/mul.sh; `sh test.sh add` runs only the add check."}"#,
-        )
-        .with_tool_call(
-            "spawn_agent",
-            r#"{"role":"multiplier","task":"Make `sh test.sh mul` pass by fixing mul() in src/mul.sh. Change no other file.","context":"`sh test.sh mul` runs only the mul check."}"#,
-        );
+/// What the scripted lead has seen so far.
+#[derive(Default)]
+struct LeadMemory {
+    ids: Vec<u64>,
+    spawned: bool,
+    adder_done: bool,
+    multiplier_done: bool,
+    adder_told: bool,
+    multiplier_told: bool,
+    validated: bool,
+    completed: bool,
+}
+
+/// The parent: put the work on the group's task list (the proof of the
+/// suite depends on both fixes), delegate both fixes, wait for both reports
+/// and both messages, then claim the proof, run the whole suite itself and
+/// complete.
+///
+/// What the lead has seen is remembered across requests: a later request
+/// may carry the early tool results only in the engine's snapshot, after an
+/// epoch rotation.
+fn lead(m: &str, seen: &mut LeadMemory) -> ScriptedTurn {
+    for id in created(m) {
+        if !seen.ids.contains(&id) {
+            seen.ids.push(id);
+        }
     }
-    if !both {
+    seen.spawned |= m.contains("Spawned child agent");
+    seen.adder_done |= m.contains("(adder) completed");
+    seen.multiplier_done |= m.contains("(multiplier) completed");
+    seen.adder_told |= m.contains(ADDER_NOTE);
+    seen.multiplier_told |= m.contains(MULTIPLIER_NOTE);
+    seen.validated |= m.contains(r#""name":"validate""#);
+    seen.completed |= m.contains(r#""name":"complete""#);
+    let ids = seen.ids.clone();
+    let (fix_add, fix_mul) = match ids.as_slice() {
+        [] => {
+            return ScriptedTurn::text(
+                "Two independent bugs in two files: one task and one child for each, working \
+                 in parallel. The proof of the whole suite stays with me and waits for both.",
+            )
+            .with_tool_call("set_goal", r#"{"text":"Make `sh test.sh` pass"}"#)
+            .with_tool_call(
+                "require_validation",
+                r#"{"requirement":"sh test.sh passes"}"#,
+            )
+            .with_tool_call(
+                "task_create",
+                r#"{"title":"fix add() in src/add.sh","key":"add"}"#,
+            )
+            .with_tool_call(
+                "task_create",
+                r#"{"title":"fix mul() in src/mul.sh","key":"mul"}"#,
+            );
+        }
+        [a, b] => {
+            return ScriptedTurn::tool_call(
+                "task_create",
+                format!(
+                    r#"{{"title":"prove the whole suite","depends_on":[{a},{b}],"key":"suite"}}"#
+                ),
+            );
+        }
+        [a, b, ..] => (*a, *b),
+        [_] => unreachable!("the lead creates its first two tasks together"),
+    };
+    let suite = ids[2];
+    if !seen.spawned {
+        return ScriptedTurn::text("The list is set; one child per fix.")
+            .with_tool_call(
+                "spawn_agent",
+                format!(
+                    r#"{{"role":"adder","task":"Claim task #{fix_add}: make `sh test.sh add` pass by fixing add() in src/add.sh. Change no other file. Complete the task and tell the lead what the bug was.","context":"test.sh sources src/add.sh and src/mul.sh; `sh test.sh add` runs only the add check."}}"#
+                ),
+            )
+            .with_tool_call(
+                "spawn_agent",
+                format!(
+                    r#"{{"role":"multiplier","task":"Claim task #{fix_mul}: make `sh test.sh mul` pass by fixing mul() in src/mul.sh. Change no other file. Complete the task and tell the lead what the bug was.","context":"`sh test.sh mul` runs only the mul check."}}"#
+                ),
+            );
+    }
+    let both = seen.adder_done && seen.multiplier_done;
+    let told = seen.adder_told && seen.multiplier_told;
+    if !(both && told) {
         return ScriptedTurn::text("Waiting for the children's reports.")
             .with_tool_call("wait_agents", r#"{"timeout_s":120}"#);
     }
-    if !m.contains(r#""name":"validate""#) {
+    if !seen.validated {
         return ScriptedTurn::text(
-            "Both children reported. Their validations are informational, so I run the whole \
-             suite myself.",
+            "Both children reported and both fixes are completed on the list, so the proof is \
+             unblocked. Their validations are informational: I run the whole suite myself.",
         )
+        .with_tool_call("task_claim", format!(r#"{{"id":{suite}}}"#))
         .with_tool_call(
             "validate",
             r#"{"requirement":"sh test.sh passes","command":"sh test.sh"}"#,
         );
     }
-    if !m.contains(r#""name":"complete""#) {
+    if !seen.completed {
         return ScriptedTurn::tool_call(
+            "task_complete",
+            format!(r#"{{"id":{suite},"result":"sh test.sh passes"}}"#),
+        )
+        .with_tool_call(
             "complete",
             r#"{"summary":"Two children fixed add() and mul() in parallel; `sh test.sh` passes at the current workspace generation."}"#,
         );
@@ -159,14 +281,16 @@ fn lead(m: &str) -> ScriptedTurn {
 /// The scripted model of the team demo, routed by each request's own text:
 /// a child's brief names its role; everything else is the parent.
 pub fn team_script() -> Script {
-    Script::default().with_responder(|r: &CapturedRequest| -> ScriptStep {
+    let seen = std::sync::Mutex::new(LeadMemory::default());
+    Script::default().with_responder(move |r: &CapturedRequest| -> ScriptStep {
         let m = messages(r);
         if m.contains("working as `adder`") {
-            adder(step(r)).into()
+            adder(step(r), brief_task(&m)).into()
         } else if m.contains("working as `multiplier`") {
-            multiplier(step(r)).into()
+            multiplier(step(r), brief_task(&m)).into()
         } else {
-            lead(&m).into()
+            let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+            lead(&m, &mut seen).into()
         }
     })
 }
@@ -291,6 +415,15 @@ pub fn demo_team(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
     let outcome = outcome?;
     println!("\n── agent tree ──");
     print!("{}", tree_text(&env.store, &parent_id, &tree)?);
+    let root = env.store.session(&parent_id)?;
+    let group = super::group_cmd::group_text(&env.store, &root)?;
+    let state = latch_kernel::group::GroupPort::replay(env.store.as_ref(), &parent_id)?;
+    let tasks_done = state.tasks().count() == 3
+        && state
+            .tasks()
+            .all(|t| t.status == latch_kernel::group::TaskStatus::Completed);
+    println!("\n── group (latch group {parent_id}) ──");
+    print!("{}", super::group_cmd::printable(&group));
     let child_requests = requests
         .iter()
         .filter(|r| messages(r).contains("You are a child agent of session"))
@@ -331,9 +464,11 @@ pub fn demo_team(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
     let all_finished = tree
         .children()
         .all(|c| c.state == ChildState::Finished && c.reports.len() == 1);
-    Ok(if all_finished && tree.children().count() == 2 {
-        0
-    } else {
-        1
-    })
+    Ok(
+        if all_finished && tree.children().count() == 2 && tasks_done {
+            0
+        } else {
+            1
+        },
+    )
 }

@@ -109,6 +109,66 @@ fn demo_team_delegates_to_two_children_and_finishes_on_their_reports() {
         .collect();
     assert_eq!(requirements, ["sh test.sh passes"]);
 
+    // The three agents worked one task list: every task completed by the
+    // member that claimed it, the proof (which depends on both fixes) by
+    // the lead, and each child's one message delivered to the lead once.
+    let group = latch_kernel::group::GroupPort::replay(&store, &parent).unwrap();
+    let tasks: Vec<(String, Option<String>, latch_kernel::group::TaskStatus)> = group
+        .tasks()
+        .map(|t| (t.title.clone(), t.owner.clone(), t.status))
+        .collect();
+    let completed = latch_kernel::group::TaskStatus::Completed;
+    let owner = |id: &str| Some(id.to_string());
+    assert_eq!(
+        tasks,
+        [
+            (
+                "fix add() in src/add.sh".to_string(),
+                owner(id_of(&children, "adder")),
+                completed
+            ),
+            (
+                "fix mul() in src/mul.sh".to_string(),
+                owner(id_of(&children, "multiplier")),
+                completed
+            ),
+            (
+                "prove the whole suite".to_string(),
+                owner(&parent),
+                completed
+            ),
+        ]
+    );
+    let to_lead: Vec<String> = store
+        .all_events(&parent)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::GroupMessageDelivered { text, .. } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(to_lead.len(), 2, "{to_lead:?}");
+    assert!(group.pending_for(&parent).is_empty());
+
+    // `latch group` after the demo shows the final state the demo printed.
+    let shown = latch(home.path())
+        .arg("--store")
+        .arg(&db)
+        .args(["group", &parent])
+        .output()
+        .unwrap();
+    let (group_text, _) = text(&shown);
+    assert!(shown.status.success());
+    let printed = stdout
+        .split_once(&format!("── group (latch group {parent}) ──\n"))
+        .map(|(_, rest)| rest)
+        .expect("the demo prints its group");
+    assert!(
+        printed.starts_with(&group_text),
+        "demo printed:\n{printed}\nlatch group:\n{group_text}"
+    );
+
     // `latch context` and `latch recall` work on a child session: its own
     // report and its own events, nothing of the parent's or a sibling's.
     let adder_id = id_of(&children, "adder");

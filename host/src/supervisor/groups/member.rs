@@ -366,4 +366,55 @@ impl Delegation for GroupMember {
         }
         Ok(events)
     }
+
+    /// The wrapped delegation decides whether the turn waits (a parent for
+    /// its children's reports); group messages are information only and
+    /// never keep a turn going.
+    fn settle(&mut self, session: &SessionRecord) -> Result<Vec<EventKind>, AgentError> {
+        match self.inner.as_mut() {
+            Some(d) => d.settle(session),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latch_engine_sdk::types::ModelProfile;
+
+    /// Settles by returning one marker note.
+    struct Waits;
+
+    impl Delegation for Waits {
+        fn schemas(&self) -> Vec<ToolSchema> {
+            Vec::new()
+        }
+        fn execute(&mut self, _: &SessionRecord, _: &ToolCall) -> Option<Vec<EventKind>> {
+            None
+        }
+        fn at_safe_boundary(&mut self, _: &SessionRecord) -> Result<Vec<EventKind>, AgentError> {
+            Ok(Vec::new())
+        }
+        fn settle(&mut self, _: &SessionRecord) -> Result<Vec<EventKind>, AgentError> {
+            Ok(vec![EventKind::NotificationDelivered {
+                source: "test".into(),
+                text: "a report arrived".into(),
+            }])
+        }
+    }
+
+    /// Group membership wraps a parent's (or a user-resumed child's)
+    /// delegation: the turn still settles on what the wrapped delegation
+    /// waits for, so a parent continues on its children's reports.
+    #[test]
+    fn membership_keeps_the_wrapped_delegation_settling() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(&dir.path().join("s.db")).unwrap());
+        let model = ModelProfile::with_defaults("openai", "m");
+        let root = store.create_session("/w", None, &model).unwrap();
+        let mut member = GroupMember::for_child(Box::new(Waits), store.clone(), &root.id);
+        let settled = member.settle(&root).unwrap();
+        assert_eq!(settled.len(), 1, "{settled:?}");
+    }
 }
