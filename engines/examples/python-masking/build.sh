@@ -10,7 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 tools="${LATCH_TOOLS:-$root/.ci/cache/tools}"
 if ! "$tools/py/bin/componentize-py" --version 2>/dev/null | grep -q " $VERSION\$"; then
-    python3 -m venv "$tools/py"
+    python3 -m venv --clear "$tools/py"
     "$tools/py/bin/pip" install --quiet "componentize-py==$VERSION"
 fi
 cd "$here"

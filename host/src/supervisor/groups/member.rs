@@ -410,7 +410,7 @@ mod tests {
     #[test]
     fn membership_keeps_the_wrapped_delegation_settling() {
         let dir = tempfile::tempdir().unwrap();
-        let store = Arc::new(Store::open(&dir.path().join("s.db")).unwrap());
+        let store = Arc::new(Store::open(dir.path().join("s.db")).unwrap());
         let model = ModelProfile::with_defaults("openai", "m");
         let root = store.create_session("/w", None, &model).unwrap();
         let mut member = GroupMember::for_child(Box::new(Waits), store.clone(), &root.id);
