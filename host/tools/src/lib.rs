@@ -12,6 +12,7 @@
 //! * `shell` — `shell` and the managed-process tools.
 //! * `evidence` — `validate` and `complete`.
 //! * `task` — the task-state tools.
+//! * [`skills`] — Agent Skills: discovery, the capped list, `load_skill`.
 //! * [`policy`] — the hard-deny list and the read-only allowlist.
 //! * [`process`] — the [`ProcessTable`] of managed background processes.
 
@@ -25,6 +26,7 @@ pub mod process;
 mod run;
 mod search;
 mod shell;
+pub mod skills;
 mod spec;
 mod task;
 

@@ -1,8 +1,10 @@
 //! The standard tools on real workspaces in temporary directories: file
-//! tools, the shell and managed processes, and the schemas the model sees.
+//! tools, the shell and managed processes, the schemas the model sees, and
+//! Agent Skills (discovery, the capped list, `load_skill` confinement).
 //! One test binary for all of them.
 
 mod common;
 mod files;
 mod schemas;
 mod shell;
+mod skills;
