@@ -6,11 +6,15 @@
 //! * [`safety`] — no step cap, commands die with Latch, resume settles
 //!   managed processes, `demo --store`, read-only commands create nothing.
 //! * [`crash`] — crash trials: SIGKILL at random points, then resume.
+//! * [`skills_mcp`] — `latch skills` and `latch mcp list`, and a `run`
+//!   that calls an MCP tool.
 
 #[path = "cli/crash.rs"]
 mod crash;
 #[path = "cli/safety.rs"]
 mod safety;
+#[path = "cli/skills_mcp.rs"]
+mod skills_mcp;
 
 use latch_kernel::{EventKind, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn, WireFormat};

@@ -9,6 +9,7 @@
 
 pub mod children;
 mod error;
+pub mod extended;
 mod guarded;
 pub mod prompt;
 pub mod recall;
@@ -125,6 +126,10 @@ pub struct Agent {
     /// Child agents: their tools and their deliveries (see
     /// [`Agent::with_delegation`]).
     delegation: Option<Box<dyn Delegation>>,
+    /// Extension sources of every request (the skill list) and their price
+    /// (see [`Agent::with_extensions`]).
+    extensions: Vec<ExtensionSource>,
+    extension_tokens: u64,
 }
 
 impl Agent {
@@ -176,6 +181,8 @@ impl Agent {
             runtime,
             engine_tainted: None,
             delegation: None,
+            extensions: Vec::new(),
+            extension_tokens: 0,
         })
     }
 
@@ -292,12 +299,13 @@ impl Agent {
             budget.recent_tokens = recent;
         }
         budget.tools_tokens = self.tools_tokens();
+        budget.extension_tokens = self.extension_tokens;
         Ok(ContextRequest {
             system_prompt: self.system_prompt.clone(),
             session_context: self.session_context.clone(),
             budget,
             query: query.to_string(),
-            extensions: vec![],
+            extensions: self.extensions.clone(),
         })
     }
 

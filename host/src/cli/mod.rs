@@ -4,9 +4,12 @@
 pub mod compare_cmd;
 pub mod demo;
 pub mod engine_cmd;
+pub mod integrations;
+pub mod mcp_cmd;
 pub mod render;
 pub mod session_cmd;
 pub mod setup;
+pub mod skills_cmd;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -131,6 +134,30 @@ pub enum Command {
     /// Inspect and check context engines.
     #[command(subcommand)]
     Engine(EngineCommand),
+    /// The Agent Skills a session here would see, and the capped list that
+    /// goes into its context.
+    #[command(after_help = "Examples:\n  latch skills\n  latch skills --json")]
+    Skills {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// MCP servers (`[mcp.servers.NAME]`).
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+/// `latch mcp ...`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Start every configured MCP server as a session would, and show its
+    /// state, start-up time and tools.
+    #[command(after_help = "Examples:\n  latch mcp list\n  latch mcp list --json")]
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// `latch history ...`.
@@ -256,5 +283,9 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             limit,
         }) => session_cmd::recall(&cli.global, &workspace, &session, &query, limit),
         Some(Command::Demo { keep }) => demo::demo(keep, cli.global.store.as_deref()),
+        Some(Command::Skills { json }) => skills_cmd::skills(&cli.global, &workspace, json),
+        Some(Command::Mcp(McpCommand::List { json })) => {
+            mcp_cmd::list(&cli.global, &workspace, json)
+        }
     }
 }

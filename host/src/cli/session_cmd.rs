@@ -152,9 +152,16 @@ fn slash(agent: &mut Agent, line: &str, out: &mut (dyn FnMut(AgentEvent) + Send)
     let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
     let result = match cmd {
         "/exit" | "/quit" => return Slash::Exit,
-        "/context" => agent
-            .context_report()
-            .map(|r| print!("{}", render::report_table(&r))),
+        "/context" => agent.context_report().map(|r| {
+            print!("{}", render::report_table(&r));
+            print!(
+                "{}",
+                super::mcp_cmd::tool_tokens_table(
+                    agent.tool_schemas(),
+                    agent.session().model.estimator
+                )
+            );
+        }),
         "/compact" => agent.compact(out).map(|n| {
             println!("working memory reset ({n} kernel-context entries start the new epoch)")
         }),
@@ -289,6 +296,13 @@ pub fn context(
             agent.engine_name()
         );
         print!("{}", render::report_table(&report));
+        print!(
+            "{}",
+            super::mcp_cmd::tool_tokens_table(
+                agent.tool_schemas(),
+                agent.session().model.estimator
+            )
+        );
     }
     Ok(0)
 }

@@ -179,15 +179,18 @@ pub fn build_agent(
         recent_tokens: env.config.config.context.recent_tokens,
         max_steps: env.max_steps,
     };
+    let (tools, extensions) =
+        super::integrations::attach(env, &session, Box::new(StandardTools::new(ctx)))?;
     let agent = Agent::new(
         env.store.clone(),
         session,
         env.workspace.clone(),
         engine,
         provider_client.clone(),
-        Box::new(StandardTools::new(ctx)),
+        tools,
         options.clone(),
-    )?;
+    )?
+    .with_extensions(extensions);
     if !is_root {
         return Ok(agent);
     }

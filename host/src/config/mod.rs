@@ -2,6 +2,8 @@
 //! the user's `latch/config.toml`. Every table refuses unknown keys with the
 //! key's name and line, so a typo is never silently ignored.
 
+pub mod skills_mcp;
+
 use crate::engine::SandboxLimits;
 use crate::engine::runtime::EngineSource;
 use latch_engine_sdk::types::{EstimatorProfile, ModelProfile};
@@ -46,6 +48,12 @@ pub struct Config {
     /// Child agents.
     #[serde(default)]
     pub agents: AgentsConfig,
+    /// Agent Skills: discovery and the skill list's cap.
+    #[serde(default)]
+    pub skills: skills_mcp::SkillsConfig,
+    /// MCP servers, started at session start.
+    #[serde(default)]
+    pub mcp: skills_mcp::McpConfig,
 }
 
 /// `[agents]`: child agents.

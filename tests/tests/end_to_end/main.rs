@@ -17,8 +17,12 @@
 //!   stress tier on the real store (no automatic compact, every event kept).
 //! * [`invariants`] — the contract's non-negotiable properties.
 //! * [`loading`] — loading components: versions, worlds, the compile cache.
+//! * [`mcp`] — MCP tools from real npm servers through the agent loop:
+//!   results, mutations committed first, a killed server.
 //! * [`recall`] — the model's `recall` tool reaches what rotated out.
 //! * [`sandbox`] — the sandbox against a misbehaving engine.
+//! * [`skills`] — the skill list in context, `load_skill` results replayed
+//!   on resume.
 //! * [`trust`] — every attack of a hostile engine through the command line:
 //!   provenance, kernel-context poisoning and bloat, terminal injection,
 //!   suite detection, host-call bounds.
@@ -32,6 +36,8 @@ mod core_loop;
 mod durability;
 mod invariants;
 mod loading;
+mod mcp;
 mod recall;
 mod sandbox;
+mod skills;
 mod trust;
