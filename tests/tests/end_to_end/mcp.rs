@@ -261,11 +261,11 @@ fn mcp_tools_run_through_the_loop_commit_mutations_first_and_survive_a_killed_se
         .events(&session.id, 0, u64::MAX, 10_000)
         .unwrap()
         .into_iter()
-        .filter_map(|e| match e.kind {
+        .rev()
+        .find_map(|e| match e.kind {
             EventKind::ToolResult(r) if r.name == "mcp__fs__write_file" => Some(r),
             _ => None,
         })
-        .last()
         .unwrap();
     assert!(failed.is_error);
     assert!(
