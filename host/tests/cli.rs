@@ -11,6 +11,8 @@
 //! * [`permissions`] — the terminal prompt, `latch run` never blocking, a
 //!   SIGKILL while a request waits.
 //! * [`group`] — `latch group` prints the group a run left.
+//! * [`skills_mcp`] — `latch skills` and `latch mcp list`, and a `run`
+//!   that calls an MCP tool.
 
 #[path = "cli/children.rs"]
 mod children;
@@ -22,6 +24,8 @@ mod group;
 mod permissions;
 #[path = "cli/safety.rs"]
 mod safety;
+#[path = "cli/skills_mcp.rs"]
+mod skills_mcp;
 
 use latch_kernel::{EventKind, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn, WireFormat};

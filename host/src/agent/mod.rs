@@ -10,6 +10,7 @@
 pub mod calibration;
 pub mod children;
 mod error;
+pub mod extended;
 mod guarded;
 pub mod permissions;
 pub mod prompt;
@@ -153,6 +154,10 @@ pub struct Agent {
     /// Pending permission requests and session grants, folded from the log
     /// when first needed.
     permission_log: Option<latch_kernel::PermissionLog>,
+    /// Extension sources of every request (the skill list) and their price
+    /// (see [`Agent::with_extensions`]).
+    extensions: Vec<ExtensionSource>,
+    extension_tokens: u64,
 }
 
 impl Agent {
@@ -208,6 +213,8 @@ impl Agent {
             engine_tainted: None,
             delegation: None,
             permission_log: None,
+            extensions: Vec::new(),
+            extension_tokens: 0,
         })
     }
 
@@ -327,12 +334,13 @@ impl Agent {
         // The provider's own count, learnt from its usage reports, tightens
         // the budget (never loosens it below the estimator's).
         calibration::tighten(&mut budget, self.calibration()?);
+        budget.extension_tokens = self.extension_tokens;
         Ok(ContextRequest {
             system_prompt: self.system_prompt.clone(),
             session_context: self.session_context.clone(),
             budget,
             query: query.to_string(),
-            extensions: vec![],
+            extensions: self.extensions.clone(),
         })
     }
 

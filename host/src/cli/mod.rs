@@ -8,10 +8,13 @@ pub mod demo_team;
 pub mod engine_cmd;
 pub mod engine_new;
 pub mod group_cmd;
+pub mod integrations;
+pub mod mcp_cmd;
 pub mod render;
 pub mod sandbox_cmd;
 pub mod session_cmd;
 pub mod setup;
+pub mod skills_cmd;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -156,6 +159,30 @@ pub enum Command {
     Group {
         /// Session id or prefix (the root or any child; default: the latest).
         session: Option<String>,
+    },
+    /// The Agent Skills a session here would see, and the capped list that
+    /// goes into its context.
+    #[command(after_help = "Examples:\n  latch skills\n  latch skills --json")]
+    Skills {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// MCP servers (`[mcp.servers.NAME]`).
+    #[command(subcommand)]
+    Mcp(McpCommand),
+}
+
+/// `latch mcp ...`.
+#[derive(Debug, Subcommand)]
+pub enum McpCommand {
+    /// Start every configured MCP server as a session would, and show its
+    /// state, start-up time and tools.
+    #[command(after_help = "Examples:\n  latch mcp list\n  latch mcp list --json")]
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -312,6 +339,10 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Sandbox(cmd)) => sandbox_cmd::run(&cli.global, &workspace, cmd),
         Some(Command::Group { session }) => {
             group_cmd::group(&cli.global, &workspace, session.as_deref())
+        }
+        Some(Command::Skills { json }) => skills_cmd::skills(&cli.global, &workspace, json),
+        Some(Command::Mcp(McpCommand::List { json })) => {
+            mcp_cmd::list(&cli.global, &workspace, json)
         }
     }
 }

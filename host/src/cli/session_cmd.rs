@@ -155,9 +155,13 @@ fn slash(agent: &mut Agent, line: &str, out: &mut (dyn FnMut(AgentEvent) + Send)
         "/context" => agent.context_report().and_then(|r| {
             let figures = agent.provider_figures()?;
             print!(
-                "{}{}",
+                "{}{}{}",
                 render::report_table(&r),
-                render::provider_table(&figures)
+                render::provider_table(&figures),
+                super::mcp_cmd::tool_tokens_table(
+                    agent.tool_schemas(),
+                    agent.session().model.estimator
+                )
             );
             Ok(())
         }),
@@ -305,6 +309,13 @@ pub fn context(
         );
         print!("{}", render::report_table(&report));
         print!("{}", render::provider_table(&agent.provider_figures()?));
+        print!(
+            "{}",
+            super::mcp_cmd::tool_tokens_table(
+                agent.tool_schemas(),
+                agent.session().model.estimator
+            )
+        );
     }
     Ok(0)
 }

@@ -213,15 +213,18 @@ pub fn build_agent_observed(
         max_steps: env.max_steps,
         permissions: Some(permissions(env, mode)),
     };
+    let (tools, extensions) =
+        super::integrations::attach(env, &session, Box::new(StandardTools::new(ctx)))?;
     let agent = Agent::new(
         env.store.clone(),
         session,
         env.workspace.clone(),
         engine,
         provider_client.clone(),
-        Box::new(StandardTools::new(ctx)),
+        tools,
         options.clone(),
-    )?;
+    )?
+    .with_extensions(extensions);
     if !is_root {
         // A child the user drives: its parent hears of the run and gets
         // its report, and it stays a member of its group with the same

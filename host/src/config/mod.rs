@@ -5,6 +5,7 @@
 mod permissions;
 
 pub use permissions::{PermissionsConfig, SandboxConfig};
+pub mod skills_mcp;
 
 use crate::engine::SandboxLimits;
 use crate::engine::runtime::EngineSource;
@@ -56,6 +57,12 @@ pub struct Config {
     /// `[sandbox]`: what commands may touch.
     #[serde(default)]
     pub sandbox: SandboxConfig,
+    /// Agent Skills: discovery and the skill list's cap.
+    #[serde(default)]
+    pub skills: skills_mcp::SkillsConfig,
+    /// MCP servers, started at session start.
+    #[serde(default)]
+    pub mcp: skills_mcp::McpConfig,
 }
 
 /// `[agents]`: child agents.

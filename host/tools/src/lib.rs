@@ -12,6 +12,7 @@
 //! * `shell` — `shell` and the managed-process tools.
 //! * `evidence` — `validate` and `complete`.
 //! * `task` — the task-state tools.
+//! * [`skills`] — Agent Skills: discovery, the capped list, `load_skill`.
 //! * [`policy`] — the hard-deny list and the read-only allowlist.
 //! * [`process`] — the [`ProcessTable`] of managed background processes.
 //! * [`preview`] — what a call is about to do (a command, an edit and its
@@ -32,6 +33,7 @@ pub mod process;
 mod run;
 mod search;
 mod shell;
+pub mod skills;
 mod spec;
 mod task;
 

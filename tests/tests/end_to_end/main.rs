@@ -24,8 +24,12 @@
 //!   resume, interrupted requests, escalations.
 //! * [`polyglot`] — engines in Python, JavaScript and C; `latch engine new`
 //!   scaffolds built by their own instructions.
+//! * [`mcp`] — MCP tools from real npm servers through the agent loop:
+//!   results, mutations committed first, a killed server.
 //! * [`recall`] — the model's `recall` tool reaches what rotated out.
 //! * [`sandbox`] — the sandbox against a misbehaving engine.
+//! * [`skills`] — the skill list in context, `load_skill` results replayed
+//!   on resume.
 //! * [`trust`] — every attack of a hostile engine through the command line:
 //!   provenance, kernel-context poisoning and bloat, terminal injection,
 //!   suite detection, host-call bounds.
@@ -43,6 +47,8 @@ mod loading;
 mod permissions;
 mod polyglot;
 mod providers;
+mod mcp;
 mod recall;
 mod sandbox;
+mod skills;
 mod trust;

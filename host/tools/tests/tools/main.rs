@@ -1,6 +1,7 @@
 //! The standard tools on real workspaces in temporary directories: file
 //! tools, the shell and managed processes (also inside the sandbox), the
-//! approval preview, and the schemas the model sees.
+//! approval preview, the schemas the model sees, and Agent Skills
+//! (discovery, the capped list, `load_skill` confinement).
 //! One test binary for all of them.
 
 mod common;
@@ -8,3 +9,4 @@ mod files;
 mod sandboxed;
 mod schemas;
 mod shell;
+mod skills;

@@ -1,0 +1,104 @@
+//! Why an MCP server or call failed. Every error names the server.
+
+/// A failure of one MCP server or one of its calls.
+#[derive(Debug, thiserror::Error, Clone, PartialEq)]
+pub enum McpError {
+    /// The configuration entry cannot be used.
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    /// The server did not start (spawn, handshake or tool listing failed or
+    /// timed out); `stderr_tail` is the end of what a stdio server printed.
+    #[error("MCP server `{server}` failed to start: {message}{}", tail(.stderr_tail))]
+    Start {
+        /// The server.
+        server: String,
+        /// What went wrong.
+        message: String,
+        /// The last lines of its standard error (stdio servers).
+        stderr_tail: String,
+    },
+    /// The server is disconnected; its tools stay listed for the session.
+    #[error(
+        "MCP server `{server}` is disconnected ({reason}); {reconnect}. Its tools stay listed for this session{}",
+        tail(.stderr_tail)
+    )]
+    Disconnected {
+        /// The server.
+        server: String,
+        /// Why the connection ended.
+        reason: String,
+        /// What the reconnect attempt gave.
+        reconnect: String,
+        /// The last lines of its standard error (stdio servers).
+        stderr_tail: String,
+    },
+    /// No tool of that name is exposed.
+    #[error("no MCP tool `{name}` in this session (the MCP tools are: {available})")]
+    UnknownTool {
+        /// The name called.
+        name: String,
+        /// The exposed names.
+        available: String,
+    },
+    /// The arguments are not a JSON object.
+    #[error("the arguments of `{tool}` must be a JSON object: {message}")]
+    Arguments {
+        /// The exposed tool name.
+        tool: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// The call did not finish in time.
+    #[error("MCP server `{server}`: `{tool}` did not answer within {timeout_ms} ms")]
+    Timeout {
+        /// The server.
+        server: String,
+        /// The server's tool name.
+        tool: String,
+        /// The limit.
+        timeout_ms: u64,
+    },
+    /// The server answered the call with a protocol error.
+    #[error("MCP server `{server}`: `{tool}` failed: {message}")]
+    Call {
+        /// The server.
+        server: String,
+        /// The server's tool name.
+        tool: String,
+        /// The server's message.
+        message: String,
+    },
+}
+
+impl McpError {
+    /// A stable short name of the error's kind.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            McpError::Config(_) => "config",
+            McpError::Start { .. } => "start",
+            McpError::Disconnected { .. } => "disconnected",
+            McpError::UnknownTool { .. } => "unknown-tool",
+            McpError::Arguments { .. } => "arguments",
+            McpError::Timeout { .. } => "timeout",
+            McpError::Call { .. } => "call",
+        }
+    }
+}
+
+fn tail(stderr_tail: &str) -> String {
+    if stderr_tail.trim().is_empty() {
+        String::new()
+    } else {
+        format!(
+            "\n  its stderr ended with:\n{}",
+            indent(stderr_tail.trim_end())
+        )
+    }
+}
+
+fn indent(text: &str) -> String {
+    text.lines()
+        .map(|l| format!("    {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}

@@ -1,0 +1,421 @@
+//! One configured MCP server: its connection (rmcp), the tools it listed
+//! when it started (kept for the whole session, whatever happens to the
+//! connection), the tail of its stderr, and reconnection.
+
+use crate::config::{ServerConfig, Transport};
+use crate::error::McpError;
+use crate::spawn::stdio_command;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::TokioChildProcess;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use serde_json::{Map, Value};
+use std::collections::{HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::AsyncBufReadExt;
+
+type Client = RunningService<RoleClient, ()>;
+
+/// Lines of a server's stderr kept for error messages.
+const STDERR_LINES: usize = 20;
+/// Bytes of one kept stderr line.
+const STDERR_LINE_BYTES: usize = 400;
+
+/// A tool as its server listed it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerTool {
+    /// The server's name for it.
+    pub name: String,
+    /// Its description (or title), possibly empty.
+    pub description: String,
+    /// Its JSON input schema.
+    pub input_schema: Value,
+    /// True when the server annotates it `readOnlyHint: true`.
+    pub read_only: bool,
+}
+
+impl ServerTool {
+    fn from_json(tool: &Value) -> Option<ServerTool> {
+        let name = tool.get("name")?.as_str()?.to_string();
+        let description = tool
+            .get("description")
+            .and_then(Value::as_str)
+            .or_else(|| tool.get("title").and_then(Value::as_str))
+            .unwrap_or_default()
+            .to_string();
+        let input_schema = tool
+            .get("inputSchema")
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({"type": "object"}));
+        let read_only = tool
+            .pointer("/annotations/readOnlyHint")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        Some(ServerTool {
+            name,
+            description,
+            input_schema,
+            read_only,
+        })
+    }
+}
+
+/// The connection state of a server.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerState {
+    /// Connected.
+    Connected,
+    /// It was connected and the connection ended; its tools stay listed.
+    Disconnected {
+        /// Why.
+        reason: String,
+    },
+    /// It failed to start; it has no tools this session.
+    Failed {
+        /// The start error, with its stderr tail.
+        error: String,
+    },
+    /// `enabled = false`.
+    Disabled,
+}
+
+enum Link {
+    Up { client: Client, pid: Option<u32> },
+    Down { reason: String },
+    Failed(McpError),
+    Disabled,
+}
+
+/// The last lines a stdio server wrote to stderr, and whether its stderr
+/// has closed.
+#[derive(Clone, Default)]
+struct StderrTail(Arc<Mutex<VecDeque<String>>>, Arc<AtomicBool>);
+
+impl StderrTail {
+    fn close(&self) {
+        self.1.store(true, Ordering::SeqCst);
+    }
+
+    /// Wait (at most `limit`) until the stream has closed, so a dying
+    /// process's last words are in the tail.
+    async fn settle(&self, limit: Duration) {
+        let start = Instant::now();
+        while !self.1.load(Ordering::SeqCst) && start.elapsed() < limit {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn push(&self, line: &str) {
+        let mut line = line.trim_end().to_string();
+        if line.len() > STDERR_LINE_BYTES {
+            let mut cut = STDERR_LINE_BYTES;
+            while !line.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            line.truncate(cut);
+            line.push('…');
+        }
+        let mut lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if lines.len() == STDERR_LINES {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    fn text(&self) -> String {
+        let lines = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        lines.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+}
+
+/// One configured server.
+pub(crate) struct Server {
+    pub(crate) name: String,
+    config: ServerConfig,
+    workspace: PathBuf,
+    /// The tools listed when it started, fixed for the session.
+    pub(crate) tools: Vec<ServerTool>,
+    link: Link,
+    tail: StderrTail,
+    /// How long the start took (spawn, handshake, tool listing).
+    pub(crate) start_time: Duration,
+}
+
+impl Server {
+    /// Start `name`: spawn or connect, initialize, list its tools, all
+    /// within the start-up timeout. A failure is kept as the server's
+    /// state, never returned: the session goes on without it.
+    pub(crate) async fn start(name: String, config: ServerConfig, workspace: &Path) -> Server {
+        let mut server = Server {
+            name,
+            config,
+            workspace: workspace.to_path_buf(),
+            tools: Vec::new(),
+            link: Link::Disabled,
+            tail: StderrTail::default(),
+            start_time: Duration::ZERO,
+        };
+        if !server.config.enabled {
+            return server;
+        }
+        let started = Instant::now();
+        server.link = match server.connect().await {
+            Ok((client, pid, tools)) => {
+                server.tools = tools;
+                Link::Up { client, pid }
+            }
+            Err(message) => Link::Failed(server.start_error(message).await),
+        };
+        server.start_time = started.elapsed();
+        server
+    }
+
+    async fn start_error(&self, message: String) -> McpError {
+        // A dying process's last words: wait for its stderr to close.
+        self.tail.settle(Duration::from_secs(2)).await;
+        McpError::Start {
+            server: self.name.clone(),
+            message,
+            stderr_tail: self.tail.text(),
+        }
+    }
+
+    /// Connect, initialize and list the tools within the start-up timeout.
+    async fn connect(&self) -> Result<(Client, Option<u32>, Vec<ServerTool>), String> {
+        let timeout = self.config.startup_timeout();
+        match tokio::time::timeout(timeout, self.connect_inner()).await {
+            Ok(result) => result,
+            Err(_) => Err(format!(
+                "no answer within {} ms (raise startup_timeout_ms in [mcp.servers.{}])",
+                timeout.as_millis(),
+                self.name
+            )),
+        }
+    }
+
+    async fn connect_inner(&self) -> Result<(Client, Option<u32>, Vec<ServerTool>), String> {
+        let transport = self.config.transport(&self.name).map_err(|e| e.message)?;
+        let (client, pid) = match &transport {
+            Transport::Stdio { command, .. } => {
+                let cmd = stdio_command(&transport, &self.workspace)
+                    .ok_or_else(|| "not a stdio server".to_string())?;
+                self.tail.1.store(false, Ordering::SeqCst);
+                let (process, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .map_err(|e| {
+                        self.tail.close();
+                        format!("cannot run `{command}`: {e}")
+                    })?;
+                let pid = process.id();
+                if stderr.is_none() {
+                    self.tail.close();
+                }
+                if let Some(stderr) = stderr {
+                    let tail = self.tail.clone();
+                    tokio::spawn(async move {
+                        let mut lines = tokio::io::BufReader::new(stderr).lines();
+                        while let Ok(Some(line)) = lines.next_line().await {
+                            tail.push(&line);
+                        }
+                        tail.close();
+                    });
+                }
+                let client =
+                    ().serve(process)
+                        .await
+                        .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+                (client, pid)
+            }
+            Transport::Http { url, headers } => {
+                // No process, no stderr.
+                self.tail.close();
+                let mut map = HashMap::new();
+                for (k, v) in headers {
+                    let name = http::HeaderName::try_from(k.as_str())
+                        .map_err(|e| format!("header `{k}`: {e}"))?;
+                    let value = http::HeaderValue::try_from(v.as_str())
+                        .map_err(|e| format!("header `{k}`: {e}"))?;
+                    map.insert(name, value);
+                }
+                let config =
+                    StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(map);
+                let transport = StreamableHttpClientTransport::from_config(config);
+                let client = ()
+                    .serve(transport)
+                    .await
+                    .map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?;
+                (client, None)
+            }
+        };
+        let listed = client
+            .list_all_tools()
+            .await
+            .map_err(|e| format!("listing its tools failed: {e}"))?;
+        let mut tools: Vec<ServerTool> = listed
+            .iter()
+            .filter_map(|t| serde_json::to_value(t).ok())
+            .filter_map(|t| ServerTool::from_json(&t))
+            .collect();
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        tools.dedup_by(|a, b| a.name == b.name);
+        Ok((client, pid, tools))
+    }
+
+    /// The state, for listings.
+    pub(crate) fn state(&mut self) -> ServerState {
+        self.notice_disconnect();
+        match &self.link {
+            Link::Up { .. } => ServerState::Connected,
+            Link::Down { reason } => ServerState::Disconnected {
+                reason: reason.clone(),
+            },
+            Link::Failed(e) => ServerState::Failed {
+                error: e.to_string(),
+            },
+            Link::Disabled => ServerState::Disabled,
+        }
+    }
+
+    /// The start error, when it failed to start.
+    pub(crate) fn start_failure(&self) -> Option<&McpError> {
+        match &self.link {
+            Link::Failed(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// The process id of a connected stdio server.
+    pub(crate) fn pid(&self) -> Option<u32> {
+        match &self.link {
+            Link::Up { pid, .. } => *pid,
+            _ => None,
+        }
+    }
+
+    /// Mark the link down when its transport has closed.
+    fn notice_disconnect(&mut self) {
+        if let Link::Up { client, .. } = &self.link
+            && (client.is_closed() || client.peer().is_transport_closed())
+        {
+            self.link = Link::Down {
+                reason: "the connection closed".into(),
+            };
+        }
+    }
+
+    /// Connect again after a disconnect. The tools listed at the start stay
+    /// the session's tools.
+    async fn reconnect(&mut self) -> Result<(), String> {
+        match self.connect().await {
+            Ok((client, pid, _)) => {
+                self.link = Link::Up { client, pid };
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn disconnected(&self, reason: String, reconnect: String) -> McpError {
+        McpError::Disconnected {
+            server: self.name.clone(),
+            reason,
+            reconnect,
+            stderr_tail: self.tail.text(),
+        }
+    }
+
+    /// Call `tool` with `arguments`. A server found disconnected is
+    /// reconnected first; a call whose connection breaks fails (its outcome
+    /// unknown) after one reconnect attempt.
+    pub(crate) async fn call(
+        &mut self,
+        tool: &str,
+        arguments: Map<String, Value>,
+    ) -> Result<Value, McpError> {
+        self.notice_disconnect();
+        match &self.link {
+            Link::Up { .. } => {}
+            Link::Down { reason } => {
+                let reason = reason.clone();
+                if let Err(e) = self.reconnect().await {
+                    self.link = Link::Down {
+                        reason: reason.clone(),
+                    };
+                    return Err(self.disconnected(
+                        reason,
+                        format!("a reconnect failed: {e}; the call was not made"),
+                    ));
+                }
+            }
+            Link::Failed(e) => return Err(e.clone()),
+            Link::Disabled => {
+                return Err(McpError::Call {
+                    server: self.name.clone(),
+                    tool: tool.to_string(),
+                    message: format!(
+                        "the server is disabled (enabled = false in [mcp.servers.{}])",
+                        self.name
+                    ),
+                });
+            }
+        }
+        let Link::Up { client, .. } = &self.link else {
+            unreachable!("the link is up here");
+        };
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        params.arguments = Some(arguments);
+        let timeout = self.config.tool_timeout();
+        let answer = tokio::time::timeout(timeout, client.call_tool(params)).await;
+        match answer {
+            Err(_) => Err(McpError::Timeout {
+                server: self.name.clone(),
+                tool: tool.to_string(),
+                timeout_ms: timeout.as_millis() as u64,
+            }),
+            Ok(Ok(result)) => serde_json::to_value(result).map_err(|e| McpError::Call {
+                server: self.name.clone(),
+                tool: tool.to_string(),
+                message: format!("its answer could not be read: {e}"),
+            }),
+            Ok(Err(ServiceError::McpError(data))) => Err(McpError::Call {
+                server: self.name.clone(),
+                tool: tool.to_string(),
+                message: data.message.to_string(),
+            }),
+            Ok(Err(e)) => {
+                let reason = format!("the connection broke during `{tool}`: {e}");
+                self.link = Link::Down {
+                    reason: reason.clone(),
+                };
+                let reconnect = match self.reconnect().await {
+                    Ok(()) => "it was reconnected, but the call's outcome is unknown: check before calling it again".to_string(),
+                    Err(e) => {
+                        self.link = Link::Down {
+                            reason: reason.clone(),
+                        };
+                        format!("a reconnect failed: {e}")
+                    }
+                };
+                Err(self.disconnected(reason, reconnect))
+            }
+        }
+    }
+
+    /// Close the connection (a stdio server's process ends).
+    pub(crate) async fn shutdown(&mut self) {
+        if let Link::Up { client, .. } = std::mem::replace(
+            &mut self.link,
+            Link::Down {
+                reason: "Latch shut it down".into(),
+            },
+        ) {
+            let _ = tokio::time::timeout(Duration::from_secs(5), client.cancel()).await;
+        }
+    }
+}

@@ -1,0 +1,259 @@
+use super::{config, node, npm_server};
+use latch_mcp::{McpServers, ServerConfig, ServerState};
+use std::io::{BufRead, BufReader};
+use std::time::{Duration, Instant};
+
+fn everything() -> ServerConfig {
+    node(npm_server("server-everything"), &["stdio"])
+}
+
+fn filesystem(dir: &std::path::Path) -> ServerConfig {
+    node(npm_server("server-filesystem"), &[dir.to_str().unwrap()])
+}
+
+#[test]
+fn two_stdio_servers_list_their_tools_in_a_stable_order_and_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let allowed = dir.path().canonicalize().unwrap();
+    let cfg = config(vec![
+        ("fs", filesystem(&allowed)),
+        ("everything", everything()),
+    ]);
+    let mut servers = McpServers::start(&cfg, &allowed).unwrap();
+    eprintln!(
+        "start-up of two stdio MCP servers (concurrently): {} ms",
+        servers.start_time().as_millis()
+    );
+    assert!(
+        servers.start_failures().is_empty(),
+        "{:?}",
+        servers.start_failures()
+    );
+    let names: Vec<String> = servers.tools().iter().map(|t| t.name.clone()).collect();
+    // Servers in name order, then tools in name order.
+    let mut sorted = names.clone();
+    sorted.sort_by_key(|n| {
+        let rest = n.strip_prefix("mcp__").unwrap();
+        let (server, tool) = rest.split_once("__").unwrap();
+        (server.to_string(), tool.to_string())
+    });
+    assert_eq!(names, sorted);
+    assert!(
+        names.iter().any(|n| n == "mcp__everything__echo"),
+        "{names:?}"
+    );
+    assert!(
+        names.iter().any(|n| n == "mcp__fs__write_file"),
+        "{names:?}"
+    );
+    let echo = servers.tool("mcp__everything__echo").unwrap();
+    assert!(echo.read_only, "echo is annotated read-only");
+    assert!(!servers.tool("mcp__fs__write_file").unwrap().read_only);
+    // The same servers list the same tools, byte for byte.
+    let again = McpServers::start(&cfg, &allowed).unwrap();
+    assert_eq!(servers.tools(), again.tools());
+
+    let out = servers
+        .call("mcp__everything__echo", r#"{"message":"hello there"}"#)
+        .unwrap();
+    assert_eq!(out.text, "Echo: hello there");
+    assert!(!out.is_error);
+    let image = servers
+        .call("mcp__everything__get-tiny-image", "{}")
+        .unwrap();
+    assert_eq!(image.images.len(), 1, "{}", image.text);
+    assert_eq!(image.images[0].mime_type, "image/png");
+    assert!(image.images[0].bytes.starts_with(b"\x89PNG"));
+    let target = allowed.join("out.txt");
+    let wrote = servers
+        .call(
+            "mcp__fs__write_file",
+            &serde_json::json!({"path": target, "content": "written by MCP"}).to_string(),
+        )
+        .unwrap();
+    assert!(!wrote.is_error, "{}", wrote.text);
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "written by MCP");
+    // A server-side refusal is an error result, not a broken connection.
+    let outside = servers
+        .call(
+            "mcp__fs__write_file",
+            r#"{"path":"/etc/latch-should-not-exist","content":"x"}"#,
+        )
+        .unwrap();
+    assert!(outside.is_error, "{}", outside.text);
+    let err = servers.call("mcp__nope__x", "{}").unwrap_err();
+    assert_eq!(err.kind(), "unknown-tool");
+    assert!(err.to_string().contains("mcp__everything__echo"));
+}
+
+fn wait_for(mut done: impl FnMut() -> bool, what: &str) {
+    let start = Instant::now();
+    while !done() {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_killed_server_keeps_its_tools_and_calls_fail_clearly_until_it_reconnects() {
+    let dir = tempfile::tempdir().unwrap();
+    let allowed = dir.path().canonicalize().unwrap().join("allowed");
+    std::fs::create_dir_all(&allowed).unwrap();
+    let cfg = config(vec![("fs", filesystem(&allowed))]);
+    let mut servers = McpServers::start(&cfg, dir.path()).unwrap();
+    let before = servers.tools().to_vec();
+    assert!(!before.is_empty());
+    let pid = servers.pid("fs").expect("a stdio server has a pid");
+    // The server dies, and cannot come back while its directory is gone.
+    std::fs::remove_dir_all(&allowed).unwrap();
+    let status = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    wait_for(
+        || {
+            matches!(
+                servers.statuses()[0].state,
+                ServerState::Disconnected { .. }
+            )
+        },
+        "the disconnect to be noticed",
+    );
+    assert_eq!(
+        servers.tools(),
+        &before[..],
+        "the schemas stay for the session"
+    );
+    let err = servers
+        .call("mcp__fs__list_allowed_directories", "{}")
+        .unwrap_err();
+    assert_eq!(err.kind(), "disconnected");
+    let text = err.to_string();
+    assert!(
+        text.contains("MCP server `fs` is disconnected") && text.contains("reconnect failed"),
+        "{text}"
+    );
+    assert_eq!(servers.tools(), &before[..]);
+    // Once the server can start again, the next call reconnects.
+    std::fs::create_dir_all(&allowed).unwrap();
+    let out = servers
+        .call("mcp__fs__list_allowed_directories", "{}")
+        .unwrap();
+    assert!(out.text.contains("allowed"), "{}", out.text);
+    assert_ne!(servers.pid("fs"), Some(pid));
+    assert_eq!(servers.tools(), &before[..]);
+}
+
+#[test]
+fn a_server_that_fails_to_start_is_named_with_its_stderr_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let broken = ServerConfig {
+        command: Some("node".into()),
+        args: vec![
+            "-e".into(),
+            "console.error('starting'); console.error('boom: MY_API_KEY is not set'); process.exit(3)"
+                .into(),
+        ],
+        enabled: true,
+        ..Default::default()
+    };
+    let missing = ServerConfig {
+        command: Some("/nonexistent/mcp-server".into()),
+        enabled: true,
+        ..Default::default()
+    };
+    let cfg = config(vec![
+        ("broken", broken),
+        ("everything", everything()),
+        ("missing", missing),
+    ]);
+    let mut servers = McpServers::start(&cfg, dir.path()).unwrap();
+    let failures: Vec<String> = servers
+        .start_failures()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(
+        failures[0].contains("MCP server `broken` failed to start")
+            && failures[0].contains("boom: MY_API_KEY is not set"),
+        "{}",
+        failures[0]
+    );
+    assert!(
+        failures[1].contains("`missing`") && failures[1].contains("/nonexistent/mcp-server"),
+        "{}",
+        failures[1]
+    );
+    // The session goes on with the server that started.
+    assert!(servers.tools().iter().all(|t| t.server == "everything"));
+    assert_eq!(
+        servers
+            .call("mcp__everything__echo", r#"{"message":"on"}"#)
+            .unwrap()
+            .text,
+        "Echo: on"
+    );
+}
+
+#[test]
+fn streamable_http_against_server_everything() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = std::process::Command::new("node")
+        .arg(npm_server("server-everything"))
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut child = KillOnDrop(child);
+    let stderr = child.0.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    loop {
+        let line = lines
+            .next()
+            .expect("the HTTP server printed its port")
+            .unwrap();
+        if line.contains("listening") {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    let server = ServerConfig {
+        url: Some(format!("http://127.0.0.1:{port}/mcp")),
+        enabled: true,
+        ..Default::default()
+    };
+    let mut servers =
+        McpServers::start(&config(vec![("web", server)]), std::path::Path::new(".")).unwrap();
+    assert!(
+        servers.start_failures().is_empty(),
+        "{:?}",
+        servers.start_failures()
+    );
+    assert!(servers.tool("mcp__web__echo").is_some());
+    let out = servers
+        .call("mcp__web__echo", r#"{"message":"over http"}"#)
+        .unwrap();
+    assert_eq!(out.text, "Echo: over http");
+    drop(servers);
+}
+
+/// A child process killed when the test ends, however it ends.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
