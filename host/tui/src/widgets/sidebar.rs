@@ -38,6 +38,22 @@ fn heading(out: &mut Vec<Line<'static>>, text: &str) {
     ));
 }
 
+/// Most entries of one kind the sidebar lists (the newest).
+pub const MAX_ENTRIES: usize = 6;
+
+/// The newest [`MAX_ENTRIES`] of `items`, after a line that counts the
+/// earlier ones.
+fn newest<'a, T>(out: &mut Vec<Line<'static>>, items: &'a [T], what: &str) -> &'a [T] {
+    let skip = items.len().saturating_sub(MAX_ENTRIES);
+    if skip > 0 {
+        out.push(Line::styled(
+            format!("… {skip} earlier {what}"),
+            Style::new().fg(Color::DarkGray),
+        ));
+    }
+    &items[skip..]
+}
+
 fn entry(out: &mut Vec<Line<'static>>, mark: &str, text: &str, style: Style, width: usize) {
     out.extend(wrap(
         Span::styled(format!("{mark} "), style),
@@ -61,13 +77,13 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
         Some(g) => entry(&mut out, "goal", &g.text, plain, width),
         None => out.push(Line::styled("no goal recorded", dim)),
     }
-    for c in &t.constraints {
+    for c in newest(&mut out, &t.constraints, "constraints") {
         entry(&mut out, "!", &c.text, plain, width);
     }
-    for c in &t.decisions {
+    for c in newest(&mut out, &t.decisions, "decisions") {
         entry(&mut out, "→", &c.text, plain, width);
     }
-    for h in &t.hypotheses {
+    for h in newest(&mut out, &t.hypotheses, "hypotheses") {
         match h.status {
             HypothesisStatus::Rejected => entry(
                 &mut out,
@@ -79,7 +95,7 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
             _ => entry(&mut out, "?", &h.text, plain, width),
         }
     }
-    for e in &t.evidence {
+    for e in newest(&mut out, &t.evidence, "evidence entries") {
         let (mark, color) = match e.outcome {
             ValidationOutcome::Passed => ("✓", Color::Green),
             ValidationOutcome::Failed => ("✗", Color::Red),
@@ -94,7 +110,7 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
             width,
         );
     }
-    for f in &t.failures {
+    for f in newest(&mut out, &t.failures, "failure lineages") {
         entry(
             &mut out,
             &format!("⚠{}", f.count),
@@ -103,7 +119,7 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
             width,
         );
     }
-    for p in &t.disproofs {
+    for p in newest(&mut out, &t.disproofs, "disproofs") {
         entry(&mut out, "⊘", &p.text, dim, width);
     }
 

@@ -28,9 +28,23 @@ pub fn render(frame: &mut Frame, area: Rect, state: &UiState) {
 }
 
 /// The lines the pane shows at `width` × `height`: the end of the
-/// transcript, moved up by the scroll offset.
+/// transcript, moved up by the scroll offset. Only the items that reach
+/// into view are laid out, so a frame costs what is visible, not the
+/// session's length.
 pub fn visible(state: &UiState, width: usize, height: usize) -> Vec<Line<'static>> {
-    let all = lines(state, width);
+    let need = height + state.scroll as usize;
+    let mut chunks = vec![streaming_lines(state, width)];
+    let mut count = chunks[0].len();
+    for item in state.surface.durable().transcript.items().iter().rev() {
+        if count >= need {
+            break;
+        }
+        let mut lines = Vec::new();
+        item_lines(item, state.expanded, width, &mut lines);
+        count += lines.len();
+        chunks.push(lines);
+    }
+    let all: Vec<Line<'static>> = chunks.into_iter().rev().flatten().collect();
     let end = all
         .len()
         .saturating_sub(state.scroll as usize)
@@ -45,6 +59,13 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
     for item in state.surface.durable().transcript.items() {
         item_lines(item, state.expanded, width, &mut out);
     }
+    out.extend(streaming_lines(state, width));
+    out
+}
+
+/// The message being streamed, not committed yet.
+fn streaming_lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
     let streaming = state.surface.streaming();
     if !streaming.is_empty() {
         out.push(Line::raw(""));
