@@ -59,6 +59,9 @@ pub enum AgentError {
     /// The run was cancelled (a child agent's `cancel_agent`).
     #[error("cancelled: {0}")]
     Cancelled(String),
+    /// The user interrupted the turn (Esc or Ctrl-C in the terminal UI).
+    #[error("interrupted by the user")]
+    Interrupted,
     /// The async runtime could not start.
     #[error("could not start the I/O runtime: {0}")]
     Runtime(String),

@@ -8,6 +8,7 @@
 //! schemas and nothing else.
 
 pub mod children;
+mod control;
 mod error;
 mod guarded;
 pub mod prompt;
@@ -17,6 +18,7 @@ pub mod tools;
 mod turn;
 
 pub use children::Delegation;
+pub use control::TurnControl;
 pub use error::AgentError;
 
 use crate::engine::{ContextEngine, EngineFailure};
@@ -125,6 +127,8 @@ pub struct Agent {
     /// Child agents: their tools and their deliveries (see
     /// [`Agent::with_delegation`]).
     delegation: Option<Box<dyn Delegation>>,
+    /// Interrupts and steering from a surface (see [`TurnControl`]).
+    control: TurnControl,
 }
 
 impl Agent {
@@ -176,6 +180,7 @@ impl Agent {
             runtime,
             engine_tainted: None,
             delegation: None,
+            control: TurnControl::default(),
         })
     }
 

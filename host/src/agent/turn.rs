@@ -63,6 +63,7 @@ impl Agent {
         observer: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<TurnOutcome, AgentError> {
         self.repair_interrupted(observer)?;
+        self.start_controlled_turn();
         // The session context is recorded when it is new or changed; the
         // first recorded one stays the first provider-visible message, and a
         // change reaches the model as an appended note.
@@ -104,7 +105,9 @@ impl Agent {
                 Ok(outcome)
             }
             Err(e) => {
-                // Committed history stays; the run is marked interrupted.
+                // Committed history stays; calls left without a result are
+                // answered as interrupted and the run is marked interrupted.
+                let _ = self.answer_open_calls(observer);
                 let _ = self.append(
                     EventKind::RunInterrupted {
                         reason: e.to_string(),
@@ -133,6 +136,8 @@ impl Agent {
             }
             // A safe boundary: every earlier call has its result.
             self.safe_boundary(observer)?;
+            self.check_interrupt()?;
+            self.deliver_steering(observer)?;
             let (_, view) = self.materialize(query)?;
             // Kernel context is durable before the request that shows it,
             // tagged with the engine that wrote it.
@@ -167,8 +172,7 @@ impl Agent {
                     }),
                     _ => {}
                 };
-                self.runtime
-                    .block_on(provider.complete(&request, &media, &mut on_event))?
+                self.interruptible(provider.complete(&request, &media, &mut on_event))??
             };
             let calls: Vec<ToolCall> = turn.tool_calls().cloned().collect();
             let usage = &turn.usage;
@@ -220,6 +224,7 @@ impl Agent {
             // Each result is durable the moment its call finishes: a crash
             // during a later call loses none of the earlier ones.
             for call in &calls {
+                self.check_interrupt()?;
                 if self.delegated_call(call, observer)? {
                     continue;
                 }

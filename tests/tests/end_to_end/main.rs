@@ -15,6 +15,8 @@
 //!   a stable session context.
 //! * [`durability`] — deterministic serialization between processes; the
 //!   stress tier on the real store (no automatic compact, every event kept).
+//! * [`interrupts`] — Esc mid-request, an interrupt between tool calls,
+//!   steering at the next safe boundary.
 //! * [`invariants`] — the contract's non-negotiable properties.
 //! * [`loading`] — loading components: versions, worlds, the compile cache.
 //! * [`recall`] — the model's `recall` tool reaches what rotated out.
@@ -30,6 +32,7 @@ mod conformance;
 mod continuity_component;
 mod core_loop;
 mod durability;
+mod interrupts;
 mod invariants;
 mod loading;
 mod recall;
