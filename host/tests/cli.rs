@@ -6,11 +6,15 @@
 //! * [`safety`] — no step cap, commands die with Latch, resume settles
 //!   managed processes, `demo --store`, read-only commands create nothing.
 //! * [`crash`] — crash trials: SIGKILL at random points, then resume.
+//! * [`tui`] — the terminal UI in a tmux pseudo-terminal: stream, tool
+//!   rows, Esc mid-turn, resume in a new process.
 
 #[path = "cli/crash.rs"]
 mod crash;
 #[path = "cli/safety.rs"]
 mod safety;
+#[path = "cli/tui.rs"]
+mod tui;
 
 use latch_kernel::{EventKind, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn, WireFormat};

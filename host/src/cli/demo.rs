@@ -62,44 +62,111 @@ pub fn demo_script() -> Script {
     ])
 }
 
+/// Everything a demo session runs on: the project in a temporary
+/// directory, the scripted model on its own I/O thread, the store and the
+/// provider pointed at the model.
+pub struct DemoRig {
+    /// The project directory (removed on drop unless kept).
+    pub dir: tempfile::TempDir,
+    /// Its canonical path.
+    pub workspace: std::path::PathBuf,
+    /// The scripted model's runtime.
+    pub io: tokio::runtime::Runtime,
+    /// The scripted model.
+    pub server: FakeServer,
+    /// Workspace, store and (default) configuration.
+    pub env: Env,
+    /// The provider, pointed at the scripted model.
+    pub provider: ProviderChoice,
+    /// Where the store lives.
+    pub store_path: std::path::PathBuf,
+}
+
+impl DemoRig {
+    /// Create the project and start the scripted model; `store` (`--store
+    /// PATH`) records the session there instead of in the project.
+    pub fn start(store: Option<&Path>) -> anyhow::Result<DemoRig> {
+        let dir = tempfile::Builder::new().prefix("latch-demo-").tempdir()?;
+        let workspace = std::fs::canonicalize(dir.path())?;
+        write_project(&workspace)?;
+        // The scripted model runs on its own I/O thread for the whole demo.
+        let io = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()?;
+        let server = io.block_on(FakeServer::start(demo_script()))?;
+        let store_path = match store {
+            Some(path) => path.to_path_buf(),
+            None => latch_kernel::default_store_path(&workspace),
+        };
+        let env = Env {
+            workspace: workspace.clone(),
+            // `Store::open` creates the parent directories.
+            store: Arc::new(latch_kernel::Store::open(&store_path)?),
+            // The demo always runs on the embedded default engine.
+            config: LoadedConfig::default(),
+            max_steps: None,
+        };
+        let provider = ProviderChoice {
+            kind: ProviderKind::Anthropic,
+            model: "claude-sonnet-4-5".into(),
+            config: ProviderConfig {
+                base_url: Some(server.anthropic_base_url()),
+                api_key: Some("demo-key".into()),
+                retry: RetryPolicy::default(),
+                ..ProviderConfig::new(ProviderKind::Anthropic)
+            },
+            max_tokens: 4_096,
+        };
+        Ok(DemoRig {
+            dir,
+            workspace,
+            io,
+            server,
+            env,
+            provider,
+            store_path,
+        })
+    }
+}
+
+/// `latch demo --tui`: the demo played in the terminal UI, which stays open
+/// on the finished session until the user quits (`q` or `/exit`).
+pub fn demo_tui(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
+    let rig = DemoRig::start(store)?;
+    let session = new_session(&rig.env, &rig.provider)?;
+    let title = format!(
+        "demo {} · scripted {} · builtin:continuity",
+        session.id, rig.provider.model
+    );
+    let agent = build_agent(&rig.env, session, &rig.provider, "demo")?;
+    let code = super::tui_cmd::open(
+        agent,
+        rig.env.workspace_key(),
+        title,
+        Some(DEMO_TASK.to_string()),
+        true,
+    )?;
+    rig.io.block_on(rig.server.shutdown());
+    if keep {
+        println!("project kept at {}", rig.dir.keep().display());
+    }
+    Ok(code)
+}
+
 /// Run the demo; `keep` leaves the project directory in place, and `store`
 /// (`--store PATH`) records the session there instead of in the project.
 pub fn demo(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
     let started = Instant::now();
-    let dir = tempfile::Builder::new().prefix("latch-demo-").tempdir()?;
-    let workspace = std::fs::canonicalize(dir.path())?;
-    write_project(&workspace)?;
-
-    // The scripted model runs on its own I/O thread for the whole demo.
-    let io = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()?;
-    let server = io.block_on(FakeServer::start(demo_script()))?;
-
-    let store_path = match store {
-        Some(path) => path.to_path_buf(),
-        None => latch_kernel::default_store_path(&workspace),
-    };
-    let env = Env {
-        workspace: workspace.clone(),
-        // `Store::open` creates the parent directories.
-        store: Arc::new(latch_kernel::Store::open(&store_path)?),
-        // The demo always runs on the embedded default engine.
-        config: LoadedConfig::default(),
-        max_steps: None,
-    };
-    let provider = ProviderChoice {
-        kind: ProviderKind::Anthropic,
-        model: "claude-sonnet-4-5".into(),
-        config: ProviderConfig {
-            base_url: Some(server.anthropic_base_url()),
-            api_key: Some("demo-key".into()),
-            retry: RetryPolicy::default(),
-            ..ProviderConfig::new(ProviderKind::Anthropic)
-        },
-        max_tokens: 4_096,
-    };
+    let DemoRig {
+        dir,
+        workspace,
+        io,
+        server,
+        env,
+        provider,
+        store_path,
+    } = DemoRig::start(store)?;
     let session = new_session(&env, &provider)?;
     println!("Latch demo — workspace {}", workspace.display());
     println!(
