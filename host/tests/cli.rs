@@ -8,9 +8,20 @@
 //! * [`crash`] — crash trials: SIGKILL at random points, then resume.
 //! * [`tui`] — the terminal UI in a tmux pseudo-terminal: stream, tool
 //!   rows, Esc mid-turn, resume in a new process.
+//! * [`children`] — `demo team`, `context`/`recall` on a child, and a
+//!   SIGKILL while two children are out, then `resume --last`.
+//! * [`permissions`] — the terminal prompt, `latch run` never blocking, a
+//!   SIGKILL while a request waits.
+//! * [`group`] — `latch group` prints the group a run left.
 
+#[path = "cli/children.rs"]
+mod children;
 #[path = "cli/crash.rs"]
 mod crash;
+#[path = "cli/group.rs"]
+mod group;
+#[path = "cli/permissions.rs"]
+mod permissions;
 #[path = "cli/safety.rs"]
 mod safety;
 #[path = "cli/tui.rs"]
@@ -141,6 +152,16 @@ fn run_in_format(format: WireFormat) {
             cmd.env("ANTHROPIC_API_KEY", "test-key")
                 .env("ANTHROPIC_BASE_URL", server.anthropic_base_url());
         }
+        WireFormat::Responses => {
+            cmd.env("OPENAI_API_KEY", "test-key").args([
+                "--provider",
+                "openai",
+                "--base-url",
+                &server.openai_base_url(),
+                "--model",
+                "gpt-test",
+            ]);
+        }
         WireFormat::OpenAi => {
             cmd.args([
                 "--provider",
@@ -189,6 +210,12 @@ fn run_completes_a_tool_loop_over_the_anthropic_wire_format() {
 #[test]
 fn run_completes_a_tool_loop_over_the_openai_compatible_wire_format() {
     run_in_format(WireFormat::OpenAi);
+}
+
+/// `--provider openai` speaks the Responses API by default.
+#[test]
+fn run_completes_a_tool_loop_over_the_openai_responses_wire_format() {
+    run_in_format(WireFormat::Responses);
 }
 
 #[test]

@@ -325,11 +325,16 @@ pub enum EventKind {
         reason: String,
     },
     /// Provider-reported usage of one request (authoritative over estimates).
+    /// Every figure is stored as reported; a figure the provider did not
+    /// report is `None`, never 0 (logs written before that stored 0 for an
+    /// unreported input or output and still read).
     ProviderUsage {
-        /// Input tokens.
-        input_tokens: u64,
+        /// Input tokens (all of them, cached or not).
+        #[serde(default)]
+        input_tokens: Option<u64>,
         /// Output tokens.
-        output_tokens: u64,
+        #[serde(default)]
+        output_tokens: Option<u64>,
         /// Tokens read from the provider's prompt cache.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         cache_read_tokens: Option<u64>,
@@ -342,6 +347,19 @@ pub enum EventKind {
         /// Latch's estimate of the prefix shared with the previous request.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         common_prefix_tokens: Option<u64>,
+        /// Output tokens spent reasoning, when the provider said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reasoning_tokens: Option<u64>,
+        /// Latch's estimate of the same request's input (the view's total),
+        /// the other half of the calibration ratio.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        estimated_input_tokens: Option<u64>,
+        /// The provider (`anthropic`, `openai`, ...) that reported it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        provider: Option<String>,
+        /// The model the request was for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        model: Option<String>,
     },
     /// A child agent session was spawned from this session, with its
     /// durable profile. Hidden from engines (see
@@ -432,6 +450,79 @@ pub enum EventKind {
         /// The tombstoned session (the session this event is appended to).
         session: String,
     },
+    /// A tool call waits for the user's approval (committed before anyone
+    /// is asked): the command or the edit's diff, and why.
+    PermissionRequested(crate::permission::PermissionRequest),
+    /// A permission request was granted; the call runs next.
+    PermissionGranted {
+        /// The tool call.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The command or path granted.
+        subject: String,
+        /// Who decided.
+        by: crate::permission::DecidedBy,
+        /// This call, or "always for this session".
+        scope: crate::permission::GrantScope,
+        /// The key a session grant remembers (empty for a one-off grant).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        key: String,
+    },
+    /// A permission request was denied; the call's result says so.
+    PermissionDenied {
+        /// The tool call.
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// The command or path denied.
+        subject: String,
+        /// Who decided.
+        by: crate::permission::DecidedBy,
+        /// Why (what the model is told).
+        reason: String,
+    },
+    /// Opaque provider state of the assistant message committed just before
+    /// it, in the same batch (its sequence number is this one's minus one):
+    /// signed thinking blocks or encrypted reasoning items the provider
+    /// requires back unchanged. Hidden from engines and never indexed for
+    /// search (see [`ENGINE_HIDDEN_KINDS`]); only the host replays it.
+    ProviderState(OpaqueState),
+    /// An agent-group fact (task, claim, membership, message, delivery
+    /// marker) in the group's root session. Hidden from engines; checked
+    /// and appended through [`crate::group::GroupPort`].
+    Group(crate::group::GroupEvent),
+    /// A group message delivered at the recipient's safe boundary, in the
+    /// recipient's own session (its marker is in the root's, committed in
+    /// the same transaction): one provider-visible, information-only
+    /// observation.
+    GroupMessageDelivered {
+        /// The message id (the sequence number of its `MessageQueued`).
+        message_seq: u64,
+        /// The sender's session id.
+        from: String,
+        /// The provider-visible text.
+        text: String,
+    },
+}
+
+/// Opaque provider state as stored (see [`EventKind::ProviderState`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpaqueState {
+    /// The wire format that produced it (`anthropic`, `openai-responses`).
+    pub wire: String,
+    /// The blocks, in the order the provider sent them.
+    pub blocks: Vec<OpaqueBlock>,
+}
+
+/// One opaque block: its exact JSON text and where it sat among the
+/// assistant message's visible parts.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpaqueBlock {
+    /// How many visible parts came before it.
+    pub before_part: usize,
+    /// The block's exact JSON text (never read by Latch).
+    pub json: String,
 }
 
 /// Every kind name this build can decode, in declaration order.
@@ -463,17 +554,30 @@ pub const KNOWN_KINDS: &[&str] = &[
     "run_finished",
     "run_interrupted",
     "tombstone",
+    "permission_requested",
+    "permission_granted",
+    "permission_denied",
+    "provider_state",
+    "group",
+    "group_message_delivered",
 ];
 
-/// The child-lifecycle kinds hidden from engines: from recent context and
-/// from recall. Deliveries ([`EventKind::AgentNotificationDelivered`],
-/// [`EventKind::AgentMessageDelivered`]) are the semantic, visible part.
+/// The kinds hidden from engines, from recent context, from recall and from
+/// the search index: the child-lifecycle kinds (deliveries,
+/// [`EventKind::AgentNotificationDelivered`] and
+/// [`EventKind::AgentMessageDelivered`], are the semantic, visible part) and
+/// opaque provider state ([`EventKind::ProviderState`]), which only the host
+/// replays to the provider. Group coordination events are hidden the same
+/// way; a delivered group message ([`EventKind::GroupMessageDelivered`]) is
+/// visible.
 pub const ENGINE_HIDDEN_KINDS: &[&str] = &[
     "child_spawned",
     "agent_resumed",
     "agent_report",
     "agent_report_received",
     "agent_message_queued",
+    "provider_state",
+    "group",
 ];
 
 /// Why a stored event could not be decoded.
@@ -544,6 +648,12 @@ impl EventKind {
             EventKind::RunFinished { .. } => "run_finished",
             EventKind::RunInterrupted { .. } => "run_interrupted",
             EventKind::Tombstone { .. } => "tombstone",
+            EventKind::PermissionRequested(_) => "permission_requested",
+            EventKind::PermissionGranted { .. } => "permission_granted",
+            EventKind::PermissionDenied { .. } => "permission_denied",
+            EventKind::ProviderState(_) => "provider_state",
+            EventKind::Group(_) => "group",
+            EventKind::GroupMessageDelivered { .. } => "group_message_delivered",
         }
     }
 
@@ -757,16 +867,25 @@ impl EventKind {
                 output_tokens,
                 cache_read_tokens,
                 ..
-            } => note(
-                KernelNoteKind::Other,
-                match cache_read_tokens {
-                    Some(r) => format!(
-                        "provider usage: {input_tokens} in, {output_tokens} out, {r} cached"
-                    ),
-                    None => format!("provider usage: {input_tokens} in, {output_tokens} out"),
-                },
-                vec![],
-            ),
+            } => {
+                let n = |v: &Option<u64>| v.map_or("unknown".to_string(), |v| v.to_string());
+                note(
+                    KernelNoteKind::Other,
+                    match cache_read_tokens {
+                        Some(r) => format!(
+                            "provider usage: {} in, {} out, {r} cached",
+                            n(input_tokens),
+                            n(output_tokens)
+                        ),
+                        None => format!(
+                            "provider usage: {} in, {} out",
+                            n(input_tokens),
+                            n(output_tokens)
+                        ),
+                    },
+                    vec![],
+                )
+            }
             EventKind::ChildSpawned { child, role, .. } => note(
                 KernelNoteKind::Other,
                 format!("child agent {child} spawned as {role}"),
@@ -816,6 +935,42 @@ impl EventKind {
                 format!("session {session} deleted from history"),
                 vec![],
             ),
+            EventKind::PermissionRequested(r) => note(
+                KernelNoteKind::Other,
+                format!(
+                    "permission requested for {} `{}`: {}",
+                    r.tool,
+                    r.subject(),
+                    r.reason
+                ),
+                r.path.iter().cloned().collect(),
+            ),
+            EventKind::PermissionGranted {
+                tool, subject, by, ..
+            } => note(
+                KernelNoteKind::Other,
+                format!("{tool} `{subject}` granted by {}", by.label()),
+                vec![],
+            ),
+            EventKind::PermissionDenied {
+                tool,
+                subject,
+                by,
+                reason,
+                ..
+            } => note(
+                KernelNoteKind::Failure,
+                format!("{tool} `{subject}` denied by {}: {reason}", by.label()),
+                vec![],
+            ),
+            // Its content is opaque and never leaves the host.
+            EventKind::ProviderState(state) => note(
+                KernelNoteKind::Other,
+                format!("opaque provider state ({} blocks)", state.blocks.len()),
+                vec![],
+            ),
+            EventKind::Group(g) => note(KernelNoteKind::Other, g.summary(), vec![]),
+            EventKind::GroupMessageDelivered { text, .. } => EventBody::Notification(text.clone()),
         }
     }
 }
@@ -878,6 +1033,54 @@ mod tests {
             assert_eq!(&back, e);
             assert!(KNOWN_KINDS.contains(&e.kind_name()));
         }
+    }
+
+    #[test]
+    fn usage_written_before_unknown_stayed_unknown_still_reads() {
+        let old = r#"{"kind":"provider_usage","data":{"input_tokens":120,"output_tokens":0,"cache_read_tokens":100}}"#;
+        let e = EventKind::from_row(1, "provider_usage", old).unwrap();
+        let EventKind::ProviderUsage {
+            input_tokens,
+            output_tokens,
+            reasoning_tokens,
+            estimated_input_tokens,
+            ..
+        } = e
+        else {
+            panic!("{e:?}")
+        };
+        assert_eq!((input_tokens, output_tokens), (Some(120), Some(0)));
+        assert_eq!((reasoning_tokens, estimated_input_tokens), (None, None));
+        let unknown = EventKind::ProviderUsage {
+            input_tokens: None,
+            output_tokens: None,
+            cache_read_tokens: None,
+            cache_creation_tokens: None,
+            cache_miss_tokens: None,
+            common_prefix_tokens: None,
+            reasoning_tokens: None,
+            estimated_input_tokens: None,
+            provider: None,
+            model: None,
+        };
+        let back = EventKind::from_row(2, "provider_usage", &unknown.to_json()).unwrap();
+        assert_eq!(back, unknown, "unknown stays unknown, never 0");
+    }
+
+    #[test]
+    fn provider_state_is_hidden_and_shows_no_content() {
+        let e = EventKind::ProviderState(OpaqueState {
+            wire: "anthropic".into(),
+            blocks: vec![OpaqueBlock {
+                before_part: 0,
+                json: r#"{"type":"thinking","thinking":"secret plan","signature":"c2ln"}"#.into(),
+            }],
+        });
+        assert!(e.hidden_from_engines());
+        let text = latch_engine_sdk::event_search_text(&e.to_sdk_body());
+        assert!(!text.contains("secret"), "{text}");
+        let back = EventKind::from_row(3, "provider_state", &e.to_json()).unwrap();
+        assert_eq!(back, e);
     }
 
     #[test]

@@ -13,14 +13,20 @@
 //! * [`view`] — [`StoreSessionView`], the read-only session engines receive.
 //! * [`agents`] — child agents: the report a child hands back and the
 //!   reducer of a parent's agent log.
+//! * [`group`] — agent groups: group events, the [`GroupState`] reducer,
+//!   the `/group` presentation and the store port [`GroupPort`].
 //! * [`bounds`] — the byte and token bounds on stored tool output.
+//! * [`permission`] — the permission lifecycle's vocabulary and the reducer
+//!   of pending requests and session grants.
 
 #![warn(missing_docs)]
 
 pub mod agents;
 pub mod bounds;
 pub mod event;
+pub mod group;
 pub mod ops;
+pub mod permission;
 pub mod state;
 pub mod store;
 pub mod view;
@@ -30,13 +36,15 @@ pub use bounds::{
     FILE_HASH_MAX_BYTES, READ_MAX_BYTES, READ_MAX_TOKENS, bound_head, bound_tool_output,
 };
 pub use event::{
-    CertificationOutcome, ENGINE_HIDDEN_KINDS, EventDecodeError, EventKind, Outcome, StateOp,
-    StoredEvent, sha256_hex,
+    CertificationOutcome, ENGINE_HIDDEN_KINDS, EventDecodeError, EventKind, OpaqueBlock,
+    OpaqueState, Outcome, StateOp, StoredEvent, sha256_hex,
 };
+pub use group::{GroupEvent, GroupPort, GroupState};
 pub use ops::{
     GuardError, MutationReceipt, attempt_certification, check_guarded_write, commit_mutation,
     record_validation,
 };
+pub use permission::{DecidedBy, GrantScope, PermissionKind, PermissionLog, PermissionRequest};
 pub use state::{
     Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, Unfinished, operation_of,
 };

@@ -120,9 +120,10 @@ impl StoreSessionView {
         })
     }
 
-    /// Sequence number of the session's latest event, or 0.
+    /// Sequence number of the session's latest event an engine can read,
+    /// or 0 (child-lifecycle rows are not among them).
     pub fn try_latest_seq(&self) -> Result<u64> {
-        self.store.latest_seq(&self.record.id)
+        self.store.latest_visible_seq(&self.record.id)
     }
 
     /// Events with `from <= seq < to`, ascending, at most `min(limit, 1000)`.

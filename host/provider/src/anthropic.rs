@@ -8,6 +8,13 @@
 //! epoch's stable start and the end of its append-only part, as
 //! [`CacheHints`](crate::CacheHints) say.
 //!
+//! Extended thinking (`[models.X] thinking_budget_tokens`): the body gets
+//! `thinking: {type: "enabled", budget_tokens}` and, with tools, the
+//! interleaved-thinking beta header. `thinking` and `redacted_thinking`
+//! blocks come back as opaque [`ProviderState`] and are replayed as the
+//! exact blocks, at their place in the assistant message, because the API
+//! refuses a tool-loop continuation whose thinking was dropped or altered.
+//!
 //! Usage: `input_tokens` on the wire is the uncached input after the last
 //! breakpoint, so Latch reports `input = input + cache_creation + cache_read`
 //! and `cache_miss = input + cache_creation` (everything not read from the
@@ -20,7 +27,8 @@ use serde_json::{Map, Value, json};
 
 use crate::error::ProviderError;
 use crate::request::{
-    AssistantTurn, MediaResolver, ProviderRequest, StopReason, StreamEvent, Usage,
+    AssistantTurn, MediaResolver, OpaqueBlock, ProviderRequest, ProviderState, ReasoningOptions,
+    RequestContext, StopReason, StreamEvent, Usage,
 };
 use crate::sse::SseEvent;
 use crate::wire::{Failure, WireStream, encode_image, opt_u64, parse_json};
@@ -31,6 +39,21 @@ pub const PROVIDER: &str = "anthropic";
 pub const ANTHROPIC_VERSION: &str = "2023-06-01";
 /// The default base URL.
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The wire name of [`ProviderState`] this adapter writes and replays.
+pub const WIRE: &str = "anthropic";
+/// The beta that lets a model think between tool calls.
+pub const INTERLEAVED_THINKING_BETA: &str = "interleaved-thinking-2025-05-14";
+/// The smallest thinking budget the API accepts.
+pub const MIN_THINKING_BUDGET: u32 = 1024;
+
+/// The `anthropic-beta` header value for `req`, when one is needed.
+pub fn beta_header(
+    req: &ProviderRequest,
+    reasoning: Option<&ReasoningOptions>,
+) -> Option<&'static str> {
+    let thinking = reasoning.is_some_and(|r| r.thinking_budget_tokens.is_some());
+    (thinking && !req.tools.is_empty()).then_some(INTERLEAVED_THINKING_BETA)
+}
 
 fn ephemeral() -> Value {
     json!({"type": "ephemeral"})
@@ -40,11 +63,25 @@ struct Block {
     value: Value,
     mark: bool,
     is_result: bool,
+    /// A replayed thinking block: never marked for caching.
+    opaque: bool,
 }
 
-/// The exact JSON body Latch sends for `req` (with `"stream": true`).
+/// The exact JSON body Latch sends for `req` (with `"stream": true`)
+/// without provider state or thinking.
 pub fn request_body(
     req: &ProviderRequest,
+    media: &dyn MediaResolver,
+) -> Result<Value, ProviderError> {
+    request_body_with(req, &RequestContext::default(), None, media)
+}
+
+/// The exact JSON body Latch sends for `req` (with `"stream": true`), with
+/// the opaque state of `ctx` replayed and thinking as `reasoning` says.
+pub fn request_body_with(
+    req: &ProviderRequest,
+    ctx: &RequestContext,
+    reasoning: Option<&ReasoningOptions>,
     media: &dyn MediaResolver,
 ) -> Result<Value, ProviderError> {
     let hints = req.cache_breakpoints;
@@ -52,6 +89,18 @@ pub fn request_body(
     body.insert("model".into(), json!(req.model));
     body.insert("max_tokens".into(), json!(req.max_tokens));
     body.insert("stream".into(), json!(true));
+    if let Some(budget) = reasoning.and_then(|r| r.thinking_budget_tokens) {
+        if budget < MIN_THINKING_BUDGET || budget >= req.max_tokens {
+            return Err(ProviderError::Config(format!(
+                "[models.{}] thinking_budget_tokens = {budget} must be at least {MIN_THINKING_BUDGET} and below the output limit ({} tokens, [provider] max_tokens)",
+                req.model, req.max_tokens
+            )));
+        }
+        body.insert(
+            "thinking".into(),
+            json!({"type": "enabled", "budget_tokens": budget}),
+        );
+    }
 
     let mut tools: Vec<Value> = req
         .tools
@@ -82,7 +131,8 @@ pub fn request_body(
     let mut merged: Vec<(Role, Vec<Block>)> = Vec::new();
     for (i, m) in req.messages.iter().enumerate() {
         let mark = hints.stable_prefix_end == Some(i) || hints.epoch_end == Some(i);
-        let mut blocks = message_blocks(m, media)?;
+        let replay = ctx.replay.get(&i).filter(|s| s.wire == WIRE);
+        let mut blocks = message_blocks(m, replay, media)?;
         if blocks.is_empty() {
             // An empty message: its breakpoint falls on the block before it.
             if mark && let Some(b) = merged.last_mut().and_then(|(_, bs)| bs.last_mut()) {
@@ -90,7 +140,13 @@ pub fn request_body(
             }
             continue;
         }
-        if mark && let Some(b) = blocks.last_mut() {
+        if mark
+            && let Some(b) = blocks
+                .iter_mut()
+                .rev()
+                .find(|b| !b.opaque)
+                .or_else(|| merged.last_mut().and_then(|(_, bs)| bs.last_mut()))
+        {
             b.mark = true;
         }
         match merged.last_mut() {
@@ -143,12 +199,34 @@ fn text_block(text: String) -> Block {
         value: json!({"type": "text", "text": text}),
         mark: false,
         is_result: false,
+        opaque: false,
     }
 }
 
-fn message_blocks(m: &Message, media: &dyn MediaResolver) -> Result<Vec<Block>, ProviderError> {
+fn message_blocks(
+    m: &Message,
+    replay: Option<&ProviderState>,
+    media: &dyn MediaResolver,
+) -> Result<Vec<Block>, ProviderError> {
     let mut out = Vec::new();
-    for part in &m.parts {
+    let mut opaque: Vec<(usize, Value)> = match (replay, m.role) {
+        (Some(state), Role::Assistant) => state.values().collect(),
+        _ => Vec::new(),
+    };
+    opaque.reverse();
+    let mut flush = |out: &mut Vec<Block>, upto: usize| {
+        while opaque.last().is_some_and(|(at, _)| *at <= upto) {
+            let (_, value) = opaque.pop().expect("checked");
+            out.push(Block {
+                value,
+                mark: false,
+                is_result: false,
+                opaque: true,
+            });
+        }
+    };
+    for (index, part) in m.parts.iter().enumerate() {
+        flush(&mut out, index);
         match (part, m.role) {
             // The API refuses empty text blocks.
             (Part::Text(t), _) if t.is_empty() => {}
@@ -157,6 +235,7 @@ fn message_blocks(m: &Message, media: &dyn MediaResolver) -> Result<Vec<Block>, 
                 value: image_block(media, img)?,
                 mark: false,
                 is_result: false,
+                opaque: false,
             }),
             (Part::ToolCall(c), Role::Assistant) => out.push(Block {
                 value: json!({
@@ -167,6 +246,7 @@ fn message_blocks(m: &Message, media: &dyn MediaResolver) -> Result<Vec<Block>, 
                 }),
                 mark: false,
                 is_result: false,
+                opaque: false,
             }),
             (Part::ToolResult(r), Role::User) => {
                 let mut block = json!({"type": "tool_result", "tool_use_id": r.call_id});
@@ -191,12 +271,14 @@ fn message_blocks(m: &Message, media: &dyn MediaResolver) -> Result<Vec<Block>, 
                     value: block,
                     mark: false,
                     is_result: true,
+                    opaque: false,
                 });
             }
             // Parts the API does not allow in this role are rendered as text.
             (other, _) => out.push(text_block(latch_engine_sdk::render_part_text(other))),
         }
     }
+    flush(&mut out, usize::MAX);
     Ok(out)
 }
 
@@ -220,6 +302,11 @@ enum StreamBlock {
         json: String,
         start_input: Option<Value>,
     },
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
+    Redacted(String),
     Other,
 }
 
@@ -279,6 +366,7 @@ pub fn map_usage(
         cache_read_tokens: cache_read,
         cache_creation_tokens: cache_creation,
         cache_miss_tokens: input.map(|u| u + cache_creation.unwrap_or(0)),
+        reasoning_tokens: None,
     }
 }
 
@@ -355,9 +443,18 @@ impl WireStream for AnthropicStream {
                             start_input,
                         }
                     }
-                    Some("thinking") | Some("redacted_thinking") => {
+                    Some("thinking") => {
                         emit(StreamEvent::ReasoningActivity);
-                        StreamBlock::Other
+                        let text = |k: &str| cb.get(k).and_then(Value::as_str).unwrap_or("");
+                        StreamBlock::Thinking {
+                            thinking: text("thinking").to_string(),
+                            signature: text("signature").to_string(),
+                        }
+                    }
+                    Some("redacted_thinking") => {
+                        emit(StreamEvent::ReasoningActivity);
+                        let data = cb.get("data").and_then(Value::as_str).unwrap_or("");
+                        StreamBlock::Redacted(data.to_string())
                     }
                     _ => StreamBlock::Other,
                 };
@@ -384,7 +481,20 @@ impl WireStream for AnthropicStream {
                             delta: piece.to_string(),
                         });
                     }
-                    (Some("thinking_delta"), _) => emit(StreamEvent::ReasoningActivity),
+                    (Some("thinking_delta"), Some(StreamBlock::Thinking { thinking, .. })) => {
+                        let piece = delta.get("thinking").and_then(Value::as_str).unwrap_or("");
+                        thinking.push_str(piece);
+                        emit(StreamEvent::ReasoningActivity);
+                    }
+                    (Some("signature_delta"), Some(StreamBlock::Thinking { signature, .. })) => {
+                        let piece = delta.get("signature").and_then(Value::as_str).unwrap_or("");
+                        signature.push_str(piece);
+                    }
+                    (Some("thinking_delta") | Some("signature_delta"), _) => {
+                        return Err(protocol(
+                            "a thinking delta for a block that is not a thinking block",
+                        ));
+                    }
                     (Some("text_delta") | Some("input_json_delta"), None) => {
                         return Err(protocol(
                             "content_block_delta for a block that never started",
@@ -443,8 +553,21 @@ impl WireStream for AnthropicStream {
     fn into_turn(self: Box<Self>) -> Result<AssistantTurn, ProviderError> {
         let usage = self.usage();
         let mut parts = Vec::new();
+        let mut opaque = Vec::new();
         for (_, block) in self.blocks {
             match block {
+                StreamBlock::Thinking {
+                    thinking,
+                    signature,
+                } => opaque.push(OpaqueBlock {
+                    before_part: parts.len(),
+                    json: json!({"type": "thinking", "thinking": thinking, "signature": signature})
+                        .to_string(),
+                }),
+                StreamBlock::Redacted(data) => opaque.push(OpaqueBlock {
+                    before_part: parts.len(),
+                    json: json!({"type": "redacted_thinking", "data": data}).to_string(),
+                }),
                 StreamBlock::Text(t) if !t.is_empty() => parts.push(Part::Text(t)),
                 StreamBlock::Tool {
                     id,
@@ -479,6 +602,10 @@ impl WireStream for AnthropicStream {
             parts,
             stop_reason,
             usage,
+            provider_state: (!opaque.is_empty()).then(|| ProviderState {
+                wire: WIRE.to_string(),
+                blocks: opaque,
+            }),
         })
     }
 }
@@ -500,6 +627,63 @@ mod tests {
         assert_eq!(u.cache_creation_tokens, None);
         assert_eq!(u.cache_hit_rate(), None);
         assert_eq!(map_usage(None, None, Some(3), None).cache_miss_tokens, None);
+    }
+
+    #[test]
+    fn redacted_thinking_is_kept_and_replayed_first() {
+        let mut stream = AnthropicStream::new();
+        let mut sink = |_e: StreamEvent| {};
+        for data in [
+            json!({"type": "message_start", "message": {"usage": {"input_tokens": 5}}}),
+            json!({"type": "content_block_start", "index": 0,
+                   "content_block": {"type": "redacted_thinking", "data": "EnCrYpTeD"}}),
+            json!({"type": "content_block_start", "index": 1,
+                   "content_block": {"type": "tool_use", "id": "toolu_1", "name": "shell", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 1,
+                   "delta": {"type": "input_json_delta", "partial_json": r#"{"cmd":"ls"}"#}}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}}),
+            json!({"type": "message_stop"}),
+        ] {
+            let ev = SseEvent {
+                event: String::new(),
+                data: data.to_string(),
+            };
+            assert!(stream.on_sse(&ev, &mut sink).is_ok());
+        }
+        let turn = Box::new(stream).into_turn().unwrap();
+        let state = turn.provider_state.clone().unwrap();
+        assert_eq!(state.blocks.len(), 1);
+        assert_eq!(state.blocks[0].before_part, 0);
+        let req = ProviderRequest {
+            model: "m".into(),
+            system: String::new(),
+            tools: vec![],
+            messages: vec![
+                Message::text(Role::User, "go"),
+                Message {
+                    role: Role::Assistant,
+                    parts: turn.parts.clone(),
+                    kernel: None,
+                    source_seqs: vec![],
+                },
+            ],
+            max_tokens: 100,
+            cache_breakpoints: crate::CacheHints::none(),
+        };
+        let ctx = RequestContext {
+            replay: [(1, state)].into_iter().collect(),
+            cache_key: None,
+        };
+        let body = request_body_with(&req, &ctx, None, &crate::NoMedia).unwrap();
+        let content = &body["messages"][1]["content"];
+        assert_eq!(
+            content[0],
+            json!({"type": "redacted_thinking", "data": "EnCrYpTeD"})
+        );
+        assert_eq!(content[1]["type"], "tool_use");
+        // Without the context nothing opaque is sent.
+        let plain = request_body(&req, &crate::NoMedia).unwrap();
+        assert_eq!(plain["messages"][1]["content"][0]["type"], "tool_use");
     }
 
     #[test]

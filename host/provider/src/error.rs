@@ -57,6 +57,19 @@ pub enum ProviderError {
         /// The provider's message.
         message: String,
     },
+    /// The provider refused the request as longer than the model's context
+    /// window. Never retried unchanged: the caller must send less.
+    #[error("{provider} refused the request as too long for the model's context window{}: {message}", figures(.reported_tokens, .limit_tokens))]
+    ContextTooLong {
+        /// Provider name.
+        provider: &'static str,
+        /// The provider's own message.
+        message: String,
+        /// The request's size in the provider's tokens, when it said.
+        reported_tokens: Option<u64>,
+        /// The window in the provider's tokens, when it said.
+        limit_tokens: Option<u64>,
+    },
     /// No API key was configured for a provider that needs one.
     #[error("no API key for {provider}: set {env_var} or [provider] api_key")]
     MissingApiKey {
@@ -98,6 +111,59 @@ pub enum ProviderError {
     Config(String),
 }
 
+fn figures(reported: &Option<u64>, limit: &Option<u64>) -> String {
+    match (reported, limit) {
+        (Some(r), Some(l)) => format!(" ({r} tokens > {l})"),
+        (Some(r), None) => format!(" ({r} tokens)"),
+        _ => String::new(),
+    }
+}
+
+/// True when an error body or message says the prompt exceeds the
+/// context window (Anthropic's "prompt is too long", OpenAI's
+/// `context_length_exceeded`, and the wording compatible servers use).
+pub(crate) fn is_context_length(body: &str) -> bool {
+    let lower = body.to_ascii_lowercase();
+    [
+        "context_length_exceeded",
+        "prompt is too long",
+        "maximum context length",
+        "exceeds the context window",
+        "context window",
+    ]
+    .iter()
+    .any(|p| lower.contains(p))
+}
+
+/// The `N tokens > M` figures of a context-length message (Anthropic:
+/// "prompt is too long: 208310 tokens > 200000 maximum"; OpenAI Chat:
+/// "maximum context length is 128000 tokens. However, your messages
+/// resulted in 130000 tokens").
+pub(crate) fn context_figures(message: &str) -> (Option<u64>, Option<u64>) {
+    let numbers: Vec<u64> = message
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    if let Some(i) = message.find(" tokens > ")
+        && let [.., r] = numbers_before(&message[..i])[..]
+    {
+        let limit = message[i + 10..]
+            .split(|c: char| !c.is_ascii_digit())
+            .find_map(|w| w.parse().ok());
+        return (Some(r), limit);
+    }
+    if message.contains("maximum context length") && numbers.len() >= 2 {
+        return (Some(numbers[1]), Some(numbers[0]));
+    }
+    (None, None)
+}
+
+fn numbers_before(s: &str) -> Vec<u64> {
+    s.split(|c: char| !c.is_ascii_digit())
+        .filter_map(|w| w.parse().ok())
+        .collect()
+}
+
 fn hint_suffix(hint: &Option<String>) -> String {
     match hint {
         Some(h) => format!(" — {h}"),
@@ -113,6 +179,7 @@ impl ProviderError {
             | ProviderError::RetriesExhausted { provider, .. }
             | ProviderError::Interrupted { provider, .. }
             | ProviderError::Stream { provider, .. }
+            | ProviderError::ContextTooLong { provider, .. }
             | ProviderError::MissingApiKey { provider, .. }
             | ProviderError::Protocol { provider, .. }
             | ProviderError::Transport { provider, .. } => Some(provider),
@@ -196,6 +263,23 @@ mod tests {
         );
         assert_eq!(error_message_from_body("upstream down"), "upstream down");
         assert!(error_message_from_body("").contains("no error message"));
+    }
+
+    #[test]
+    fn context_length_refusals_are_recognized_with_their_figures() {
+        let a = "prompt is too long: 208310 tokens > 200000 maximum";
+        assert!(is_context_length(a));
+        assert_eq!(context_figures(a), (Some(208310), Some(200000)));
+        let o = "This model's maximum context length is 128000 tokens. However, your messages resulted in 130021 tokens.";
+        assert!(is_context_length(o));
+        assert_eq!(context_figures(o), (Some(130021), Some(128000)));
+        let r = r#"{"error":{"code":"context_length_exceeded","message":"Your input exceeds the context window of this model."}}"#;
+        assert!(is_context_length(r));
+        assert_eq!(
+            context_figures("Your input exceeds the context window of this model."),
+            (None, None)
+        );
+        assert!(!is_context_length("invalid x-api-key"));
     }
 
     #[test]

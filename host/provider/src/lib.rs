@@ -4,9 +4,15 @@
 //! [`ProviderRequest`] (exactly the context engine's view, plus tool schemas
 //! and cache hints) to one of:
 //!
-//! * the Anthropic Messages API ([`anthropic`]),
+//! * the Anthropic Messages API ([`anthropic`]), with extended thinking,
+//! * the OpenAI Responses API ([`responses`]), what `openai` speaks by
+//!   default, with encrypted reasoning carried forward,
 //! * OpenAI Chat Completions or any OpenAI-compatible server such as
 //!   Ollama, vLLM or the llama.cpp server ([`openai`]),
+//!
+//! Opaque provider state (signed thinking, encrypted reasoning) comes back
+//! on the [`AssistantTurn`] and is replayed, exactly, through the
+//! [`RequestContext`] of later requests.
 //!
 //! streams the response as transient [`StreamEvent`]s, and returns the
 //! committed [`AssistantTurn`] only once the provider's terminal event
@@ -24,10 +30,12 @@ pub mod error;
 pub mod fake;
 pub mod openai;
 pub mod request;
+pub mod responses;
 pub mod retry;
 pub mod sse;
 mod wire;
 
+use std::collections::BTreeMap;
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -37,8 +45,8 @@ use serde::{Deserialize, Serialize};
 
 pub use error::ProviderError;
 pub use request::{
-    AssistantTurn, CacheHints, MediaResolver, NoMedia, ProviderRequest, StopReason, StreamEvent,
-    ToolSchema, Usage,
+    AssistantTurn, CacheHints, MediaResolver, NoMedia, OpaqueBlock, ProviderRequest, ProviderState,
+    ReasoningOptions, RequestContext, StopReason, StreamEvent, ToolSchema, Usage,
 };
 pub use retry::RetryPolicy;
 
@@ -125,6 +133,54 @@ impl FromStr for ProviderKind {
     }
 }
 
+/// Which OpenAI API `provider.kind = "openai"` speaks (`[provider] wire`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OpenAiWire {
+    /// The Responses API (the default).
+    #[default]
+    Responses,
+    /// Chat Completions, for servers that only speak it.
+    Chat,
+}
+
+impl FromStr for OpenAiWire {
+    type Err = ProviderError;
+
+    /// Parses `responses` or `chat`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "responses" => Ok(OpenAiWire::Responses),
+            "chat" | "chat-completions" => Ok(OpenAiWire::Chat),
+            other => Err(ProviderError::Config(format!(
+                "unknown wire {other:?} in [provider] wire: expected \"responses\" (the default for openai) or \"chat\""
+            ))),
+        }
+    }
+}
+
+/// The wire format a provider's requests use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wire {
+    /// Anthropic Messages.
+    Anthropic,
+    /// OpenAI Responses.
+    Responses,
+    /// Chat Completions, with the field that carries the output limit.
+    Chat(MaxTokensField),
+}
+
+impl Wire {
+    /// `anthropic`, `openai-responses` or `openai-chat`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Wire::Anthropic => "anthropic",
+            Wire::Responses => "openai-responses",
+            Wire::Chat(_) => "openai-chat",
+        }
+    }
+}
+
 /// How to reach a provider.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ProviderConfig {
@@ -142,6 +198,11 @@ pub struct ProviderConfig {
     /// Most time without any bytes from a streaming response before the turn
     /// counts as interrupted.
     pub idle_timeout: Duration,
+    /// The OpenAI API `openai` speaks (ignored by the other kinds:
+    /// compatible servers always get Chat Completions).
+    pub openai_wire: OpenAiWire,
+    /// How each model reasons, by model name (`[models.X]`).
+    pub reasoning: BTreeMap<String, ReasoningOptions>,
 }
 
 impl ProviderConfig {
@@ -154,6 +215,8 @@ impl ProviderConfig {
             retry: RetryPolicy::default(),
             connect_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(300),
+            openai_wire: OpenAiWire::default(),
+            reasoning: BTreeMap::new(),
         }
     }
 
@@ -271,14 +334,30 @@ impl Provider {
         &self.config
     }
 
+    /// The wire format this provider's requests use.
+    pub fn wire(&self) -> Wire {
+        match (self.config.kind, self.config.openai_wire) {
+            (ProviderKind::Anthropic, _) => Wire::Anthropic,
+            (ProviderKind::OpenAi, OpenAiWire::Responses) => Wire::Responses,
+            (ProviderKind::OpenAi, OpenAiWire::Chat) => {
+                Wire::Chat(MaxTokensField::MaxCompletionTokens)
+            }
+            (ProviderKind::OpenAiCompatible, _) => Wire::Chat(MaxTokensField::MaxTokens),
+        }
+    }
+
     /// The URL of the completion endpoint.
     pub fn endpoint(&self) -> String {
-        match self.config.kind {
-            ProviderKind::Anthropic => format!("{}/v1/messages", self.base_url),
-            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
-                format!("{}/chat/completions", self.base_url)
-            }
+        match self.wire() {
+            Wire::Anthropic => format!("{}/v1/messages", self.base_url),
+            Wire::Responses => format!("{}/responses", self.base_url),
+            Wire::Chat(_) => format!("{}/chat/completions", self.base_url),
         }
+    }
+
+    /// How `model` reasons, when `[models.X]` says.
+    pub fn reasoning(&self, model: &str) -> Option<&ReasoningOptions> {
+        self.config.reasoning.get(model)
     }
 
     /// The exact JSON body [`Provider::complete`] sends for `req`.
@@ -287,15 +366,35 @@ impl Provider {
         req: &ProviderRequest,
         media: &dyn MediaResolver,
     ) -> Result<serde_json::Value, ProviderError> {
-        match self.config.kind {
-            ProviderKind::Anthropic => anthropic::request_body(req, media),
-            ProviderKind::OpenAi => {
-                openai::request_body(req, media, MaxTokensField::MaxCompletionTokens)
-            }
-            ProviderKind::OpenAiCompatible => {
-                openai::request_body(req, media, MaxTokensField::MaxTokens)
-            }
+        self.request_body_with(req, &RequestContext::default(), media)
+    }
+
+    /// The exact JSON body [`Provider::complete_with`] sends for `req` in
+    /// `ctx`.
+    pub fn request_body_with(
+        &self,
+        req: &ProviderRequest,
+        ctx: &RequestContext,
+        media: &dyn MediaResolver,
+    ) -> Result<serde_json::Value, ProviderError> {
+        let reasoning = self.reasoning(&req.model);
+        match self.wire() {
+            Wire::Anthropic => anthropic::request_body_with(req, ctx, reasoning, media),
+            Wire::Responses => responses::request_body(req, ctx, reasoning, media),
+            Wire::Chat(field) => openai::request_body(req, media, field),
         }
+    }
+
+    /// Sends `req` with no provider state and no cache key; see
+    /// [`Provider::complete_with`].
+    pub async fn complete(
+        &self,
+        req: &ProviderRequest,
+        media: &dyn MediaResolver,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<AssistantTurn, ProviderError> {
+        self.complete_with(req, &RequestContext::default(), media, on_event)
+            .await
     }
 
     /// Sends `req`, streams the response to `on_event`, and returns the
@@ -305,20 +404,27 @@ impl Provider {
     /// the stream) are retried per the [`RetryPolicy`], announced with
     /// [`StreamEvent::Retrying`]. A response that ends before its terminal
     /// event is [`ProviderError::Interrupted`] and nothing of it is returned.
-    pub async fn complete(
+    /// A refusal as too long ([`ProviderError::ContextTooLong`]) is never
+    /// retried.
+    pub async fn complete_with(
         &self,
         req: &ProviderRequest,
+        ctx: &RequestContext,
         media: &dyn MediaResolver,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<AssistantTurn, ProviderError> {
-        let body = serde_json::to_vec(&self.request_body(req, media)?)
+        let body = serde_json::to_vec(&self.request_body_with(req, ctx, media)?)
             .map_err(|e| ProviderError::Config(format!("cannot serialize the request: {e}")))?;
+        let beta = match self.wire() {
+            Wire::Anthropic => anthropic::beta_header(req, self.reasoning(&req.model)),
+            _ => None,
+        };
         let url = self.endpoint();
         let policy = self.config.retry;
         let max_attempts = policy.max_attempts.max(1);
         let mut attempt = 1;
         loop {
-            match self.attempt(&url, &body, on_event).await {
+            match self.attempt(&url, &body, beta, on_event).await {
                 Ok(turn) => return Ok(turn),
                 Err(AttemptError::Fatal(e)) => return Err(e),
                 Err(AttemptError::Retryable {
@@ -370,6 +476,7 @@ impl Provider {
         &self,
         url: &str,
         body: &[u8],
+        beta: Option<&'static str>,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<AssistantTurn, AttemptError> {
         let kind = self.config.kind;
@@ -384,6 +491,9 @@ impl Provider {
         match kind {
             ProviderKind::Anthropic => {
                 rb = rb.header("anthropic-version", anthropic::ANTHROPIC_VERSION);
+                if let Some(b) = beta {
+                    rb = rb.header("anthropic-beta", b);
+                }
                 if let Some(k) = key {
                     rb = rb.header("x-api-key", k);
                 }
@@ -418,6 +528,15 @@ impl Provider {
             let message = error::error_message_from_body(&text);
             let code = status.as_u16();
             let status_text = status.canonical_reason().unwrap_or("").to_string();
+            if matches!(code, 400 | 413 | 422) && error::is_context_length(&text) {
+                let (reported_tokens, limit_tokens) = error::context_figures(&message);
+                return Err(AttemptError::Fatal(ProviderError::ContextTooLong {
+                    provider,
+                    message,
+                    reported_tokens,
+                    limit_tokens,
+                }));
+            }
             if retry::is_retryable_status(code) {
                 let kind_note = error::error_kind_from_body(&text)
                     .map(|k| format!(" [{k}]"))
@@ -447,11 +566,11 @@ impl Provider {
             }));
         }
 
-        let mut state: Box<dyn WireStream> = match kind {
-            ProviderKind::Anthropic => Box::new(anthropic::AnthropicStream::new()),
-            ProviderKind::OpenAi | ProviderKind::OpenAiCompatible => {
-                Box::new(openai::OpenAiStream::new(provider))
-            }
+        let wire = self.wire();
+        let mut state: Box<dyn WireStream> = match wire {
+            Wire::Anthropic => Box::new(anthropic::AnthropicStream::new()),
+            Wire::Responses => Box::new(responses::ResponsesStream::new()),
+            Wire::Chat(_) => Box::new(openai::OpenAiStream::new(provider)),
         };
         let mut parser = SseParser::new();
         let mut stream = resp.bytes_stream();
@@ -493,9 +612,10 @@ impl Provider {
         if state.may_end_without_terminal() && !parser.has_pending() {
             return state.into_turn().map_err(AttemptError::Fatal);
         }
-        let terminal = match kind {
-            ProviderKind::Anthropic => "message_stop",
-            _ => "data: [DONE]",
+        let terminal = match wire {
+            Wire::Anthropic => "message_stop",
+            Wire::Responses => "response.completed",
+            Wire::Chat(_) => "data: [DONE]",
         };
         Err(AttemptError::Fatal(ProviderError::Interrupted {
             provider,
@@ -564,9 +684,16 @@ mod tests {
         let mut c = ProviderConfig::new(ProviderKind::OpenAi);
         c.api_key = Some("k".into());
         assert_eq!(
+            Provider::new(c.clone()).unwrap().endpoint(),
+            "https://api.openai.com/v1/responses"
+        );
+        c.openai_wire = "chat".parse().unwrap();
+        assert_eq!(
             Provider::new(c).unwrap().endpoint(),
             "https://api.openai.com/v1/chat/completions"
         );
+        let e = "graphql".parse::<OpenAiWire>().unwrap_err().to_string();
+        assert!(e.contains("[provider] wire") && e.contains("chat"), "{e}");
         assert_eq!(
             "ollama".parse::<ProviderKind>().unwrap(),
             ProviderKind::OpenAiCompatible

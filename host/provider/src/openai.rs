@@ -217,6 +217,7 @@ pub fn map_usage(u: &Value) -> Usage {
         cache_read_tokens: cache_read,
         cache_creation_tokens: None,
         cache_miss_tokens: cache_miss,
+        reasoning_tokens: opt_u64(u.pointer("/completion_tokens_details/reasoning_tokens")),
     }
 }
 
@@ -376,6 +377,7 @@ impl WireStream for OpenAiStream {
             parts,
             stop_reason,
             usage: self.usage.unwrap_or_default(),
+            provider_state: None,
         })
     }
 }

@@ -6,6 +6,7 @@
 //! response streams, the caller receives transient [`StreamEvent`]s; only the
 //! final [`AssistantTurn`] is ever committed.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use latch_engine_sdk::types::{KernelContextKind, MediaRef, Message, Part};
@@ -103,6 +104,10 @@ pub struct Usage {
     pub cache_creation_tokens: Option<u64>,
     /// Input tokens not served from the cache (written to it or not).
     pub cache_miss_tokens: Option<u64>,
+    /// Output tokens the model spent reasoning (part of `output_tokens`),
+    /// when the provider says so.
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
 }
 
 impl Usage {
@@ -175,6 +180,73 @@ pub struct AssistantTurn {
     pub stop_reason: StopReason,
     /// What the provider reported.
     pub usage: Usage,
+    /// Opaque blocks the provider requires back unchanged (signed thinking,
+    /// encrypted reasoning); `None` when there were none. Never shown,
+    /// never searchable, never the engine's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_state: Option<ProviderState>,
+}
+
+/// Opaque provider state of one assistant message: the blocks a provider
+/// sent that are not conversation (Anthropic `thinking` /
+/// `redacted_thinking` blocks with their signatures, OpenAI Responses
+/// `reasoning` items with `encrypted_content`) and that it requires back,
+/// unchanged, when the conversation continues.
+///
+/// Each block is kept as the exact JSON text Latch assembled from the
+/// stream and is replayed as those bytes; Latch never reads its content.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderState {
+    /// The wire format that produced the blocks (`anthropic`,
+    /// `openai-responses`); blocks are only replayed to the same one.
+    pub wire: String,
+    /// The blocks, in the order the provider sent them.
+    pub blocks: Vec<OpaqueBlock>,
+}
+
+/// One opaque block and where it sat among the message's visible parts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpaqueBlock {
+    /// How many of the message's visible parts came before it.
+    pub before_part: usize,
+    /// The block's exact JSON text.
+    pub json: String,
+}
+
+impl ProviderState {
+    /// The blocks as JSON values (a block that is not JSON is left out;
+    /// Latch only stores blocks it serialized itself).
+    pub(crate) fn values(&self) -> impl Iterator<Item = (usize, serde_json::Value)> + '_ {
+        self.blocks.iter().filter_map(|b| {
+            serde_json::from_str(&b.json)
+                .ok()
+                .map(|v| (b.before_part, v))
+        })
+    }
+}
+
+/// Per-session request context beside the engine's view: the opaque
+/// provider state of the view's assistant messages and the prompt-cache
+/// routing key.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RequestContext {
+    /// Provider state by index into [`ProviderRequest::messages`] (assistant
+    /// messages only).
+    pub replay: BTreeMap<usize, ProviderState>,
+    /// Routes requests that share a prefix to the same cache (OpenAI
+    /// Responses `prompt_cache_key`); Latch sets the session id.
+    pub cache_key: Option<String>,
+}
+
+/// How a model reasons, per model (`[models.X]`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasoningOptions {
+    /// Anthropic extended thinking: the thinking budget in tokens (at least
+    /// 1024 and below `max_tokens`); `None` leaves thinking off.
+    pub thinking_budget_tokens: Option<u32>,
+    /// OpenAI reasoning effort (`minimal`, `low`, `medium`, `high`);
+    /// `None` sends no reasoning settings (for models that do not reason).
+    pub reasoning_effort: Option<String>,
 }
 
 impl AssistantTurn {

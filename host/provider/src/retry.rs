@@ -4,8 +4,10 @@
 //! "overloaded"), connection failures before a response, and overload or
 //! server errors the provider reports inside a stream. A `retry-after`
 //! (seconds) or `retry-after-ms` header replaces the computed delay, capped
-//! at [`RetryPolicy::max_retry_after`]. There is no jitter: the same failures
-//! give the same schedule, so tests and transcripts are reproducible.
+//! at [`RetryPolicy::max_retry_after`]. The computed backoff is spread
+//! downwards by up to [`RetryPolicy::jitter_percent`] at random, so clients
+//! that failed together do not retry together; it never exceeds the
+//! schedule (0 makes it exact).
 
 use std::time::Duration;
 
@@ -23,6 +25,9 @@ pub struct RetryPolicy {
     pub max_backoff: Duration,
     /// The most Latch waits when the provider sends `retry-after`.
     pub max_retry_after: Duration,
+    /// Up to this share (percent) of a computed backoff is taken off at
+    /// random; a provider's `retry-after` is honoured exactly.
+    pub jitter_percent: u32,
 }
 
 impl Default for RetryPolicy {
@@ -32,6 +37,7 @@ impl Default for RetryPolicy {
             initial_backoff: Duration::from_secs(1),
             max_backoff: Duration::from_secs(30),
             max_retry_after: Duration::from_secs(60),
+            jitter_percent: 25,
         }
     }
 }
@@ -55,13 +61,34 @@ impl RetryPolicy {
             .min(self.max_backoff)
     }
 
-    /// The delay before `next_attempt`, honouring a provider's `retry-after`.
+    /// The delay before `next_attempt`, honouring a provider's `retry-after`;
+    /// a computed backoff gets its jitter.
     pub fn delay(&self, next_attempt: u32, retry_after: Option<Duration>) -> Duration {
         match retry_after {
             Some(d) => d.min(self.max_retry_after),
-            None => self.backoff(next_attempt),
+            None => self.jittered(self.backoff(next_attempt), random_unit()),
         }
     }
+
+    /// `base` less `unit × jitter_percent` of it (`unit` in `[0, 1)`).
+    pub fn jittered(&self, base: Duration, unit: f64) -> Duration {
+        let share = f64::from(self.jitter_percent.min(100)) / 100.0;
+        base.mul_f64(1.0 - share * unit.clamp(0.0, 1.0))
+    }
+}
+
+/// A random number in `[0, 1)` from the standard library's per-process
+/// random hash keys (no extra dependency; quality is ample for jitter).
+fn random_unit() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// True for HTTP statuses worth retrying.
@@ -95,8 +122,11 @@ mod tests {
             initial_backoff: Duration::from_millis(100),
             max_backoff: Duration::from_millis(500),
             max_retry_after: Duration::from_secs(2),
+            jitter_percent: 0,
         };
         let got: Vec<u128> = (2..7).map(|a| p.backoff(a).as_millis()).collect();
+        let exact: Vec<u128> = (2..7).map(|a| p.delay(a, None).as_millis()).collect();
+        assert_eq!(exact, got, "without jitter the schedule is exact");
         assert_eq!(got, vec![100, 200, 400, 500, 500]);
         assert_eq!(
             p.delay(2, Some(Duration::from_secs(9))),
@@ -105,6 +135,30 @@ mod tests {
         assert_eq!(
             p.delay(3, Some(Duration::from_millis(7))),
             Duration::from_millis(7)
+        );
+    }
+
+    #[test]
+    fn jitter_spreads_backoff_downwards_only() {
+        let p = RetryPolicy {
+            jitter_percent: 50,
+            ..RetryPolicy::default()
+        };
+        let base = p.backoff(3);
+        assert_eq!(p.jittered(base, 0.0), base);
+        assert_eq!(p.jittered(base, 0.5), base.mul_f64(0.75));
+        let delays: std::collections::BTreeSet<Duration> =
+            (0..64).map(|_| p.delay(3, None)).collect();
+        assert!(delays.len() > 1, "jitter must vary the delay: {delays:?}");
+        assert!(
+            delays.iter().all(|d| *d <= base && *d >= base / 2),
+            "{delays:?} outside [{:?}, {base:?}]",
+            base / 2
+        );
+        // retry-after is honoured exactly.
+        assert_eq!(
+            p.delay(3, Some(Duration::from_millis(70))),
+            Duration::from_millis(70)
         );
     }
 

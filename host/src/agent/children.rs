@@ -28,6 +28,14 @@ pub trait Delegation: Send {
     /// At a safe model boundary: the deliveries to append before the next
     /// request, or an error that ends the turn (a cancellation).
     fn at_safe_boundary(&mut self, session: &SessionRecord) -> Result<Vec<EventKind>, AgentError>;
+
+    /// The model ended its turn (a safe boundary too): while work it
+    /// started still runs, wait until a result of it waits, and return the
+    /// deliveries that continue the turn; empty when nothing runs or waits.
+    /// By default nothing is awaited.
+    fn settle(&mut self, _session: &SessionRecord) -> Result<Vec<EventKind>, AgentError> {
+        Ok(Vec::new())
+    }
 }
 
 impl Agent {
@@ -57,6 +65,22 @@ impl Agent {
         };
         let events = delegation.at_safe_boundary(&self.session)?;
         self.append_batch(events, observer)
+    }
+
+    /// The model ended its turn: true when deliveries (a child's report
+    /// that arrived, or that it waited for) were appended and the turn goes
+    /// on, so a parent continues after its children finish.
+    pub(crate) fn settle_children(
+        &mut self,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<bool, AgentError> {
+        let Some(delegation) = self.delegation.as_mut() else {
+            return Ok(false);
+        };
+        let events = delegation.settle(&self.session)?;
+        let more = !events.is_empty();
+        self.append_batch(events, observer)?;
+        Ok(more)
     }
 
     /// Commit the answer of a delegation tool call; false when `call` is

@@ -124,6 +124,9 @@ impl Agent {
         observer: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<(), AgentError> {
         let queued = self.control.take_steering();
+        if queued.is_empty() {
+            return Ok(());
+        }
         self.append_batch(
             queued
                 .into_iter()
@@ -145,6 +148,9 @@ impl Agent {
             .store
             .with_kernel(&self.session.id, |k| k.unfinished().open_calls.clone())?;
         let n = open.len();
+        if n == 0 {
+            return Ok(0);
+        }
         self.append_batch(
             open.into_iter()
                 .map(|c| {

@@ -13,6 +13,17 @@ pub enum AgentError {
     /// The provider failed.
     #[error(transparent)]
     Provider(#[from] ProviderError),
+    /// The provider refused the request as longer than the model's window;
+    /// it is not retried unchanged (its count now calibrates the budget).
+    #[error(
+        "{source} (Latch estimated the request at {estimated_tokens} tokens; the provider's count now tightens the budget, so continuing sends less; lower [models.X] context_window_tokens if it recurs)"
+    )]
+    ContextTooLong {
+        /// Latch's estimate of the refused request.
+        estimated_tokens: u64,
+        /// The provider's refusal, with its own figures when it gave them.
+        source: ProviderError,
+    },
     /// The store failed.
     #[error("event store: {0}")]
     Store(#[from] StoreError),
@@ -62,6 +73,9 @@ pub enum AgentError {
     /// The user interrupted the turn (Esc or Ctrl-C in the terminal UI).
     #[error("interrupted by the user")]
     Interrupted,
+    /// The configured sandbox cannot be enforced on this machine.
+    #[error(transparent)]
+    Sandbox(#[from] latch_sandbox::SandboxError),
     /// The async runtime could not start.
     #[error("could not start the I/O runtime: {0}")]
     Runtime(String),

@@ -7,11 +7,14 @@
 //! own behind the engine's back: the provider sees the engine's view, the tool
 //! schemas and nothing else.
 
+pub mod calibration;
 pub mod children;
 mod control;
 mod error;
 mod guarded;
+pub mod permissions;
 pub mod prompt;
+pub mod provider_io;
 pub mod recall;
 mod repair;
 pub mod tools;
@@ -20,6 +23,8 @@ mod turn;
 pub use children::Delegation;
 pub use control::TurnControl;
 pub use error::AgentError;
+pub use permissions::{Decision, DecisionPort, Permissions};
+pub use provider_io::ProviderFigures;
 
 use crate::engine::{ContextEngine, EngineFailure};
 use guarded::GuardedView;
@@ -43,6 +48,9 @@ pub struct AgentOptions {
     /// Working-memory mark (`[context] recent_tokens`), overriding the engine's
     /// default.
     pub recent_tokens: Option<u64>,
+    /// Approval mode, sandbox and decision port; `None` (the default): no
+    /// approvals and the tools' own sandbox.
+    pub permissions: Option<Permissions>,
 }
 
 impl Default for AgentOptions {
@@ -52,6 +60,7 @@ impl Default for AgentOptions {
             max_steps: None,
             max_tokens: 8_192,
             recent_tokens: None,
+            permissions: None,
         }
     }
 }
@@ -62,7 +71,8 @@ impl Default for AgentOptions {
 pub enum AgentEvent<'a> {
     /// A transient streamed text delta.
     TextDelta(&'a str),
-    /// The provider reported reasoning (never its text).
+    /// The provider reported reasoning (never its text). How many tokens
+    /// it spent is in the committed usage event (`reasoning_tokens`).
     Reasoning,
     /// The provider is being retried.
     Retrying { attempt: u32, reason: &'a str },
@@ -93,6 +103,21 @@ pub trait ToolSet: Send {
     fn on_resume(&mut self) {}
     /// The agent is shutting down: stop what the tools started.
     fn shutdown(&mut self) {}
+    /// Run every command in a sandbox under `policy` (called once, when the
+    /// agent is built with [`AgentOptions::permissions`]). A tool set that
+    /// spawns nothing has nothing to confine.
+    fn use_sandbox(&mut self, _policy: &latch_sandbox::SandboxPolicy) -> Result<(), AgentError> {
+        Ok(())
+    }
+    /// What `call` is about to do, for the approval policy; `None`: nothing
+    /// that needs approval.
+    fn preview(&self, _call: &ToolCall) -> Option<latch_tools::Preview> {
+        None
+    }
+    /// Execute a call the user allowed to run outside the sandbox.
+    fn execute_escalated(&mut self, call: &ToolCall) -> ToolResult {
+        self.execute(call)
+    }
 }
 
 /// One session's agent.
@@ -129,6 +154,9 @@ pub struct Agent {
     delegation: Option<Box<dyn Delegation>>,
     /// Interrupts and steering from a surface (see [`TurnControl`]).
     control: TurnControl,
+    /// Pending permission requests and session grants, folded from the log
+    /// when first needed.
+    permission_log: Option<latch_kernel::PermissionLog>,
 }
 
 impl Agent {
@@ -140,9 +168,12 @@ impl Agent {
         workspace: PathBuf,
         engine: Box<dyn ContextEngine>,
         provider: Provider,
-        tools: Box<dyn ToolSet>,
+        mut tools: Box<dyn ToolSet>,
         options: AgentOptions,
     ) -> Result<Agent, AgentError> {
+        if let Some(p) = &options.permissions {
+            tools.use_sandbox(&p.sandbox)?;
+        }
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -181,6 +212,7 @@ impl Agent {
             engine_tainted: None,
             delegation: None,
             control: TurnControl::default(),
+            permission_log: None,
         })
     }
 
@@ -297,6 +329,9 @@ impl Agent {
             budget.recent_tokens = recent;
         }
         budget.tools_tokens = self.tools_tokens();
+        // The provider's own count, learnt from its usage reports, tightens
+        // the budget (never loosens it below the estimator's).
+        calibration::tighten(&mut budget, self.calibration()?);
         Ok(ContextRequest {
             system_prompt: self.system_prompt.clone(),
             session_context: self.session_context.clone(),
@@ -402,26 +437,37 @@ impl Agent {
     /// request.
     pub fn last_usage(&self) -> Result<Option<(latch_provider::Usage, Option<u64>)>, AgentError> {
         let events = self.store.events_before(&self.session.id, u64::MAX, 200)?;
-        Ok(events.iter().find_map(|e| match &e.kind {
-            EventKind::ProviderUsage {
-                input_tokens,
-                output_tokens,
-                cache_read_tokens,
-                cache_creation_tokens,
-                cache_miss_tokens,
-                common_prefix_tokens,
-            } => Some((
-                latch_provider::Usage {
-                    input_tokens: Some(*input_tokens),
-                    output_tokens: Some(*output_tokens),
-                    cache_read_tokens: *cache_read_tokens,
-                    cache_creation_tokens: *cache_creation_tokens,
-                    cache_miss_tokens: *cache_miss_tokens,
-                },
-                *common_prefix_tokens,
-            )),
+        Ok(events.iter().find_map(|e| provider_io::usage_of(&e.kind)))
+    }
+
+    /// The provider-to-estimate ratio of this session's provider and model,
+    /// reduced from the stored usage reports.
+    pub fn calibration(&self) -> Result<Option<calibration::Calibration>, AgentError> {
+        Ok(provider_io::calibration_of(
+            &self.store,
+            self.provider.kind().name(),
+            &self.session.model.model,
+        )?)
+    }
+
+    /// The provider's side of `/context`: the figures it reported for the
+    /// last request beside Latch's estimate of it, and the calibration.
+    pub fn provider_figures(&self) -> Result<ProviderFigures, AgentError> {
+        let events = self.store.events_before(&self.session.id, u64::MAX, 200)?;
+        let last = events.iter().find_map(|e| match &e.kind {
+            k @ EventKind::ProviderUsage {
+                estimated_input_tokens,
+                ..
+            } => provider_io::usage_of(k).map(|(u, _)| (u, *estimated_input_tokens)),
             _ => None,
-        }))
+        });
+        Ok(ProviderFigures {
+            provider: self.provider.kind().name().to_string(),
+            model: self.session.model.model.clone(),
+            last: last.map(|(u, _)| u),
+            last_estimated_input_tokens: last.and_then(|(_, e)| e),
+            calibration: self.calibration()?,
+        })
     }
 }
 

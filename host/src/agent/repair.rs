@@ -20,6 +20,8 @@ impl Agent {
         &mut self,
         observer: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<usize, AgentError> {
+        // A request that waited for a decision is answered as denied first.
+        let settled = self.settle_permissions(observer)?;
         let open = self
             .store
             .with_kernel(&self.session.id, |k| k.unfinished().clone())?;
@@ -43,6 +45,6 @@ impl Agent {
         }
         let n = repairs.len();
         self.append_batch(repairs, observer)?;
-        Ok(n)
+        Ok(settled + n)
     }
 }

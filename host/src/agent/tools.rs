@@ -1,9 +1,12 @@
 //! The agent's tool set: `latch-tools` bound to one session's context.
 
+use super::AgentError;
 use super::ToolSet;
 use latch_engine_sdk::types::{ToolCall, ToolResult};
 use latch_provider::ToolSchema;
+use latch_sandbox::{Sandbox, SandboxPolicy};
 use latch_tools::ToolContext;
+use std::sync::Arc;
 
 /// The standard tools (files, search, shell, validation, task state,
 /// completion) for one session.
@@ -42,6 +45,24 @@ impl ToolSet for StandardTools {
         {
             tracing::warn!("could not settle managed processes of an earlier run: {e}");
         }
+    }
+
+    fn use_sandbox(&mut self, policy: &SandboxPolicy) -> Result<(), AgentError> {
+        let sandbox = Sandbox::new(policy.clone(), self.ctx.workspace(), self.ctx.session())?;
+        self.ctx = self.ctx.clone().with_sandbox(Arc::new(sandbox));
+        Ok(())
+    }
+
+    fn preview(&self, call: &ToolCall) -> Option<latch_tools::Preview> {
+        Some(latch_tools::preview(&self.ctx, call))
+    }
+
+    fn execute_escalated(&mut self, call: &ToolCall) -> ToolResult {
+        let outside = self
+            .ctx
+            .clone()
+            .with_sandbox(Arc::new(Sandbox::full_access()));
+        latch_tools::execute(&outside, call).result
     }
 
     fn shutdown(&mut self) {

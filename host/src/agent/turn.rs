@@ -4,10 +4,14 @@
 //! moment its call finishes; an answer cut off at the output limit is
 //! continued, not taken for the end of the turn.
 
+use super::permissions::Permit;
+use super::provider_io::{self, RequestFigures};
 use super::{Agent, AgentError, AgentEvent, StoreMedia, TurnOutcome, fill_provider_metrics};
 use latch_engine_sdk::types::{Part, SessionContext, ToolCall};
 use latch_kernel::EventKind;
-use latch_provider::{AssistantTurn, CacheHints, ProviderRequest, StopReason, StreamEvent};
+use latch_provider::{
+    AssistantTurn, CacheHints, ProviderError, ProviderRequest, StopReason, StreamEvent, Usage,
+};
 
 /// Consecutive answers cut off at the output limit that are continued before
 /// the turn reports the truncation.
@@ -159,7 +163,15 @@ impl Agent {
                 max_tokens: self.options.max_tokens,
             };
             let media = StoreMedia(self.store.clone());
-            let turn: AssistantTurn = {
+            let ctx =
+                provider_io::request_context(&self.store, &self.session.id, &request.messages)?;
+            let figures = RequestFigures {
+                provider: self.provider.kind().name(),
+                model: &self.session.model.model,
+                estimated_input_tokens: view.report.total_tokens,
+                common_prefix_tokens: view.report.common_prefix_tokens,
+            };
+            let result = {
                 let provider = &self.provider;
                 let mut on_event = |e: StreamEvent| match e {
                     StreamEvent::TextDelta(t) => observer(AgentEvent::TextDelta(&t)),
@@ -172,26 +184,36 @@ impl Agent {
                     }),
                     _ => {}
                 };
-                self.interruptible(provider.complete(&request, &media, &mut on_event))??
+                // Esc drops the request in flight (see `TurnControl`).
+                self.interruptible(provider.complete_with(&request, &ctx, &media, &mut on_event))?
+            };
+            let turn: AssistantTurn = match result {
+                Ok(turn) => turn,
+                Err(source @ ProviderError::ContextTooLong { .. }) => {
+                    // Refused as too long: never retried unchanged. The
+                    // provider's count is recorded so calibration tightens
+                    // the next request's budget.
+                    let reported = match &source {
+                        ProviderError::ContextTooLong {
+                            reported_tokens, ..
+                        } => *reported_tokens,
+                        _ => None,
+                    };
+                    let usage = Usage {
+                        input_tokens: reported,
+                        ..Usage::default()
+                    };
+                    self.append(provider_io::usage_event(&usage, &figures), observer)?;
+                    return Err(AgentError::ContextTooLong {
+                        estimated_tokens: figures.estimated_input_tokens,
+                        source,
+                    });
+                }
+                Err(e) => return Err(e.into()),
             };
             let calls: Vec<ToolCall> = turn.tool_calls().cloned().collect();
             let usage = &turn.usage;
-            self.append_batch(
-                vec![
-                    EventKind::AssistantMessage {
-                        parts: turn.parts.clone(),
-                    },
-                    EventKind::ProviderUsage {
-                        input_tokens: usage.input_tokens.unwrap_or(0),
-                        output_tokens: usage.output_tokens.unwrap_or(0),
-                        cache_read_tokens: usage.cache_read_tokens,
-                        cache_creation_tokens: usage.cache_creation_tokens,
-                        cache_miss_tokens: usage.cache_miss_tokens,
-                        common_prefix_tokens: Some(view.report.common_prefix_tokens),
-                    },
-                ],
-                observer,
-            )?;
+            self.append_batch(provider_io::turn_events(&turn, &figures), observer)?;
             if calls.is_empty() && turn.stop_reason == StopReason::MaxTokens {
                 // Cut off, not finished: the model is told and continues.
                 truncated += 1;
@@ -211,6 +233,11 @@ impl Agent {
                 continue;
             }
             truncated = 0;
+            // Children still at work when the model ends its turn: their
+            // reports continue it.
+            if calls.is_empty() && self.settle_children(observer)? {
+                continue;
+            }
             if calls.is_empty() {
                 let prefix = view.report.common_prefix_tokens;
                 let mut report = view.report;
@@ -231,7 +258,12 @@ impl Agent {
                 let result = if call.name == latch_engine_sdk::RECALL_TOOL {
                     self.recall_tool(call)
                 } else {
-                    self.tools.execute(call)
+                    match self.permit(call, observer)? {
+                        Permit::Run => self.tools.execute(call),
+                        Permit::RunEscalated => self.tools.execute_escalated(call),
+                        // The denial and the call's result are committed.
+                        Permit::Denied => continue,
+                    }
                 };
                 self.append(EventKind::ToolResult(result), observer)?;
             }

@@ -4,7 +4,8 @@
 //! drives the real agent loop, tools, store and engine against a scripted
 //! model that the local wire-format server speaks exactly as Anthropic's
 //! Messages API does: read, edit, validate, complete. Then it prints the
-//! transcript and the `/context` report.
+//! transcript and the `/context` report. `latch demo team` (the
+//! [`super::demo_team`] scenario) runs on the same rig ([`DemoRig`]).
 
 use super::render;
 use super::session_cmd::printer;
@@ -62,39 +63,63 @@ pub fn demo_script() -> Script {
     ])
 }
 
-/// Everything a demo session runs on: the project in a temporary
-/// directory, the scripted model on its own I/O thread, the store and the
-/// provider pointed at the model.
+/// The scenarios of `latch demo`, beyond the default single-agent one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Scenario {
+    /// A parent delegates two fixes to two children working in parallel
+    /// (one fails once and recovers), waits, and proves the result.
+    Team,
+}
+
+/// `latch demo [SCENARIO]`.
+pub fn run_scenario(
+    scenario: Option<Scenario>,
+    keep: bool,
+    store: Option<&Path>,
+) -> anyhow::Result<i32> {
+    match scenario {
+        None => demo(keep, store),
+        Some(Scenario::Team) => super::demo_team::demo_team(keep, store),
+    }
+}
+
+/// What every offline demo runs on: a project in a temporary directory,
+/// the scripted model served over HTTP on its own I/O runtime, the store,
+/// the embedded default engine and the provider pointed at the server.
 pub struct DemoRig {
     /// The project directory (removed on drop unless kept).
     pub dir: tempfile::TempDir,
     /// Its canonical path.
     pub workspace: std::path::PathBuf,
-    /// The scripted model's runtime.
+    /// The I/O runtime the server runs on.
     pub io: tokio::runtime::Runtime,
     /// The scripted model.
     pub server: FakeServer,
-    /// Workspace, store and (default) configuration.
-    pub env: Env,
-    /// The provider, pointed at the scripted model.
-    pub provider: ProviderChoice,
     /// Where the store lives.
     pub store_path: std::path::PathBuf,
+    /// Workspace, store and (default) configuration.
+    pub env: Env,
+    /// The provider, pointed at the server's Anthropic endpoint.
+    pub provider: ProviderChoice,
 }
 
 impl DemoRig {
-    /// Create the project and start the scripted model; `store` (`--store
-    /// PATH`) records the session there instead of in the project.
-    pub fn start(store: Option<&Path>) -> anyhow::Result<DemoRig> {
+    /// Write the project with `write`, start `script`, open the store (in
+    /// the project unless `store` names one).
+    pub fn start(
+        write: impl FnOnce(&Path) -> std::io::Result<()>,
+        script: Script,
+        store: Option<&Path>,
+    ) -> anyhow::Result<DemoRig> {
         let dir = tempfile::Builder::new().prefix("latch-demo-").tempdir()?;
         let workspace = std::fs::canonicalize(dir.path())?;
-        write_project(&workspace)?;
-        // The scripted model runs on its own I/O thread for the whole demo.
+        write(&workspace)?;
+        // The scripted model runs on its own I/O threads for the whole demo.
         let io = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
+            .worker_threads(2)
             .enable_all()
             .build()?;
-        let server = io.block_on(FakeServer::start(demo_script()))?;
+        let server = io.block_on(FakeServer::start(script))?;
         let store_path = match store {
             Some(path) => path.to_path_buf(),
             None => latch_kernel::default_store_path(&workspace),
@@ -106,6 +131,9 @@ impl DemoRig {
             // The demo always runs on the embedded default engine.
             config: LoadedConfig::default(),
             max_steps: None,
+            // The default sandbox (workspace-write) and approval (on-request).
+            approval: None,
+            sandbox: None,
         };
         let provider = ProviderChoice {
             kind: ProviderKind::Anthropic,
@@ -123,35 +151,11 @@ impl DemoRig {
             workspace,
             io,
             server,
+            store_path,
             env,
             provider,
-            store_path,
         })
     }
-}
-
-/// `latch demo --tui`: the demo played in the terminal UI, which stays open
-/// on the finished session until the user quits (`q` or `/exit`).
-pub fn demo_tui(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
-    let rig = DemoRig::start(store)?;
-    let session = new_session(&rig.env, &rig.provider)?;
-    let title = format!(
-        "demo {} · scripted {} · builtin:continuity",
-        session.id, rig.provider.model
-    );
-    let agent = build_agent(&rig.env, session, &rig.provider, "demo")?;
-    let code = super::tui_cmd::open(
-        agent,
-        rig.env.workspace_key(),
-        title,
-        Some(DEMO_TASK.to_string()),
-        true,
-    )?;
-    rig.io.block_on(rig.server.shutdown());
-    if keep {
-        println!("project kept at {}", rig.dir.keep().display());
-    }
-    Ok(code)
 }
 
 /// Run the demo; `keep` leaves the project directory in place, and `store`
@@ -163,10 +167,10 @@ pub fn demo(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
         workspace,
         io,
         server,
+        store_path,
         env,
         provider,
-        store_path,
-    } = DemoRig::start(store)?;
+    } = DemoRig::start(write_project, demo_script(), store)?;
     let session = new_session(&env, &provider)?;
     println!("Latch demo — workspace {}", workspace.display());
     println!(
@@ -178,12 +182,14 @@ pub fn demo(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
     let mut out = printer(false);
     let outcome = agent.run_turn(DEMO_TASK, &mut out);
     let report = agent.context_report();
+    let figures = agent.provider_figures();
     let requests = server.requests().len();
     io.block_on(server.shutdown());
     let outcome = outcome?;
     let fixed = std::fs::read_to_string(workspace.join("src/math.sh"))?;
     println!("\n── /context ──");
     print!("{}", render::report_table(&report?));
+    print!("{}", render::provider_table(&figures?));
     println!(
         "\n{} model requests, {} steps; src/math.sh now reads `{}`",
         requests,
@@ -205,4 +211,38 @@ pub fn demo(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
     }
     println!("demo finished in {:.1} s", started.elapsed().as_secs_f64());
     Ok(0)
+}
+
+/// `latch demo --tui`: the demo played in the terminal UI, which stays open
+/// on the finished session until the user quits (`q` or `/exit`). Only the
+/// single-agent demo plays in the UI for now.
+pub fn demo_tui(
+    scenario: Option<Scenario>,
+    keep: bool,
+    store: Option<&Path>,
+) -> anyhow::Result<i32> {
+    if let Some(Scenario::Team) = scenario {
+        anyhow::bail!(
+            "`latch demo team --tui` is not available yet: run `latch demo team` (line output) or `latch demo --tui`"
+        );
+    }
+    let rig = DemoRig::start(write_project, demo_script(), store)?;
+    let session = new_session(&rig.env, &rig.provider)?;
+    let title = format!(
+        "demo {} · scripted {} · builtin:continuity",
+        session.id, rig.provider.model
+    );
+    let agent = build_agent(&rig.env, session, &rig.provider, "demo")?;
+    let code = super::tui_cmd::open(
+        agent,
+        rig.env.workspace_key(),
+        title,
+        Some(DEMO_TASK.to_string()),
+        true,
+    )?;
+    rig.io.block_on(rig.server.shutdown());
+    if keep {
+        println!("project kept at {}", rig.dir.keep().display());
+    }
+    Ok(code)
 }

@@ -1,10 +1,15 @@
 //! The `latch` command line: argument parsing (clap) and the commands' entry
 //! points. Every command runs on the same store and configuration.
 
+pub mod approve;
 pub mod compare_cmd;
 pub mod demo;
+pub mod demo_team;
 pub mod engine_cmd;
+pub mod engine_new;
+pub mod group_cmd;
 pub mod render;
+pub mod sandbox_cmd;
 pub mod session_cmd;
 pub mod setup;
 pub mod tui_cmd;
@@ -56,6 +61,14 @@ pub struct GlobalArgs {
     /// max_steps`).
     #[arg(long, global = true, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub max_steps: Option<u64>,
+    /// When to ask before the agent acts: never, on-request, untrusted or
+    /// edits (default: `[permissions] approval`, else on-request).
+    #[arg(long, global = true, value_name = "MODE")]
+    pub approval: Option<latch_sandbox::ApprovalMode>,
+    /// What commands may touch: read-only, workspace-write or full-access
+    /// (default: `[sandbox] mode`, else workspace-write).
+    #[arg(long, global = true, value_name = "MODE")]
+    pub sandbox: Option<latch_sandbox::SandboxMode>,
 }
 
 /// The commands.
@@ -63,7 +76,7 @@ pub struct GlobalArgs {
 pub enum Command {
     /// An interactive session in the workspace (the default command).
     #[command(
-        after_help = "Slash commands: /context  /compact  /recall <query>  /exit\n\nExamples:\n  latch\n  latch --provider openai-compatible --base-url http://localhost:11434/v1 --model qwen2.5-coder chat"
+        after_help = "Slash commands: /context  /compact  /recall <query>  /group  /exit\n\nExamples:\n  latch\n  latch --provider openai-compatible --base-url http://localhost:11434/v1 --model qwen2.5-coder chat"
     )]
     Chat {
         /// Keep the line interface even on a terminal (the default on a
@@ -130,9 +143,12 @@ pub enum Command {
     /// A complete offline session on the embedded default engine, with a
     /// scripted model served in the provider's exact wire format.
     #[command(
-        after_help = "Examples:\n  latch demo\n  latch demo --keep    # keep the demo project to look at\n  latch demo --store /tmp/demo.db    # record the session in this store"
+        after_help = "Examples:\n  latch demo\n  latch demo team      # a parent and two children working in parallel\n  latch demo --keep    # keep the demo project to look at\n  latch demo --store /tmp/demo.db    # record the session in this store"
     )]
     Demo {
+        /// The scenario (default: one agent fixes a failing test).
+        #[arg(value_enum)]
+        scenario: Option<demo::Scenario>,
         /// Keep the demo project directory.
         #[arg(long)]
         keep: bool,
@@ -144,6 +160,16 @@ pub enum Command {
     /// Inspect and check context engines.
     #[command(subcommand)]
     Engine(EngineCommand),
+    /// The command sandbox: what this machine can enforce.
+    #[command(subcommand)]
+    Sandbox(sandbox_cmd::SandboxCommand),
+    /// A session's agent group: members and their state, tasks with
+    /// holder, status and dependencies, pending messages, last activity.
+    #[command(after_help = "Examples:\n  latch group\n  latch group 01jd2k")]
+    Group {
+        /// Session id or prefix (the root or any child; default: the latest).
+        session: Option<String>,
+    },
 }
 
 /// `latch history ...`.
@@ -200,6 +226,25 @@ pub enum EngineCommand {
         after_help = "Examples:\n  latch engine compare builtin:continuity baseline:summarize\n  latch engine compare builtin:continuity baseline:summarize my_engine.wasm --session steps80 --window 32k\n  latch engine compare builtin:continuity baseline:summarize --steps 20 --window 24k --json"
     )]
     Compare(compare_cmd::CompareArgs),
+    /// Scaffold an engine project in Rust, Python, JavaScript or C that
+    /// builds as-is and passes `latch engine check`.
+    #[command(
+        after_help = "Examples:\n  latch engine new my-engine --lang python\n  latch engine new my-engine --lang c --dir engines/my-engine\n  latch engine new my-engine --lang rust --sdk ../latch/sdk"
+    )]
+    New {
+        /// The engine's name: lowercase letters, digits, `-` and `_`.
+        name: String,
+        /// The language.
+        #[arg(long, value_enum)]
+        lang: engine_new::Lang,
+        /// Where to create the project (default: `./NAME`).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// The SDK a Rust engine depends on (default: the one this `latch`
+        /// was built from).
+        #[arg(long, value_name = "PATH")]
+        sdk: Option<PathBuf>,
+    },
 }
 
 /// The `latch` binary after logging is set up: parse `args` (the first is
@@ -247,6 +292,12 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Engine(EngineCommand::Compare(args))) => {
             compare_cmd::compare(&cli.global, &workspace, args)
         }
+        Some(Command::Engine(EngineCommand::New {
+            name,
+            lang,
+            dir,
+            sdk,
+        })) => engine_new::run(&name, lang, dir.as_deref(), sdk.as_deref()),
         None => interactive(&cli.global, &workspace, None, false),
         Some(Command::Chat { plain }) => interactive(&cli.global, &workspace, None, plain),
         Some(Command::Run { task, json }) => session_cmd::run(&cli.global, &workspace, &task, json),
@@ -273,9 +324,19 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             query,
             limit,
         }) => session_cmd::recall(&cli.global, &workspace, &session, &query, limit),
-        Some(Command::Demo { keep, tui: false }) => demo::demo(keep, cli.global.store.as_deref()),
-        Some(Command::Demo { keep, tui: true }) => {
-            demo::demo_tui(keep, cli.global.store.as_deref())
+        Some(Command::Demo {
+            scenario,
+            keep,
+            tui: false,
+        }) => demo::run_scenario(scenario, keep, cli.global.store.as_deref()),
+        Some(Command::Demo {
+            scenario,
+            keep,
+            tui: true,
+        }) => demo::demo_tui(scenario, keep, cli.global.store.as_deref()),
+        Some(Command::Sandbox(cmd)) => sandbox_cmd::run(&cli.global, &workspace, cmd),
+        Some(Command::Group { session }) => {
+            group_cmd::group(&cli.global, &workspace, session.as_deref())
         }
     }
 }

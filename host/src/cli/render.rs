@@ -44,6 +44,29 @@ pub fn event_line(event: &EventKind) -> Option<String> {
             terminal_safe(reason, 4 * MAX_PRINTED_CHARS)
         )),
         EventKind::ManualCompact => Some("  ◇ working memory reset (/compact)".into()),
+        EventKind::PermissionGranted {
+            subject, by, scope, ..
+        } => Some(format!(
+            "    ✓ allowed by {}{}: {}",
+            by.label(),
+            if *scope == latch_kernel::GrantScope::Session {
+                " (always, this session)"
+            } else {
+                ""
+            },
+            clip(&terminal_safe(subject, MAX_PRINTED_CHARS), 160)
+        )),
+        EventKind::PermissionDenied {
+            subject,
+            by,
+            reason,
+            ..
+        } => Some(format!(
+            "    ✗ denied by {}: {} ({})",
+            by.label(),
+            clip(&terminal_safe(subject, MAX_PRINTED_CHARS), 160),
+            clip(&terminal_safe(reason, MAX_PRINTED_CHARS), 200)
+        )),
         _ => None,
     }
 }
@@ -218,8 +241,109 @@ pub fn report_table(r: &ContextReport) -> String {
     s
 }
 
+/// The provider's side of `/context`: what it reported for the last
+/// request (every figure labelled, "unknown" when it did not say), Latch's
+/// estimate of that same request, and the calibration ratio.
+pub fn provider_table(f: &crate::agent::ProviderFigures) -> String {
+    let mut s = String::new();
+    let row = |s: &mut String, k: &str, v: String| s.push_str(&format!("  {k:<34} {v}\n"));
+    let n = |v: Option<u64>| v.map_or("unknown".to_string(), |v| v.to_string());
+    s.push_str(&format!(
+        "provider figures · {} · {}\n",
+        terminal_safe(&f.provider, 100),
+        terminal_safe(&f.model, 200)
+    ));
+    match &f.last {
+        None => row(&mut s, "last request (provider)", "none yet".into()),
+        Some(u) => {
+            row(
+                &mut s,
+                "last request input (provider)",
+                format!(
+                    "{} (Latch estimated ≈{})",
+                    n(u.input_tokens),
+                    n(f.last_estimated_input_tokens)
+                ),
+            );
+            row(&mut s, "last request output", n(u.output_tokens));
+            row(&mut s, "last request cache read", n(u.cache_read_tokens));
+            row(
+                &mut s,
+                "last request cache write",
+                n(u.cache_creation_tokens),
+            );
+            row(&mut s, "last request reasoning", n(u.reasoning_tokens));
+        }
+    }
+    row(
+        &mut s,
+        "calibration (provider ÷ estimate)",
+        match f.calibration {
+            Some(c) => format!(
+                "{:.3} over {} requests{}",
+                c.ratio,
+                c.samples,
+                if c.ratio > 1.0 {
+                    " (budget tightened)"
+                } else {
+                    " (estimator kept)"
+                }
+            ),
+            None => "unknown".into(),
+        },
+    );
+    s
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn provider_figures_label_every_figure_and_say_unknown() {
+        use crate::agent::ProviderFigures;
+        use crate::agent::calibration::Calibration;
+        let none = super::provider_table(&ProviderFigures {
+            provider: "openai".into(),
+            model: "gpt-test".into(),
+            ..ProviderFigures::default()
+        });
+        assert!(
+            none.contains("none yet") && none.contains("calibration"),
+            "{none}"
+        );
+        assert!(none.lines().last().unwrap().ends_with("unknown"), "{none}");
+        let some = super::provider_table(&ProviderFigures {
+            provider: "anthropic".into(),
+            model: "m".into(),
+            last: Some(latch_provider::Usage {
+                input_tokens: Some(1300),
+                output_tokens: Some(20),
+                cache_read_tokens: None,
+                cache_creation_tokens: None,
+                cache_miss_tokens: None,
+                reasoning_tokens: Some(7),
+            }),
+            last_estimated_input_tokens: Some(1000),
+            calibration: Some(Calibration {
+                ratio: 1.3,
+                samples: 4,
+            }),
+        });
+        assert!(some.contains("1300 (Latch estimated ≈1000)"), "{some}");
+        assert!(
+            some.lines()
+                .any(|l| l.contains("cache read") && l.ends_with("unknown")),
+            "{some}"
+        );
+        assert!(
+            some.lines()
+                .any(|l| l.contains("reasoning") && l.ends_with(" 7"))
+        );
+        assert!(
+            some.contains("1.300 over 4 requests (budget tightened)"),
+            "{some}"
+        );
+    }
+
     #[test]
     fn time_formats_utc() {
         assert_eq!(super::time(0), "1970-01-01 00:00");

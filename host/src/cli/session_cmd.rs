@@ -117,7 +117,7 @@ pub fn chat(
             agent.engine_name()
         );
     }
-    eprintln!("type a task, or /context /compact /recall <query> /exit");
+    eprintln!("type a task, or /context /compact /recall <query> /group /exit");
     let stdin = std::io::stdin();
     loop {
         print!("\n› ");
@@ -152,17 +152,32 @@ fn slash(agent: &mut Agent, line: &str, out: &mut (dyn FnMut(AgentEvent) + Send)
     let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
     let result = match cmd {
         "/exit" | "/quit" => return Slash::Exit,
-        "/context" => agent
-            .context_report()
-            .map(|r| print!("{}", render::report_table(&r))),
+        "/context" => agent.context_report().and_then(|r| {
+            let figures = agent.provider_figures()?;
+            print!(
+                "{}{}",
+                render::report_table(&r),
+                render::provider_table(&figures)
+            );
+            Ok(())
+        }),
         "/compact" => agent.compact(out).map(|n| {
             println!("working memory reset ({n} kernel-context entries start the new epoch)")
         }),
         "/recall" => agent
             .recall(rest.trim(), 10)
             .map(|events| print!("{}", render::recalled(&events))),
+        "/group" => {
+            match super::group_cmd::group_text(agent.store(), agent.session()) {
+                Ok(text) => print!("{}", super::group_cmd::printable(&text)),
+                Err(e) => eprintln!("error: {}", safe(&e.to_string())),
+            }
+            return Slash::Handled;
+        }
         c if c.starts_with('/') => {
-            eprintln!("unknown command {c}: try /context, /compact, /recall <query>, /exit");
+            eprintln!(
+                "unknown command {c}: try /context, /compact, /recall <query>, /group, /exit"
+            );
             return Slash::Handled;
         }
         _ => return Slash::Task,
@@ -289,6 +304,7 @@ pub fn context(
             agent.engine_name()
         );
         print!("{}", render::report_table(&report));
+        print!("{}", render::provider_table(&agent.provider_figures()?));
     }
     Ok(0)
 }

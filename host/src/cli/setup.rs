@@ -2,11 +2,14 @@
 //! configuration, provider and the session's agent.
 
 use super::GlobalArgs;
+use super::approve::TerminalApprover;
 use crate::agent::tools::StandardTools;
-use crate::agent::{Agent, AgentOptions};
+use crate::agent::{Agent, AgentOptions, DecisionPort, Permissions};
 use crate::config::{Config, LoadedConfig};
 use crate::supervisor::Supervisor;
-use crate::supervisor::children::{ChildRuntime, ParentAgents};
+use crate::supervisor::children::{
+    self, ChildObserver, ChildRuntime, ChildSettings, ParentAgents, UserResumedChild,
+};
 use anyhow::{Context, bail};
 use latch_kernel::{SessionRecord, Store};
 use latch_provider::{Provider, ProviderConfig, ProviderKind};
@@ -24,6 +27,10 @@ pub struct Env {
     /// Most model requests per turn (`--max-steps`, else `[agent]
     /// max_steps`); none by default.
     pub max_steps: Option<usize>,
+    /// `--approval`, over `[permissions] approval`.
+    pub approval: Option<latch_sandbox::ApprovalMode>,
+    /// `--sandbox`, over `[sandbox] mode`.
+    pub sandbox: Option<latch_sandbox::SandboxMode>,
 }
 
 impl Env {
@@ -67,6 +74,8 @@ impl Env {
             store: Arc::new(store),
             config,
             max_steps,
+            approval: global.approval,
+            sandbox: global.sandbox,
         })
     }
 
@@ -127,11 +136,15 @@ pub fn choose_provider(global: &GlobalArgs, config: &Config) -> anyhow::Result<P
              To try Latch offline: latch demo"
         ),
     };
-    let provider_config = ProviderConfig::from_env(
+    let mut provider_config = ProviderConfig::from_env(
         kind,
         config.provider.api_key.as_deref(),
         base_url.as_deref(),
     );
+    if let Some(wire) = &config.provider.wire {
+        provider_config.openai_wire = wire.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    provider_config.reasoning = config.reasoning();
     if kind.requires_api_key() && provider_config.api_key.is_none() {
         bail!(
             "the {} provider needs an API key: export {}=... or set [provider] api_key in .latch/config.toml",
@@ -149,11 +162,17 @@ pub fn choose_provider(global: &GlobalArgs, config: &Config) -> anyhow::Result<P
         .clone()
         .or_else(|| config.provider.model.clone())
         .unwrap_or_else(|| default_model(kind).to_string());
+    let max_tokens = config
+        .models
+        .get(&model)
+        .and_then(|m| m.max_tokens)
+        .or(config.provider.max_tokens)
+        .unwrap_or(8_192);
     Ok(ProviderChoice {
         kind,
         model,
         config: provider_config,
-        max_tokens: config.provider.max_tokens.unwrap_or(8_192),
+        max_tokens,
     })
 }
 
@@ -164,9 +183,23 @@ pub fn build_agent(
     provider: &ProviderChoice,
     mode: &str,
 ) -> anyhow::Result<Agent> {
+    build_agent_observed(env, session, provider, mode, None)
+}
+
+/// [`build_agent`], with `observer` seeing what the root's children commit.
+pub fn build_agent_observed(
+    env: &Env,
+    session: SessionRecord,
+    provider: &ProviderChoice,
+    mode: &str,
+    observer: Option<ChildObserver>,
+) -> anyhow::Result<Agent> {
     let supervisor = Arc::new(Supervisor::from_config(&env.config.config, &env.workspace)?);
     let engine = if session.parent.is_some() {
-        supervisor.child_engine(&session.id, &session.model)?
+        // A child's engine comes from its durable profile, as when its
+        // parent resumes it.
+        children::child_engine_from_profile(&supervisor, &env.store, &session)
+            .map_err(anyhow::Error::msg)?
     } else {
         supervisor.root_engine(&session.id, &session.model)?
     };
@@ -178,6 +211,7 @@ pub fn build_agent(
         max_tokens: provider.max_tokens,
         recent_tokens: env.config.config.context.recent_tokens,
         max_steps: env.max_steps,
+        permissions: Some(permissions(env, mode)),
     };
     let agent = Agent::new(
         env.store.clone(),
@@ -189,18 +223,56 @@ pub fn build_agent(
         options.clone(),
     )?;
     if !is_root {
-        return Ok(agent);
+        // A child the user drives: its parent hears of the run and gets
+        // its report, and it stays a member of its group with the same
+        // tools it had (its cached tool prefix holds).
+        let root = crate::supervisor::groups::root_of(agent.session()).to_string();
+        let delegation = crate::supervisor::groups::GroupMember::for_child(
+            Box::new(UserResumedChild::new(env.store.clone())),
+            env.store.clone(),
+            &root,
+        );
+        return Ok(agent.with_delegation(Box::new(delegation)));
+    }
+    // Children run in the same sandbox and never ask the terminal: what
+    // would need approval is denied with a reason their model sees.
+    let mut options = options;
+    if let Some(p) = options.permissions.as_mut() {
+        p.port = None;
     }
     // A root agent delegates: its children run on workers of their own.
-    let children = ChildRuntime::new(
+    let children = ChildRuntime::with_settings(
         env.store.clone(),
         env.workspace.clone(),
         supervisor,
         provider_client,
         options,
-        env.config.config.agents.max_concurrent,
+        ChildSettings {
+            observer,
+            ..ChildSettings::from_config(&env.config.config)
+        },
     );
-    Ok(agent.with_delegation(Box::new(ParentAgents::new(children))))
+    // The root leads its agent group: the group tools join the agent tools.
+    let root = agent.session().id.clone();
+    let delegation = crate::supervisor::groups::GroupMember::for_root(
+        Box::new(ParentAgents::new(children.clone())),
+        env.store.clone(),
+        &root,
+        children,
+    );
+    Ok(agent.with_delegation(Box::new(delegation)))
+}
+
+/// The approval mode and sandbox (flags over config) and who decides:
+/// the terminal in an interactive session, nobody otherwise.
+pub fn permissions(env: &Env, mode: &str) -> Permissions {
+    let config = &env.config.config;
+    Permissions {
+        approval: env.approval.unwrap_or(config.permissions.approval),
+        sandbox: config.sandbox.policy(&env.workspace, env.sandbox),
+        port: (mode == "interactive")
+            .then(|| Arc::new(TerminalApprover::default()) as Arc<dyn DecisionPort>),
+    }
 }
 
 /// Create a new root session for the chosen provider and model.

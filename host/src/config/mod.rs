@@ -2,6 +2,10 @@
 //! the user's `latch/config.toml`. Every table refuses unknown keys with the
 //! key's name and line, so a typo is never silently ignored.
 
+mod permissions;
+
+pub use permissions::{PermissionsConfig, SandboxConfig};
+
 use crate::engine::SandboxLimits;
 use crate::engine::runtime::EngineSource;
 use latch_engine_sdk::types::{EstimatorProfile, ModelProfile};
@@ -46,6 +50,12 @@ pub struct Config {
     /// Child agents.
     #[serde(default)]
     pub agents: AgentsConfig,
+    /// `[permissions]` and `[sandbox]`: approvals and the command sandbox.
+    #[serde(default)]
+    pub permissions: PermissionsConfig,
+    /// `[sandbox]`: what commands may touch.
+    #[serde(default)]
+    pub sandbox: SandboxConfig,
 }
 
 /// `[agents]`: child agents.
@@ -212,6 +222,9 @@ pub struct ProviderConfig {
     pub api_key: Option<String>,
     /// Most output tokens per response.
     pub max_tokens: Option<u32>,
+    /// The OpenAI API `kind = "openai"` speaks: `responses` (the default)
+    /// or `chat` (Chat Completions).
+    pub wire: Option<String>,
 }
 
 /// `[models.<name>]`.
@@ -226,6 +239,35 @@ pub struct ModelOverride {
     pub reserve_tokens: Option<u64>,
     /// `openai`, `anthropic` or `cjk-optimized`.
     pub estimator: Option<String>,
+    /// Most output tokens per response of this model (default: `[provider]
+    /// max_tokens`); a child spawned on this model answers within it.
+    pub max_tokens: Option<u32>,
+    /// Anthropic extended thinking: the thinking budget in tokens (at least
+    /// 1024, below `[provider] max_tokens`); unset leaves thinking off.
+    pub thinking_budget_tokens: Option<u32>,
+    /// OpenAI reasoning effort (`minimal`, `low`, `medium`, `high`) for a
+    /// reasoning model on the Responses API; unset sends none.
+    pub reasoning_effort: Option<String>,
+}
+
+impl Config {
+    /// How each configured model reasons (`[models.X]`
+    /// `thinking_budget_tokens` / `reasoning_effort`), by model name.
+    pub fn reasoning(&self) -> BTreeMap<String, latch_provider::ReasoningOptions> {
+        self.models
+            .iter()
+            .filter(|(_, m)| m.thinking_budget_tokens.is_some() || m.reasoning_effort.is_some())
+            .map(|(name, m)| {
+                (
+                    name.clone(),
+                    latch_provider::ReasoningOptions {
+                        thinking_budget_tokens: m.thinking_budget_tokens,
+                        reasoning_effort: m.reasoning_effort.clone(),
+                    },
+                )
+            })
+            .collect()
+    }
 }
 
 /// A configuration and the files it came from.

@@ -5,6 +5,7 @@
 //! policy refuses to spawn children rather than fall back to the default.
 
 pub mod children;
+pub mod groups;
 
 use crate::config::Config;
 use crate::engine::policy::{Brief, ChildPolicyComponent, PolicyError};

@@ -56,8 +56,13 @@ impl Usage {
             cache_creation_tokens,
             cache_miss_tokens,
             common_prefix_tokens,
+            ..
         } = event
         {
+            // A provider that did not report a count adds nothing to the
+            // totals (the per-request record keeps 0 for it).
+            let (input_tokens, output_tokens) =
+                (input_tokens.unwrap_or(0), output_tokens.unwrap_or(0));
             self.input += input_tokens;
             self.output += output_tokens;
             if let (Some(r), Some(m)) = (cache_read_tokens, cache_miss_tokens) {
@@ -67,8 +72,8 @@ impl Usage {
             }
             self.requests.push(RequestUsage {
                 seq,
-                input_tokens: *input_tokens,
-                output_tokens: *output_tokens,
+                input_tokens,
+                output_tokens,
                 cache_read_tokens: *cache_read_tokens,
                 cache_creation_tokens: *cache_creation_tokens,
                 cache_miss_tokens: *cache_miss_tokens,

@@ -55,7 +55,7 @@ pub(crate) fn validate(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErro
         )?
         .generation
     };
-    let run = run_foreground(ctx.workspace(), command, timeout)
+    let run = run_foreground(ctx.workspace(), command, timeout, ctx.sandbox())
         .map_err(|e| ToolError::io(format!("sh -c {command:?}"), e))?;
     let exit_code = if run.timed_out { None } else { run.exit_code };
     let mut output = run.output.clone();

@@ -14,6 +14,12 @@
 //! * `task` — the task-state tools.
 //! * [`policy`] — the hard-deny list and the read-only allowlist.
 //! * [`process`] — the [`ProcessTable`] of managed background processes.
+//! * [`preview`] — what a call is about to do (a command, an edit and its
+//!   unified diff), for the approval policy.
+//!
+//! Every process the tools spawn (`shell`, `validate`, managed processes)
+//! runs in the context's [`Sandbox`] (none unless one is set with
+//! [`ToolContext::with_sandbox`]).
 
 mod args;
 mod error;
@@ -21,6 +27,7 @@ mod evidence;
 mod files;
 mod paths;
 pub mod policy;
+pub mod preview;
 pub mod process;
 mod run;
 mod search;
@@ -29,7 +36,9 @@ mod spec;
 mod task;
 
 pub use error::ToolError;
+pub use latch_sandbox::Sandbox;
 pub use policy::{DenyRule, hard_deny, is_read_only};
+pub use preview::{Preview, preview};
 pub use process::{ProcessExit, ProcessInfo, ProcessTable, StartError};
 pub use spec::{ToolSpec, schemas, spec_of};
 
@@ -57,6 +66,7 @@ pub struct ToolContext {
     profile: EstimatorProfile,
     processes: ProcessTable,
     default_timeout: Duration,
+    sandbox: Arc<Sandbox>,
 }
 
 impl ToolContext {
@@ -85,6 +95,7 @@ impl ToolContext {
             profile,
             processes: ProcessTable::new(),
             default_timeout: DEFAULT_TIMEOUT,
+            sandbox: Arc::new(Sandbox::full_access()),
         })
     }
 
@@ -99,6 +110,18 @@ impl ToolContext {
     pub fn with_processes(mut self, table: ProcessTable) -> ToolContext {
         self.processes = table;
         self
+    }
+
+    /// Run every command in `sandbox` (the default is `full-access`: no
+    /// sandbox).
+    pub fn with_sandbox(mut self, sandbox: Arc<Sandbox>) -> ToolContext {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// The sandbox commands run in.
+    pub fn sandbox(&self) -> &Sandbox {
+        &self.sandbox
     }
 
     /// Use `timeout` when a `shell` or `validate` call gives none.

@@ -9,6 +9,7 @@
 
 use crate::run::{Capture, finish_group, kill_group, lock, spawn};
 use latch_kernel::{EventKind, Store};
+use latch_sandbox::Sandbox;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -150,7 +151,8 @@ impl ProcessTable {
         self.get(session, id).map(|m| lock(&m.capture).text())
     }
 
-    /// Start `command` as managed process `id` of `session` in `dir`.
+    /// Start `command` as managed process `id` of `session` in `dir`,
+    /// confined by `sandbox` (every process it starts inherits it).
     ///
     /// Commits `process_started` first; a reaper thread commits
     /// `process_exited` when the process exits.
@@ -161,6 +163,7 @@ impl ProcessTable {
         dir: &Path,
         id: &str,
         command: &str,
+        sandbox: &Sandbox,
     ) -> Result<ProcessInfo, StartError> {
         store.append(
             session,
@@ -170,7 +173,7 @@ impl ProcessTable {
             },
         )?;
         let started = Instant::now();
-        let spawned = match spawn(dir, command) {
+        let spawned = match spawn(dir, command, sandbox) {
             Ok(s) => s,
             Err(source) => {
                 store.append(

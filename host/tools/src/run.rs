@@ -8,6 +8,7 @@
 //! SIGKILL) the kernel closes that end, every watchdog reads end of file and
 //! kills its own process group.
 
+use latch_sandbox::Sandbox;
 use std::collections::VecDeque;
 use std::io::{PipeReader, PipeWriter, Read};
 use std::os::fd::{AsRawFd, RawFd};
@@ -111,8 +112,9 @@ pub(crate) struct Spawned {
 }
 
 /// Spawn `sh -c command` in `dir`, in a new process group, with standard
-/// input closed and stdout and stderr on one pipe.
-pub(crate) fn spawn(dir: &Path, command: &str) -> std::io::Result<Spawned> {
+/// input closed and stdout and stderr on one pipe, confined by `sandbox`
+/// (which every process the command starts inherits).
+pub(crate) fn spawn(dir: &Path, command: &str, sandbox: &Sandbox) -> std::io::Result<Spawned> {
     let (mut reader, writer) = std::io::pipe()?;
     let (line_read, _) = lifeline().ok_or_else(|| {
         std::io::Error::other("could not create the pipe that ties commands to Latch's life")
@@ -147,7 +149,22 @@ pub(crate) fn spawn(dir: &Path, command: &str) -> std::io::Result<Spawned> {
             Ok(())
         });
     }
-    let child = cmd.spawn()?;
+    sandbox
+        .apply(&mut cmd)
+        .map_err(|e| std::io::Error::other(e.to_string()))?;
+    let child = cmd.spawn().map_err(|e| {
+        if sandbox.mode() == latch_sandbox::SandboxMode::FullAccess {
+            e
+        } else {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "could not start it in the `{}` sandbox: {e}",
+                    sandbox.mode()
+                ),
+            )
+        }
+    })?;
     // The command holds the pipe's write ends; drop them so the reader sees
     // end of file when the process (group) closes its copies.
     drop(cmd);
@@ -258,19 +275,20 @@ fn exit_parts(status: ExitStatus) -> (Option<i32>, Option<i32>) {
     (status.code(), status.signal())
 }
 
-/// Run `command` in the foreground; kill its process group after `timeout`.
-/// Processes it leaves behind are stopped when it exits.
+/// Run `command` in the foreground in `sandbox`; kill its process group
+/// after `timeout`. Processes it leaves behind are stopped when it exits.
 pub(crate) fn run_foreground(
     dir: &Path,
     command: &str,
     timeout: Duration,
+    sandbox: &Sandbox,
 ) -> std::io::Result<RunOutput> {
     let start = Instant::now();
     let Spawned {
         mut child,
         capture,
         drained,
-    } = spawn(dir, command)?;
+    } = spawn(dir, command, sandbox)?;
     let pgid = child.id();
     let deadline = start + timeout;
     let mut nap = Duration::from_millis(2);

@@ -52,7 +52,7 @@ pub(crate) fn shell(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> 
             Some(command.to_string()),
         )?;
     }
-    let run = run_foreground(ctx.workspace(), command, timeout)
+    let run = run_foreground(ctx.workspace(), command, timeout, ctx.sandbox())
         .map_err(|e| ToolError::io(format!("sh -c {command:?}"), e))?;
     let mut out = run.output.clone();
     if !out.is_empty() && !out.ends_with('\n') {
@@ -91,6 +91,7 @@ fn background(ctx: &ToolContext, command: &str) -> Result<Reply, ToolError> {
             ctx.workspace(),
             &id,
             command,
+            ctx.sandbox(),
         )
         .map_err(|e| match e {
             StartError::Store(s) => ToolError::Store(s),

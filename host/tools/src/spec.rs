@@ -247,7 +247,9 @@ fn build() -> Vec<ToolSpec> {
              background: true it starts a managed process and \
              returns its id at once; observe it with process_status / process_output and stop it \
              with process_kill. A running managed process blocks completion. Clearly destructive \
-             commands (e.g. `rm -rf /`, mkfs, fork bombs) are refused.",
+             commands (e.g. `rm -rf /`, mkfs, fork bombs) are refused. Commands run in a sandbox \
+             (by default: writes only in the workspace and $TMPDIR, no network); when one needs \
+             more, set escalate: true with a reason and the user decides.",
             &[
                 P("command", Str, true, "The shell command line."),
                 P(
@@ -261,6 +263,19 @@ fn build() -> Vec<ToolSpec> {
                     Bool,
                     false,
                     "Start a managed background process instead (default false).",
+                ),
+                P(
+                    "escalate",
+                    Bool,
+                    false,
+                    "Ask the user to run this command outside the sandbox (default false); \
+                     give the reason.",
+                ),
+                P(
+                    "reason",
+                    Str,
+                    false,
+                    "Why the command must run outside the sandbox (shown to the user).",
                 ),
             ],
         ),

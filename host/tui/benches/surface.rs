@@ -88,12 +88,16 @@ fn session(n: usize) -> Vec<StoredEvent> {
             result("r", "read_file", "fn a() {}\n".repeat(20)),
             result("e", "edit_file", "edited".into()),
             EventKind::ProviderUsage {
-                input_tokens: 12_000,
-                output_tokens: 300,
+                input_tokens: Some(12_000),
+                output_tokens: Some(300),
                 cache_read_tokens: Some(10_000),
                 cache_creation_tokens: None,
                 cache_miss_tokens: Some(2_000),
                 common_prefix_tokens: Some(11_000),
+                reasoning_tokens: None,
+                estimated_input_tokens: None,
+                provider: None,
+                model: None,
             },
             EventKind::StateUpdate(StateOp::RecordDecision {
                 text: format!("decision {turn}"),

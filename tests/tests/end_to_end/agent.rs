@@ -63,6 +63,7 @@ pub(crate) fn harness_with(
     let (kind, base) = match format {
         WireFormat::Anthropic => (ProviderKind::Anthropic, server.anthropic_base_url()),
         WireFormat::OpenAi => (ProviderKind::OpenAiCompatible, server.openai_base_url()),
+        WireFormat::Responses => (ProviderKind::OpenAi, server.openai_base_url()),
     };
     let config = ProviderConfig {
         base_url: Some(base),

@@ -9,7 +9,7 @@ use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentOptions};
 use latch::config::Config;
 use latch::engine::{ContextEngine, ContextEngineFactory, EngineFailure};
-use latch::supervisor::children::{ChildRuntime, ParentAgents};
+use latch::supervisor::children::{ChildRuntime, ChildSettings, ParentAgents};
 use latch::supervisor::{ChildPolicy, Supervisor};
 use latch_kernel::{ChildState, EventKind, SessionRecord, Store};
 use latch_provider::fake::{
@@ -76,6 +76,9 @@ impl Rendezvous {
 /// delivered to it; the fixer writes a file and reports; the tester reports
 /// at once.
 fn team_responder(meet: Arc<Rendezvous>) -> impl Fn(&CapturedRequest) -> ScriptStep + Send + Sync {
+    // Spawned once: a long listing loop may rotate the spawn results out of
+    // the parent's working memory.
+    let spawned = std::sync::atomic::AtomicBool::new(false);
     move |r: &CapturedRequest| {
         let m = messages(r);
         if is_child(r) {
@@ -95,7 +98,7 @@ fn team_responder(meet: Arc<Rendezvous>) -> impl Fn(&CapturedRequest) -> ScriptS
                 ScriptedTurn::text("Tests: all 3 pass").into()
             };
         }
-        if !has_tool_result(r) {
+        if !spawned.swap(true, Ordering::SeqCst) {
             return ScriptedTurn::tool_call(
                 "spawn_agent",
                 r#"{"role":"fixer","task":"Write fixed.txt"}"#,
@@ -109,7 +112,7 @@ fn team_responder(meet: Arc<Rendezvous>) -> impl Fn(&CapturedRequest) -> ScriptS
         if m.contains("(fixer) completed") && m.contains("(tester) completed") {
             return ScriptedTurn::text("Both children reported.").into();
         }
-        std::thread::sleep(Duration::from_millis(20));
+        std::thread::sleep(Duration::from_millis(100));
         ScriptedTurn::tool_call("list_agents", "{}").into()
     }
 }
@@ -136,6 +139,7 @@ pub(crate) fn team(format: WireFormat, script: Script) -> Team {
     let (kind, base) = match format {
         WireFormat::Anthropic => (ProviderKind::Anthropic, server.anthropic_base_url()),
         WireFormat::OpenAi => (ProviderKind::OpenAiCompatible, server.openai_base_url()),
+        WireFormat::Responses => (ProviderKind::OpenAi, server.openai_base_url()),
     };
     let provider = Provider::new(ProviderConfig {
         base_url: Some(base),
@@ -178,6 +182,20 @@ impl Team {
         supervisor: Arc<Supervisor>,
         max_concurrent: usize,
     ) -> (Agent, Arc<ChildRuntime>) {
+        let settings = ChildSettings {
+            max_concurrent,
+            ..ChildSettings::default()
+        };
+        self.parent_agent_settings(supervisor, settings)
+    }
+
+    /// The parent's agent over `supervisor`, its children run under
+    /// `settings`.
+    pub(crate) fn parent_agent_settings(
+        &self,
+        supervisor: Arc<Supervisor>,
+        settings: ChildSettings,
+    ) -> (Agent, Arc<ChildRuntime>) {
         let engine = supervisor
             .root_engine(&self.parent.id, &self.parent.model)
             .unwrap();
@@ -186,13 +204,13 @@ impl Team {
             max_steps: Some(200),
             ..AgentOptions::default()
         };
-        let rt = ChildRuntime::new(
+        let rt = ChildRuntime::with_settings(
             self.store.clone(),
             self.ws.clone(),
             supervisor,
             self.provider.clone(),
             options.clone(),
-            max_concurrent,
+            settings,
         );
         let tools =
             latch_tools::ToolContext::new(self.store.clone(), self.parent.id.clone(), &self.ws)
@@ -803,4 +821,138 @@ fn cancel_agent_stops_a_running_child() {
     assert!(child_events.iter().any(
         |e| matches!(&e.kind, EventKind::RunInterrupted { reason } if reason.contains("cancelled"))
     ));
+}
+
+/// `spawn_agent {model}` picks a configured model profile: the child's
+/// session gets its window, reserve and estimator (on the parent's
+/// provider) and its requests its name and output limit; an unknown name is
+/// refused with the names the model may use, and no session is left for it.
+#[test]
+fn spawn_model_chooses_a_configured_profile_and_refuses_an_unknown_one() {
+    let responder = |r: &CapturedRequest| -> ScriptStep {
+        let m = messages(r);
+        if is_child(r) {
+            return ScriptedTurn::text("small child done").into();
+        }
+        if !has_tool_result(r) {
+            return ScriptedTurn::tool_call(
+                "spawn_agent",
+                r#"{"role":"big","task":"Think hard","model":"huge"}"#,
+            )
+            .into();
+        }
+        if !m.contains("Spawned child agent") {
+            return ScriptedTurn::tool_call(
+                "spawn_agent",
+                r#"{"role":"quick","task":"Look","model":"small"}"#,
+            )
+            .into();
+        }
+        if !m.contains(r#""name":"wait_agents""#) {
+            return ScriptedTurn::tool_call("wait_agents", r#"{"timeout_s": 30}"#).into();
+        }
+        ScriptedTurn::text("ok").into()
+    };
+    let t = team(
+        WireFormat::Anthropic,
+        Script::default().with_responder(responder),
+    );
+    let config = Config::parse(
+        "[models.small]\ncontext_window_tokens = 32000\nmax_tokens = 1024\n\
+         estimator = \"cjk-optimized\"\n[models.tiny]\n",
+        &t.ws.join("config.toml"),
+    )
+    .unwrap();
+    let supervisor = Arc::new(Supervisor::from_config(&config, &t.ws).unwrap());
+    let (mut agent, rt) = t.parent_agent_settings(supervisor, ChildSettings::from_config(&config));
+    agent.run_turn("delegate", &mut |_| {}).unwrap();
+    assert!(rt.wait_idle(Duration::from_secs(20)));
+
+    let refused = t
+        .store
+        .events(&t.parent.id, 0, u64::MAX, 1000)
+        .unwrap()
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::ToolResult(r) if r.name == "spawn_agent" => Some(r),
+            _ => None,
+        })
+        .unwrap();
+    assert!(refused.is_error);
+    assert!(
+        refused.content.contains("model `huge` is not configured")
+            && refused.content.contains("`test-model` (the default)")
+            && refused.content.contains("small, tiny"),
+        "{}",
+        refused.content
+    );
+    let tree = t.store.agent_tree(&t.parent.id).unwrap();
+    let children: Vec<_> = tree.children().collect();
+    assert_eq!(children.len(), 1, "the refused spawn left no child");
+    let child = children[0];
+    assert_eq!(child.model, "small");
+    assert_eq!(child.state, ChildState::Finished);
+    let record = t.store.session(&child.id).unwrap();
+    assert_eq!(record.model.model, "small");
+    assert_eq!(record.model.provider, t.parent.model.provider);
+    assert_eq!(record.model.context_window_tokens, 32_000);
+    assert_eq!(record.model.reserve_tokens, 1024 + 2048);
+    assert_eq!(
+        record.model.estimator,
+        latch_engine_sdk::types::EstimatorProfile::CjkOptimized
+    );
+    let requests = t.server.requests();
+    let child_request = requests.iter().find(|r| is_child(r)).unwrap();
+    assert_eq!(child_request.body["model"], "small");
+    assert_eq!(child_request.body["max_tokens"], 1024);
+    let parent_request = &t.parent_requests()[0];
+    assert_eq!(parent_request.body["model"], "test-model");
+    assert_ne!(parent_request.body["max_tokens"], 1024);
+    assert_eq!(
+        t.store
+            .list_sessions(&t.ws.display().to_string())
+            .unwrap()
+            .len(),
+        2,
+        "the parent and the one child"
+    );
+}
+
+/// A parent that ends its turn while its child still works is not left
+/// behind: the turn waits for the report, delivers it at that boundary and
+/// continues on it, so `latch run` ends with the child's result.
+#[test]
+fn a_parent_that_ends_its_turn_continues_on_its_childs_report() {
+    let responder = |r: &CapturedRequest| -> ScriptStep {
+        let m = messages(r);
+        if is_child(r) {
+            std::thread::sleep(Duration::from_millis(300));
+            return ScriptedTurn::text("late report: all green").into();
+        }
+        if m.contains("(late) completed") {
+            return ScriptedTurn::text("The child reported: all green.").into();
+        }
+        if m.contains("Spawned child agent") {
+            return ScriptedTurn::text("Started a child; it reports when done.").into();
+        }
+        ScriptedTurn::tool_call("spawn_agent", r#"{"role":"late","task":"Check"}"#).into()
+    };
+    let t = team(
+        WireFormat::OpenAi,
+        Script::default().with_responder(responder),
+    );
+    let (mut agent, rt) = t.parent_agent(&Config::default(), 4);
+    let outcome = agent.run_turn("delegate and report", &mut |_| {}).unwrap();
+    assert_eq!(outcome.final_text, "The child reported: all green.");
+    assert!(rt.wait_idle(Duration::from_secs(20)));
+    let parent = t.parent_requests();
+    assert_eq!(parent.len(), 3, "spawn, the early end, the continuation");
+    let last = messages(parent.last().unwrap());
+    assert_eq!(last.matches("late report: all green").count(), 1, "{last}");
+    assert_eq!(t.deliveries().len(), 1);
+    assert_prefix_kept(&parent);
+    // Nothing runs and nothing waits: the next turn ends when the model
+    // ends it.
+    agent.run_turn("anything else?", &mut |_| {}).unwrap();
+    assert_eq!(t.parent_requests().len(), 4);
 }

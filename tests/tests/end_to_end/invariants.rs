@@ -554,6 +554,7 @@ fn usage(read: Option<u64>, miss: Option<u64>) -> latch_provider::Usage {
         cache_read_tokens: read,
         cache_creation_tokens: None,
         cache_miss_tokens: miss,
+        reasoning_tokens: None,
     }
 }
 

@@ -17,8 +17,15 @@
 //!   stress tier on the real store (no automatic compact, every event kept).
 //! * [`interrupts`] — Esc mid-request, an interrupt between tool calls,
 //!   steering at the next safe boundary.
+//! * [`groups`] — agent groups: a lead and two children work a task list
+//!   with a dependency and message each other once; an idle agent is not
+//!   woken, and gets its messages at its next safe boundary.
 //! * [`invariants`] — the contract's non-negotiable properties.
 //! * [`loading`] — loading components: versions, worlds, the compile cache.
+//! * [`permissions`] — the approval flow: ask, grant, deny, "always" after
+//!   resume, interrupted requests, escalations.
+//! * [`polyglot`] — engines in Python, JavaScript and C; `latch engine new`
+//!   scaffolds built by their own instructions.
 //! * [`recall`] — the model's `recall` tool reaches what rotated out.
 //! * [`sandbox`] — the sandbox against a misbehaving engine.
 //! * [`trust`] — every attack of a hostile engine through the command line:
@@ -32,9 +39,13 @@ mod conformance;
 mod continuity_component;
 mod core_loop;
 mod durability;
+mod groups;
 mod interrupts;
 mod invariants;
 mod loading;
+mod permissions;
+mod polyglot;
+mod providers;
 mod recall;
 mod sandbox;
 mod trust;

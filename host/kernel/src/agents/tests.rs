@@ -237,6 +237,39 @@ fn lifecycle_events_are_hidden_from_engines_and_recall() {
     assert!(child.search("docs", u64::MAX, 10).len() == 1);
 }
 
+/// An engine's `latest-seq` names the newest event it can read: hidden
+/// lifecycle rows at the end of the log do not count, so an engine that
+/// caches by watermark finds nothing new where nothing visible is new.
+#[test]
+fn latest_seq_of_a_view_skips_trailing_lifecycle_rows() {
+    let f = fixture();
+    let s = &f.store;
+    let visible = s.append(&f.parent, EventKind::user_text("go")).unwrap();
+    s.append(&f.parent, spawned(&f.a, "fixer")).unwrap();
+    let report_seq = s
+        .append(&f.a, report("fixer", ReportOutcome::Completed))
+        .unwrap();
+    s.append(
+        &f.parent,
+        EventKind::AgentReportReceived {
+            child: f.a.clone(),
+            report_seq,
+        },
+    )
+    .unwrap();
+    let view = StoreSessionView::new(std::sync::Arc::new(f.store), &f.parent).unwrap();
+    assert_eq!(view.latest_seq(), visible);
+    assert_eq!(view.events(0, u64::MAX, 10).last().unwrap().seq, visible);
+    // Only the hidden report in the child: nothing it can read.
+    let child = StoreSessionView::new(view.store().clone(), &f.a).unwrap();
+    assert_eq!(child.latest_seq(), 0);
+    let next = view
+        .store()
+        .append(&f.parent, EventKind::user_text("more"))
+        .unwrap();
+    assert_eq!(view.latest_seq(), next);
+}
+
 #[test]
 fn the_report_is_built_from_the_childs_own_log() {
     let f = fixture();

@@ -6,7 +6,7 @@ use super::events::{decode, read_event};
 use super::{Result, Store};
 use crate::agents::AgentTree;
 use crate::event::{ENGINE_HIDDEN_KINDS, StoredEvent};
-use rusqlite::params;
+use rusqlite::{OptionalExtension, params};
 
 /// The parent-side kinds of the agent log.
 const PARENT_KINDS: &str = "'child_spawned', 'agent_resumed', 'agent_notification_delivered', \
@@ -44,6 +44,28 @@ impl Store {
         drop(stmt);
         drop(conn);
         rows.into_iter().map(decode).collect()
+    }
+
+    /// Sequence number of the latest event of `session` that engines may
+    /// see, or 0: the `latest-seq` of an engine's view. Counting the hidden
+    /// child-lifecycle rows would announce an event the engine can never
+    /// read, and an engine that caches by watermark would look for it on
+    /// every request. Walks the session's index from the top and stops at
+    /// the first visible row.
+    pub fn latest_visible_seq(&self, session: &str) -> Result<u64> {
+        let found = self
+            .conn()
+            .query_row(
+                &format!(
+                    "SELECT seq FROM events WHERE session = ?1 AND {}
+                     ORDER BY seq DESC LIMIT 1",
+                    visible_to_engines("kind")
+                ),
+                [session],
+                |r| r.get::<_, u64>(0),
+            )
+            .optional()?;
+        Ok(found.unwrap_or(0))
     }
 
     /// The agent tree of `parent`, replayed from its agent log.

@@ -37,6 +37,50 @@ pub(crate) fn decode(raw: (u64, String, String, String, u64)) -> Result<StoredEv
     })
 }
 
+/// Insert `entries` inside the caller's transaction, committed at `time`:
+/// each event's row, its search text, and (for group events) the group
+/// projection, so the cache never disagrees with a committed log.
+pub(crate) fn insert_in(
+    tx: &rusqlite::Transaction<'_>,
+    entries: &[(String, EventKind)],
+    time: u64,
+) -> Result<Vec<u64>> {
+    let mut seqs = Vec::with_capacity(entries.len());
+    let mut exists = tx.prepare_cached("SELECT COUNT(*) > 0 FROM sessions WHERE id = ?1")?;
+    let mut insert = tx.prepare_cached(
+        "INSERT INTO events (session, kind, body, time_ms, wide, author) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?;
+    let mut index = tx.prepare_cached("INSERT INTO events_fts (rowid, text) VALUES (?1, ?2)")?;
+    let mut checked: Option<&str> = None;
+    for (session, event) in entries {
+        if checked != Some(session.as_str()) {
+            let ok: bool = exists.query_row([session], |r| r.get(0))?;
+            if !ok {
+                return Err(StoreError::UnknownSession(session.clone()));
+            }
+            checked = Some(session.as_str());
+        }
+        insert.execute(params![
+            session,
+            event.kind_name(),
+            event.to_json(),
+            time,
+            event.is_workspace_wide() as i64,
+            event.author()
+        ])?;
+        let seq = tx.last_insert_rowid() as u64;
+        let text = event_search_text(&event.to_sdk_body());
+        if !text.trim().is_empty() && !event.hidden_from_engines() {
+            index.execute(params![seq, text])?;
+        }
+        if let EventKind::Group(g) = event {
+            super::group_projection::apply(tx, session, seq, time, g)?;
+        }
+        seqs.push(seq);
+    }
+    Ok(seqs)
+}
+
 fn query_events(
     store: &Store,
     sql: &str,
@@ -73,41 +117,7 @@ impl Store {
     pub fn append_across(&self, entries: Vec<(String, EventKind)>) -> Result<Vec<u64>> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let time = now_ms();
-        let mut seqs = Vec::with_capacity(entries.len());
-        {
-            let mut exists =
-                tx.prepare_cached("SELECT COUNT(*) > 0 FROM sessions WHERE id = ?1")?;
-            let mut insert = tx.prepare_cached(
-                "INSERT INTO events (session, kind, body, time_ms, wide, author) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?;
-            let mut index =
-                tx.prepare_cached("INSERT INTO events_fts (rowid, text) VALUES (?1, ?2)")?;
-            let mut checked: Option<String> = None;
-            for (session, event) in &entries {
-                if checked.as_deref() != Some(session.as_str()) {
-                    let ok: bool = exists.query_row([session], |r| r.get(0))?;
-                    if !ok {
-                        return Err(StoreError::UnknownSession(session.clone()));
-                    }
-                    checked = Some(session.clone());
-                }
-                insert.execute(params![
-                    session,
-                    event.kind_name(),
-                    event.to_json(),
-                    time,
-                    event.is_workspace_wide() as i64,
-                    event.author()
-                ])?;
-                let seq = tx.last_insert_rowid() as u64;
-                let text = event_search_text(&event.to_sdk_body());
-                if !text.trim().is_empty() && !event.hidden_from_engines() {
-                    index.execute(params![seq, text])?;
-                }
-                seqs.push(seq);
-            }
-        }
+        let seqs = insert_in(&tx, &entries, now_ms())?;
         tx.commit()?;
         Ok(seqs)
     }

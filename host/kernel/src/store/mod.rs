@@ -6,12 +6,19 @@
 //!   files with a clear message and never writes to them.
 //! * Events are only ever inserted (triggers abort any `UPDATE` or `DELETE`);
 //!   events that belong together are appended in one immediate transaction.
+//! * The agent-group projection (tables of tasks, claims, members and
+//!   pending deliveries) is maintained by the transaction that appends each
+//!   group event and rebuilt from the log at open; the store implements
+//!   [`crate::group::GroupPort`] over it.
 //! * The kernel reducers are cached per session with a sequence watermark and
 //!   caught up from the log on demand, so canonical state stays cheap.
 
 mod agents;
 mod artifacts;
 mod events;
+mod group_port;
+mod group_projection;
+mod provider;
 mod recall;
 mod schema;
 mod sessions;
@@ -226,6 +233,9 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(&path, flags).map_err(corrupt)?;
         conn.busy_timeout(Duration::from_secs(10))?;
+        // Room for every statement the log, recall and the group projection
+        // reuse, so a projection rebuild never re-prepares them.
+        conn.set_prepared_statement_cache_capacity(64);
 
         // Read-only probes first: nothing is written before these pass.
         let tables: Vec<String> = (|| {
@@ -262,6 +272,8 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         migrate(&mut conn, &path)?;
+        // The group projection is a cache: rebuilt from the log at open.
+        group_projection::rebuild(&mut conn)?;
         Ok(Store {
             path,
             conn: Mutex::new(conn),

@@ -3,7 +3,7 @@
 //! `latch_schema` table.
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// `PRAGMA application_id` of a Latch store ("LATC").
 pub const APPLICATION_ID: i64 = 0x4C41_5443;
@@ -64,5 +64,54 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     ALTER TABLE events ADD COLUMN author TEXT;
     CREATE INDEX events_kernel_context_author ON events(session, author, seq)
         WHERE kind = 'kernel_context';
+    "#,
+    // 3: the agent-group projection, a cache over the `group` events of
+    // root sessions (rebuilt from them at every open), and an index that
+    // finds those events without reading the rest of the log.
+    r#"
+    CREATE INDEX events_group ON events(session, seq) WHERE kind = 'group';
+    CREATE TABLE group_groups (
+        root         TEXT PRIMARY KEY,
+        lead         TEXT NOT NULL,
+        created_seq  INTEGER NOT NULL,
+        delivered    INTEGER NOT NULL,
+        last_ms      INTEGER NOT NULL
+    );
+    CREATE TABLE group_members (
+        root         TEXT NOT NULL,
+        member       TEXT NOT NULL,
+        role         TEXT NOT NULL,
+        active       INTEGER NOT NULL,
+        left_reason  TEXT,
+        joined_seq   INTEGER NOT NULL,
+        last_ms      INTEGER NOT NULL,
+        PRIMARY KEY (root, member)
+    );
+    CREATE TABLE group_tasks (
+        root         TEXT NOT NULL,
+        id           INTEGER NOT NULL,
+        title        TEXT NOT NULL,
+        description  TEXT NOT NULL,
+        idem_key     TEXT,
+        status       TEXT NOT NULL,
+        owner        TEXT,
+        result       TEXT,
+        PRIMARY KEY (root, id)
+    );
+    CREATE INDEX group_tasks_by_key ON group_tasks(root, idem_key) WHERE idem_key IS NOT NULL;
+    CREATE TABLE group_task_deps (
+        root  TEXT NOT NULL,
+        task  INTEGER NOT NULL,
+        dep   INTEGER NOT NULL,
+        PRIMARY KEY (root, task, dep)
+    );
+    CREATE TABLE group_pending (
+        root       TEXT NOT NULL,
+        recipient  TEXT NOT NULL,
+        message    INTEGER NOT NULL,
+        sender     TEXT NOT NULL,
+        text       TEXT NOT NULL,
+        PRIMARY KEY (root, recipient, message)
+    );
     "#,
 ];

@@ -21,6 +21,7 @@ use super::script::WireUsage;
 pub(crate) struct CacheSim {
     anthropic: Vec<String>,
     openai: Vec<String>,
+    responses: Vec<String>,
 }
 
 fn strip(v: &Value) -> Value {
@@ -91,7 +92,38 @@ fn openai_segments(body: &Value) -> Vec<String> {
     segs
 }
 
+fn responses_segments(body: &Value) -> Vec<String> {
+    let mut segs: Vec<String> = Vec::new();
+    for t in body["tools"].as_array().into_iter().flatten() {
+        segs.push(t.to_string());
+    }
+    if let Some(i) = body["instructions"].as_str() {
+        segs.push(json!({"instructions": i}).to_string());
+    }
+    for item in body["input"].as_array().into_iter().flatten() {
+        segs.push(item.to_string());
+    }
+    segs
+}
+
 impl CacheSim {
+    /// Usage of a Responses request; remembers the whole prompt.
+    pub(crate) fn responses(&mut self, body: &Value, output_tokens: u64) -> WireUsage {
+        let p = EstimatorProfile::Openai;
+        let segs = responses_segments(body);
+        let hit = common_prefix(&segs, &self.responses);
+        let read = tokens(p, &segs[..hit]);
+        let total = tokens(p, &segs);
+        self.responses = segs;
+        WireUsage {
+            input_tokens: Some(total),
+            output_tokens: Some(output_tokens),
+            cache_read_tokens: Some(read),
+            cache_creation_tokens: None,
+            reasoning_tokens: None,
+        }
+    }
+
     /// Usage of an Anthropic request; remembers its cacheable prefix.
     pub(crate) fn anthropic(&mut self, body: &Value, output_tokens: u64) -> WireUsage {
         let p = EstimatorProfile::Anthropic;
@@ -106,6 +138,7 @@ impl CacheSim {
             output_tokens: Some(output_tokens),
             cache_read_tokens: Some(read),
             cache_creation_tokens: Some(creation),
+            reasoning_tokens: None,
         }
     }
 
@@ -122,6 +155,7 @@ impl CacheSim {
             output_tokens: Some(output_tokens),
             cache_read_tokens: Some(read),
             cache_creation_tokens: None,
+            reasoning_tokens: None,
         }
     }
 }

@@ -7,6 +7,15 @@
 //! * `POST /v1/chat/completions` answers as OpenAI Chat Completions (SSE
 //!   chunks, the usage chunk when `stream_options.include_usage` is set,
 //!   `data: [DONE]`, OpenAI error bodies).
+//! * `POST /v1/responses` answers as the OpenAI Responses API (`response.*`
+//!   events, reasoning items with encrypted content when asked for).
+//!
+//! Reasoning is signed: a thinking block carries a signature over its text
+//! and a reasoning item an encrypted content only this server issued, and a
+//! later request that drops or alters what the API requires back (the
+//! thinking that opens the last assistant turn of a tool loop, the
+//! reasoning item before a function call) is refused as the real services
+//! refuse it.
 //!
 //! Each request consumes the next [`ScriptStep`] of the [`Script`]: a
 //! [`ScriptedTurn`] (text, tool calls, usage) or a [`ScriptedFailure`] (429
@@ -26,10 +35,11 @@
 //! low rate.
 
 mod cache;
+mod responses;
 mod script;
 mod wire;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -57,6 +67,8 @@ pub enum WireFormat {
     Anthropic,
     /// `POST /v1/chat/completions`.
     OpenAi,
+    /// `POST /v1/responses`.
+    Responses,
 }
 
 /// A request the server received.
@@ -89,6 +101,10 @@ struct ServerState {
     served: Vec<ServedTurn>,
     cache: cache::CacheSim,
     next_id: u64,
+    /// Thinking blocks issued, as `(thinking, signature)`.
+    thinking: HashSet<(String, String)>,
+    /// Reasoning items issued on the Responses wire.
+    reasoning: responses::IssuedReasoning,
 }
 
 type Shared = Arc<Mutex<ServerState>>;
@@ -126,6 +142,7 @@ impl FakeServer {
         let app = Router::new()
             .route("/v1/messages", post(anthropic_handler))
             .route("/v1/chat/completions", post(openai_handler))
+            .route("/v1/responses", post(responses_handler))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -218,6 +235,19 @@ async fn openai_handler(State(s): State<Shared>, headers: HeaderMap, body: Bytes
     handle(s, WireFormat::OpenAi, "/v1/chat/completions", headers, body)
 }
 
+async fn responses_handler(State(s): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+    handle(s, WireFormat::Responses, "/v1/responses", headers, body)
+}
+
+/// The fake's signature over a thinking block's text: only blocks it
+/// issued, unaltered, verify.
+fn sign(text: &str, n: u64) -> String {
+    use base64::Engine as _;
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("latch-fake-provider:{n}:{text}"));
+    base64::engine::general_purpose::STANDARD.encode(digest)
+}
+
 fn json_response(status: u16, body: &Value, extra: &[(&str, String)]) -> Response {
     let mut b = Response::builder()
         .status(StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
@@ -291,14 +321,14 @@ fn handle(s: Shared, format: WireFormat, path: &str, headers: HeaderMap, raw: By
     if let Some(key) = st.script.api_key.clone() {
         let sent = match format {
             WireFormat::Anthropic => header_map.get("x-api-key").cloned(),
-            WireFormat::OpenAi => header_map
+            WireFormat::OpenAi | WireFormat::Responses => header_map
                 .get("authorization")
                 .and_then(|a| a.strip_prefix("Bearer ").map(str::to_string)),
         };
         if sent.as_deref() != Some(key.as_str()) {
             let message = match format {
                 WireFormat::Anthropic => "invalid x-api-key",
-                WireFormat::OpenAi => "Incorrect API key provided.",
+                WireFormat::OpenAi | WireFormat::Responses => "Incorrect API key provided.",
             };
             return error_response(format, 401, message);
         }
@@ -312,10 +342,11 @@ fn handle(s: Shared, format: WireFormat, path: &str, headers: HeaderMap, raw: By
             if !header_map.contains_key("anthropic-version") {
                 Err("anthropic-version: header is required".to_string())
             } else {
-                wire::check_anthropic(&body)
+                wire::check_anthropic(&body, &st.thinking)
             }
         }
         WireFormat::OpenAi => wire::check_openai(&body),
+        WireFormat::Responses => responses::check(&body, &st.reasoning),
     };
     if let Err(message) = check {
         return error_response(format, 400, &message);
@@ -346,6 +377,7 @@ fn handle(s: Shared, format: WireFormat, path: &str, headers: HeaderMap, raw: By
     let response_id = match format {
         WireFormat::Anthropic => format!("msg_fake_{n}"),
         WireFormat::OpenAi => format!("chatcmpl-fake-{n}"),
+        WireFormat::Responses => format!("resp_fake_{n}"),
     };
 
     match step {
@@ -381,6 +413,9 @@ fn handle(s: Shared, format: WireFormat, path: &str, headers: HeaderMap, raw: By
                 WireFormat::OpenAi => {
                     wire::openai_error_events(&model, &response_id, &kind, &message)
                 }
+                WireFormat::Responses => {
+                    responses::error_events(&model, &response_id, &kind, &message)
+                }
             };
             sse_response(events, false)
         }
@@ -395,12 +430,21 @@ fn turn_events(
     model: &str,
     response_id: &str,
 ) -> Vec<String> {
-    let out = output_tokens(turn);
+    let reasoning_out = if turn.reasoning {
+        estimate(EstimatorProfile::Openai, REASONING_TEXT) as u64
+    } else {
+        0
+    };
+    let out = output_tokens(turn) + reasoning_out;
     let usage = match turn.usage {
         ScriptedUsage::Reported(u) => u,
         ScriptedUsage::Computed => match format {
             WireFormat::Anthropic => st.cache.anthropic(body, out),
             WireFormat::OpenAi => st.cache.openai(body, out),
+            WireFormat::Responses => WireUsage {
+                reasoning_tokens: Some(reasoning_out),
+                ..st.cache.responses(body, out)
+            },
         },
     };
     let mut tool_ids = Vec::new();
@@ -408,15 +452,47 @@ fn turn_events(
         st.next_id += 1;
         tool_ids.push(match format {
             WireFormat::Anthropic => format!("toolu_fake_{}", st.next_id),
-            WireFormat::OpenAi => format!("call_fake_{}", st.next_id),
+            WireFormat::OpenAi | WireFormat::Responses => format!("call_fake_{}", st.next_id),
         });
     }
     st.served.push(ServedTurn { format, usage });
+    st.next_id += 1;
+    let n = st.next_id;
     match format {
-        WireFormat::Anthropic => wire::anthropic_events(turn, model, response_id, &tool_ids, usage),
+        WireFormat::Anthropic => {
+            let thinking = turn.reasoning.then(|| {
+                let signed = (REASONING_TEXT.to_string(), sign(REASONING_TEXT, n));
+                st.thinking.insert(signed.clone());
+                signed
+            });
+            let thinking = thinking.as_ref().map(|(t, s)| (t.as_str(), s.as_str()));
+            wire::anthropic_events(turn, model, response_id, &tool_ids, usage, thinking)
+        }
         WireFormat::OpenAi => {
             let include_usage = body["stream_options"]["include_usage"] == Value::Bool(true);
             wire::openai_events(turn, model, response_id, &tool_ids, usage, include_usage)
         }
+        WireFormat::Responses => {
+            let id = format!("rs_fake_{n}");
+            let wants_encrypted = body["include"]
+                .as_array()
+                .is_some_and(|a| a.iter().any(|v| v == "reasoning.encrypted_content"));
+            let encrypted = (turn.reasoning && wants_encrypted).then(|| {
+                let e = format!("gAAAA{}", sign(&id, n));
+                st.reasoning.items.insert(id.clone(), e.clone());
+                for call in &tool_ids {
+                    st.reasoning.calls.insert(call.clone(), id.clone());
+                }
+                e
+            });
+            let reasoning = turn
+                .reasoning
+                .then_some((id.as_str(), encrypted.as_deref()));
+            responses::events(turn, model, response_id, &tool_ids, usage, reasoning)
+        }
     }
 }
+
+/// The reasoning text a scripted reasoning turn "thinks" (never to be shown
+/// or stored searchably by a client).
+pub const REASONING_TEXT: &str = "Considering the request.";

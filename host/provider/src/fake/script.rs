@@ -25,6 +25,10 @@ pub struct WireUsage {
     pub cache_read_tokens: Option<u64>,
     /// Anthropic `cache_creation_input_tokens`.
     pub cache_creation_tokens: Option<u64>,
+    /// Responses `output_tokens_details.reasoning_tokens` (only that wire
+    /// reports it).
+    #[serde(default)]
+    pub reasoning_tokens: Option<u64>,
 }
 
 /// The usage a scripted turn reports.

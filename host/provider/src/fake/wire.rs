@@ -4,6 +4,9 @@
 
 use std::collections::HashSet;
 
+/// Thinking blocks the server issued, as `(thinking, signature)`.
+pub(crate) type IssuedThinking = HashSet<(String, String)>;
+
 use serde_json::{Value, json};
 
 use super::WireFormat;
@@ -34,6 +37,7 @@ pub(crate) fn anthropic_events(
     message_id: &str,
     tool_ids: &[String],
     usage: WireUsage,
+    thinking: Option<(&str, &str)>,
 ) -> Vec<String> {
     let mut start_usage = serde_json::Map::new();
     if let Some(v) = usage.input_tokens {
@@ -57,18 +61,20 @@ pub(crate) fn anthropic_events(
         sse(Some("ping"), &json!({"type": "ping"})),
     ];
     let mut index = 0;
-    if turn.reasoning {
+    if let Some((text, signature)) = thinking {
         out.push(sse(
             Some("content_block_start"),
             &json!({"type": "content_block_start", "index": index, "content_block": {"type": "thinking", "thinking": "", "signature": ""}}),
         ));
+        for p in pieces(text, 2) {
+            out.push(sse(
+                Some("content_block_delta"),
+                &json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": p}}),
+            ));
+        }
         out.push(sse(
             Some("content_block_delta"),
-            &json!({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": "Considering the request."}}),
-        ));
-        out.push(sse(
-            Some("content_block_delta"),
-            &json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": "ZmFrZQ=="}}),
+            &json!({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": signature}}),
         ));
         out.push(sse(
             Some("content_block_stop"),
@@ -288,7 +294,7 @@ pub(crate) fn error_body(format: WireFormat, status: u16, message: &str) -> Valu
             };
             json!({"type": "error", "error": {"type": kind, "message": message}})
         }
-        WireFormat::OpenAi => {
+        WireFormat::OpenAi | WireFormat::Responses => {
             let (kind, code) = match status {
                 401 => ("invalid_request_error", json!("invalid_api_key")),
                 404 => ("invalid_request_error", json!("model_not_found")),
@@ -301,8 +307,56 @@ pub(crate) fn error_body(format: WireFormat, status: u16, message: &str) -> Valu
     }
 }
 
-/// Checks an Anthropic Messages request the way the service does.
-pub(crate) fn check_anthropic(body: &Value) -> Result<(), String> {
+/// Checks an Anthropic Messages request the way the service does,
+/// including extended thinking: a `thinking` block must carry a signature
+/// this server issued for exactly its text, and with thinking enabled the
+/// last assistant turn of a tool loop must open with its thinking.
+pub(crate) fn check_anthropic(body: &Value, issued: &IssuedThinking) -> Result<(), String> {
+    check_anthropic_messages(body, issued)?;
+    check_thinking_config(body)
+}
+
+fn check_thinking_config(body: &Value) -> Result<(), String> {
+    let Some(t) = body.get("thinking") else {
+        return Ok(());
+    };
+    if t["type"] != "enabled" {
+        return Ok(());
+    }
+    let budget = t["budget_tokens"].as_u64().unwrap_or(0);
+    if budget < 1024 {
+        return Err(
+            "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024".into(),
+        );
+    }
+    if budget >= body["max_tokens"].as_u64().unwrap_or(0) {
+        return Err("`max_tokens` must be greater than `thinking.budget_tokens`".into());
+    }
+    let messages = body["messages"].as_array().cloned().unwrap_or_default();
+    // The tool loop in progress: the last user message answers tool calls.
+    let last_is_results = messages.last().is_some_and(|m| {
+        m["role"] == "user"
+            && m["content"]
+                .as_array()
+                .is_some_and(|c| c.iter().any(|b| b["type"] == "tool_result"))
+    });
+    if last_is_results && messages.len() >= 2 {
+        let i = messages.len() - 2;
+        let first = messages[i]["content"]
+            .as_array()
+            .and_then(|c| c.first())
+            .and_then(|b| b["type"].as_str())
+            .unwrap_or("");
+        if first != "thinking" && first != "redacted_thinking" {
+            return Err(format!(
+                "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns."
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn check_anthropic_messages(body: &Value, issued: &IssuedThinking) -> Result<(), String> {
     if body["model"].as_str().is_none_or(|m| m.is_empty()) {
         return Err("model: Field required".into());
     }
@@ -375,6 +429,28 @@ pub(crate) fn check_anthropic(body: &Value) -> Result<(), String> {
                         ));
                     }
                     seen_other = true;
+                }
+                ("thinking", "assistant") => {
+                    if b.as_object().is_some_and(|o| {
+                        o.keys()
+                            .any(|k| !matches!(k.as_str(), "type" | "thinking" | "signature"))
+                    }) {
+                        return Err(format!(
+                            "messages.{i}.content.{j}.thinking: Extra inputs are not permitted"
+                        ));
+                    }
+                    let text = b["thinking"].as_str().unwrap_or("").to_string();
+                    let sig = b["signature"].as_str().unwrap_or("").to_string();
+                    if !issued.contains(&(text, sig)) {
+                        return Err(format!(
+                            "messages.{i}.content.{j}: Invalid `signature` in `thinking` block"
+                        ));
+                    }
+                }
+                ("redacted_thinking", "assistant") => {
+                    if !b["data"].is_string() {
+                        return Err(format!("messages.{i}.content.{j}.data: Field required"));
+                    }
                 }
                 ("tool_use", "assistant") => {
                     if !b["input"].is_object() {

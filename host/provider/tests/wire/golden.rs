@@ -193,15 +193,21 @@ async fn openai_golden_body() {
 }
 
 #[tokio::test]
-async fn openai_proper_uses_max_completion_tokens() {
+async fn openai_proper_on_chat_uses_max_completion_tokens() {
     let server = FakeServer::start(Script::new([ScriptedTurn::text("ok")]))
         .await
         .unwrap();
-    let provider = provider(ProviderKind::OpenAi, &server);
+    let provider = reasoning_provider(
+        ProviderKind::OpenAi,
+        &server,
+        latch_provider::OpenAiWire::Chat,
+        Default::default(),
+    );
     provider
         .complete(&fixed_request(), &resolver, &mut |_| {})
         .await
         .unwrap();
+    assert_eq!(server.requests()[0].path, "/v1/chat/completions");
     let body = &server.requests()[0].body;
     assert_eq!(body["max_completion_tokens"], 1024);
     assert!(body.get("max_tokens").is_none());

@@ -6,6 +6,8 @@ mod common;
 mod errors;
 mod golden;
 mod images;
+mod responses;
 mod retry;
+mod thinking;
 mod tool_loop;
 mod usage;

@@ -33,6 +33,7 @@ async fn anthropic_categories_map_to_latch_usage() {
             output_tokens: Some(5),
             cache_read_tokens: Some(100),
             cache_creation_tokens: Some(20),
+            reasoning_tokens: None,
         },
     )
     .await;
@@ -44,6 +45,7 @@ async fn anthropic_categories_map_to_latch_usage() {
             cache_read_tokens: Some(100),
             cache_creation_tokens: Some(20),
             cache_miss_tokens: Some(30),
+            reasoning_tokens: None,
         }
     );
     // A compatible server that reports no cache categories.
@@ -73,6 +75,7 @@ async fn openai_categories_map_to_latch_usage() {
             output_tokens: Some(40),
             cache_read_tokens: Some(1536),
             cache_creation_tokens: None,
+            reasoning_tokens: None,
         },
     )
     .await;
@@ -84,6 +87,7 @@ async fn openai_categories_map_to_latch_usage() {
             cache_read_tokens: Some(1536),
             cache_creation_tokens: None,
             cache_miss_tokens: Some(464),
+            reasoning_tokens: None,
         }
     );
     // Servers such as llama.cpp report no cached count: the miss is unknown.

@@ -5,22 +5,27 @@
 //! [`ParentAgents`] is the parent's [`Delegation`]: the agent tools and the
 //! delivery of reports at the parent's safe boundaries. [`ChildLink`] is the
 //! child's: the parent's messages at the child's safe boundaries, and
-//! cancellation.
+//! cancellation. [`UserResumedChild`] is a child the user opens directly.
 //!
 //! Everything that must survive a restart is an event (see
 //! [`latch_kernel::agents`]); the in-memory part is only which children
 //! this process runs and a flag that says a report may be waiting.
 
+pub mod models;
 mod parent;
 pub mod schemas;
+mod user;
 mod worker;
 
+pub use models::{ChildModel, ChildModels};
 pub use parent::ParentAgents;
-pub use worker::{ChildLink, delegation_brief, resume as resume_child};
+pub use user::UserResumedChild;
+pub use worker::{ChildLink, child_engine_from_profile, delegation_brief, resume as resume_child};
 
 use super::Supervisor;
 use crate::agent::AgentOptions;
-use latch_kernel::Store;
+use crate::config::Config;
+use latch_kernel::{EventKind, Store};
 use latch_provider::Provider;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -47,6 +52,43 @@ struct Shared {
     ends: u64,
 }
 
+/// Sees every event a child commits, with the child's id and role (for
+/// surfaces such as `latch demo team`; never durable by itself).
+pub type ChildObserver = Arc<dyn Fn(&str, &str, &EventKind) + Send + Sync>;
+
+/// How the children of one root run.
+#[derive(Clone)]
+pub struct ChildSettings {
+    /// Most children running at once (`[agents] max_concurrent`; at least
+    /// one).
+    pub max_concurrent: usize,
+    /// The model profiles `spawn_agent {model}` may choose.
+    pub models: ChildModels,
+    /// Sees the children's committed events.
+    pub observer: Option<ChildObserver>,
+}
+
+impl Default for ChildSettings {
+    fn default() -> Self {
+        ChildSettings {
+            max_concurrent: crate::config::AgentsConfig::default().max_concurrent,
+            models: ChildModels::default(),
+            observer: None,
+        }
+    }
+}
+
+impl ChildSettings {
+    /// The settings `config` gives: `[agents]` and `[models.<name>]`.
+    pub fn from_config(config: &Config) -> ChildSettings {
+        ChildSettings {
+            max_concurrent: config.agents.max_concurrent,
+            models: ChildModels::from_config(config),
+            observer: None,
+        }
+    }
+}
+
 /// What every child of one root shares: the store, the workspace, the
 /// supervisor (its single factory), the provider and the worker bound.
 pub struct ChildRuntime {
@@ -56,6 +98,8 @@ pub struct ChildRuntime {
     provider: Provider,
     options: AgentOptions,
     max_concurrent: usize,
+    models: ChildModels,
+    observer: Option<ChildObserver>,
     shared: Mutex<Shared>,
     changed: Condvar,
     /// Set when a child finished: a report may wait for delivery.
@@ -73,6 +117,23 @@ impl ChildRuntime {
         options: AgentOptions,
         max_concurrent: usize,
     ) -> Arc<ChildRuntime> {
+        let settings = ChildSettings {
+            max_concurrent,
+            ..ChildSettings::default()
+        };
+        ChildRuntime::with_settings(store, workspace, supervisor, provider, options, settings)
+    }
+
+    /// A runtime whose children run with `options` (their mode becomes
+    /// `child`; their output limit follows their model) under `settings`.
+    pub fn with_settings(
+        store: Arc<Store>,
+        workspace: PathBuf,
+        supervisor: Arc<Supervisor>,
+        provider: Provider,
+        options: AgentOptions,
+        settings: ChildSettings,
+    ) -> Arc<ChildRuntime> {
         Arc::new(ChildRuntime {
             store,
             workspace,
@@ -82,7 +143,9 @@ impl ChildRuntime {
                 mode: "child".into(),
                 ..options
             },
-            max_concurrent: max_concurrent.max(1),
+            max_concurrent: settings.max_concurrent.max(1),
+            models: settings.models,
+            observer: settings.observer,
             shared: Mutex::new(Shared::default()),
             changed: Condvar::new(),
             finished: AtomicBool::new(true),
@@ -96,6 +159,13 @@ impl ChildRuntime {
     /// The store.
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// Tell the observer (if any) about a child's committed event.
+    fn observe(&self, child: &str, role: &str, event: &EventKind) {
+        if let Some(observer) = &self.observer {
+            observer(child, role, event);
+        }
     }
 
     /// True while this process runs (or queues) the child.

@@ -229,6 +229,21 @@ fn catch_up(
     Ok(())
 }
 
+impl ParentAgents {
+    /// One notification per report not delivered yet, oldest first.
+    fn notifications(&self) -> Vec<EventKind> {
+        self.tree
+            .undelivered()
+            .into_iter()
+            .map(|(c, report_seq, r)| EventKind::AgentNotificationDelivered {
+                child: c.id.clone(),
+                report_seq,
+                text: notification_text(&c.id, r),
+            })
+            .collect()
+    }
+}
+
 /// A tool answer: its text and the markers committed with it.
 struct Answer {
     text: String,
@@ -275,15 +290,30 @@ impl Delegation for ParentAgents {
             return Ok(Vec::new());
         }
         self.refresh(&session.id)?;
-        Ok(self
-            .tree
-            .undelivered()
-            .into_iter()
-            .map(|(c, report_seq, r)| EventKind::AgentNotificationDelivered {
-                child: c.id.clone(),
-                report_seq,
-                text: notification_text(&c.id, r),
-            })
-            .collect())
+        Ok(self.notifications())
+    }
+
+    /// The parent ended its turn while children this process runs are not
+    /// done: wait (at most [`schemas::MAX_WAIT_S`]) until one of their
+    /// reports waits, then deliver every waiting report so the parent
+    /// continues on them. A report that arrived during the parent's last
+    /// request is delivered at once.
+    fn settle(&mut self, session: &SessionRecord) -> Result<Vec<EventKind>, AgentError> {
+        let rt = self.rt.clone();
+        let deadline = Instant::now() + Duration::from_secs(schemas::MAX_WAIT_S);
+        let mut tree = std::mem::take(&mut self.tree);
+        let mut failure = None;
+        rt.wait_until(deadline, || {
+            if let Err(e) = catch_up(&rt, &session.id, &mut tree) {
+                failure = Some(e);
+                return true;
+            }
+            !tree.undelivered().is_empty() || rt.live_count() == 0
+        });
+        self.tree = tree;
+        if let Some(e) = failure {
+            return Err(e.into());
+        }
+        Ok(self.notifications())
     }
 }

@@ -131,7 +131,7 @@ pub enum AgentCall {
     },
 }
 
-fn object(name: &str, json: &str) -> Result<Map<String, Value>, String> {
+pub(crate) fn object(name: &str, json: &str) -> Result<Map<String, Value>, String> {
     let value: Value = if json.trim().is_empty() {
         Value::Object(Map::new())
     } else {
@@ -144,7 +144,11 @@ fn object(name: &str, json: &str) -> Result<Map<String, Value>, String> {
     }
 }
 
-fn check_keys(name: &str, m: &Map<String, Value>, allowed: &[&str]) -> Result<(), String> {
+pub(crate) fn check_keys(
+    name: &str,
+    m: &Map<String, Value>,
+    allowed: &[&str],
+) -> Result<(), String> {
     match m.keys().find(|k| !allowed.contains(&k.as_str())) {
         Some(k) => Err(format!(
             "{name}: unknown argument `{k}`; it takes {}",
@@ -154,7 +158,11 @@ fn check_keys(name: &str, m: &Map<String, Value>, allowed: &[&str]) -> Result<()
     }
 }
 
-fn text(name: &str, m: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+pub(crate) fn text(
+    name: &str,
+    m: &Map<String, Value>,
+    key: &str,
+) -> Result<Option<String>, String> {
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.trim().is_empty() => {
@@ -165,7 +173,7 @@ fn text(name: &str, m: &Map<String, Value>, key: &str) -> Result<Option<String>,
     }
 }
 
-fn required(name: &str, m: &Map<String, Value>, key: &str) -> Result<String, String> {
+pub(crate) fn required(name: &str, m: &Map<String, Value>, key: &str) -> Result<String, String> {
     text(name, m, key)?.ok_or_else(|| format!("{name}: `{key}` is required"))
 }
 

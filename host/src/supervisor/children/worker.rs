@@ -4,12 +4,13 @@
 
 use super::{ChildRuntime, Live};
 use crate::agent::tools::StandardTools;
-use crate::agent::{Agent, AgentError, AgentEvent, Delegation};
+use crate::agent::{Agent, AgentError, AgentEvent, AgentOptions, Delegation};
 use crate::engine::ContextEngine;
 use crate::engine::policy::Brief;
+use crate::supervisor::Supervisor;
 use latch_engine_sdk::types::ToolCall;
 use latch_kernel::agents::{ChildEntry, ReportOutcome, build_report};
-use latch_kernel::{EventKind, SessionRecord};
+use latch_kernel::{EventKind, SessionRecord, Store};
 use latch_provider::ToolSchema;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -38,7 +39,7 @@ const RESUME_INPUT: &str = "[Latch] Your run was interrupted. Continue your dele
 
 /// The engine of a child, through the supervisor's single factory.
 fn child_engine(
-    rt: &ChildRuntime,
+    supervisor: &Supervisor,
     child: &str,
     parent: &SessionRecord,
     role: &str,
@@ -51,9 +52,32 @@ fn child_engine(
         task: task.to_string(),
         child_model: model.clone(),
     };
-    rt.supervisor
+    supervisor
         .child_engine_for(child, &parent.model, &brief)
         .map_err(|e| e.to_string())
+}
+
+/// The engine of the child session `record`, rebuilt through the
+/// supervisor's factory from its durable profile: its model from its
+/// session, its role and task from the spawn recorded in its parent's log.
+/// Every resume (by the parent, or `latch context`/`recall` on a child)
+/// builds it this way.
+pub fn child_engine_from_profile(
+    supervisor: &Supervisor,
+    store: &Store,
+    record: &SessionRecord,
+) -> Result<Box<dyn ContextEngine>, String> {
+    let parent_id = record
+        .parent
+        .as_deref()
+        .ok_or_else(|| format!("session {} is not a child agent", record.id))?;
+    let parent = store.session(parent_id).map_err(|e| e.to_string())?;
+    let tree = store.agent_tree(parent_id).map_err(|e| e.to_string())?;
+    let (role, task) = tree
+        .child(&record.id)
+        .map(|c| (c.role.clone(), c.task.clone()))
+        .unwrap_or_else(|| ("child".into(), String::new()));
+    child_engine(supervisor, &record.id, &parent, &role, &task, &record.model)
 }
 
 /// Spawn a child of `parent`: its session, its engine, its profile event
@@ -66,15 +90,15 @@ pub(super) fn spawn(
     context: Option<&str>,
     model: Option<&str>,
 ) -> Result<String, String> {
-    let mut profile = parent.model.clone();
-    if let Some(m) = model {
-        profile.model = m.to_string();
-    }
+    let chosen = rt
+        .models
+        .resolve(&parent.model, model, rt.options.max_tokens)?;
+    let profile = chosen.profile;
     let record = rt
         .store
         .create_session(&parent.workspace, Some(&parent.id), &profile)
         .map_err(|e| e.to_string())?;
-    let mut engine = match child_engine(rt, &record.id, parent, role, task, &profile) {
+    let mut engine = match child_engine(&rt.supervisor, &record.id, parent, role, task, &profile) {
         Ok(engine) => engine,
         Err(e) => {
             // The session never ran: hide it from history; its record stays.
@@ -97,8 +121,9 @@ pub(super) fn spawn(
         )
         .map_err(|e| e.to_string())?;
     let input = delegation_brief(&parent.id, role, task, context);
-    start(rt, record.clone(), role, engine, input, false)?;
-    Ok(record.id)
+    let id = record.id.clone();
+    start(rt, record, role, engine, input, chosen.max_tokens, false)?;
+    Ok(id)
 }
 
 /// Resume an interrupted child from its durable profile: a fresh engine
@@ -110,14 +135,12 @@ pub fn resume(
     entry: &ChildEntry,
 ) -> Result<(), String> {
     let record = rt.store.session(&entry.id).map_err(|e| e.to_string())?;
-    let engine = child_engine(
-        rt,
-        &record.id,
-        parent,
-        &entry.role,
-        &entry.task,
-        &record.model,
-    )?;
+    let engine = child_engine_from_profile(&rt.supervisor, &rt.store, &record)?;
+    // The output limit its model is configured with now, as a resumed root
+    // takes its provider's.
+    let max_tokens = rt
+        .models
+        .max_tokens(&record.model.model, rt.options.max_tokens);
     rt.store
         .append(
             &parent.id,
@@ -126,7 +149,15 @@ pub fn resume(
             },
         )
         .map_err(|e| e.to_string())?;
-    start(rt, record, &entry.role, engine, RESUME_INPUT.into(), true)
+    start(
+        rt,
+        record,
+        &entry.role,
+        engine,
+        RESUME_INPUT.into(),
+        max_tokens,
+        true,
+    )
 }
 
 fn start(
@@ -135,6 +166,7 @@ fn start(
     role: &str,
     engine: Box<dyn ContextEngine>,
     input: String,
+    max_tokens: u32,
     resumed: bool,
 ) -> Result<(), String> {
     let live = rt.register(&record.id);
@@ -154,8 +186,14 @@ fn start(
         .name(format!("latch-child-{id}"))
         .spawn(move || {
             let id = record.id.clone();
+            let run_with = Run {
+                role: &role,
+                input: &input,
+                max_tokens,
+                resumed,
+            };
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run(&rt2, record, engine, tools, live, &input, resumed)
+                run(&rt2, record, engine, tools, live, &run_with)
             }));
             let (outcome, summary) = match outcome {
                 Ok(Some(r)) => r,
@@ -166,9 +204,14 @@ fn start(
                 Err(_) => (ReportOutcome::Failed, "the child's worker panicked".into()),
             };
             let events = rt2.store.all_events(&id).unwrap_or_default();
-            let report = build_report(&role, &events, outcome, &summary);
-            if let Err(e) = rt2.store.append(&id, EventKind::AgentReport(report)) {
-                tracing::error!("could not commit the report of child {id}: {e}");
+            let report = EventKind::AgentReport(build_report(&role, &events, outcome, &summary));
+            match rt2.store.append(&id, report.clone()) {
+                Ok(_) => rt2.observe(&id, &role, &report),
+                Err(e) => tracing::error!("could not commit the report of child {id}: {e}"),
+            }
+            // It no longer runs: it leaves its group, its claims released.
+            if let Err(e) = crate::supervisor::groups::member_ended(&rt2.store, &id, outcome) {
+                tracing::error!("child {id} could not leave its group: {e}");
             }
             rt2.release(&id);
         });
@@ -181,6 +224,14 @@ fn start(
     }
 }
 
+/// What one run of a child is given.
+struct Run<'a> {
+    role: &'a str,
+    input: &'a str,
+    max_tokens: u32,
+    resumed: bool,
+}
+
 /// One run of a child on its worker; `None` when it was cancelled before
 /// it got a worker slot.
 fn run(
@@ -189,8 +240,7 @@ fn run(
     engine: Box<dyn ContextEngine>,
     tools: latch_tools::ToolContext,
     live: Live,
-    input: &str,
-    resumed: bool,
+    run: &Run<'_>,
 ) -> Option<(ReportOutcome, String)> {
     if !rt.acquire(&record.id, &live.cancel) {
         return None;
@@ -206,6 +256,7 @@ fn run(
         Ok(p) => p,
         Err(e) => return Some((ReportOutcome::Failed, e.to_string())),
     };
+    let root = record.parent.clone().unwrap_or_else(|| record.id.clone());
     let agent = Agent::new(
         rt.store.clone(),
         record,
@@ -213,17 +264,32 @@ fn run(
         engine,
         provider,
         Box::new(StandardTools::new(tools)),
-        rt.options.clone(),
+        AgentOptions {
+            max_tokens: run.max_tokens,
+            ..rt.options.clone()
+        },
     );
     let mut agent = match agent {
-        Ok(a) => a.with_delegation(Box::new(link)),
+        // Its group membership wraps its link to the parent.
+        Ok(a) => a.with_delegation(Box::new(crate::supervisor::groups::GroupMember::for_child(
+            Box::new(link),
+            rt.store.clone(),
+            &root,
+        ))),
         Err(e) => return Some((ReportOutcome::Failed, e.to_string())),
     };
-    let mut quiet = |_: AgentEvent| {};
-    if resumed && let Err(e) = agent.resume(&mut quiet) {
+    let id = agent.session().id.clone();
+    let mut observer = |e: AgentEvent| {
+        if let AgentEvent::Committed { event, .. } = e {
+            rt.observe(&id, run.role, event);
+        }
+    };
+    if run.resumed
+        && let Err(e) = agent.resume(&mut observer)
+    {
         return Some((ReportOutcome::Failed, e.to_string()));
     }
-    Some(match agent.run_turn(input, &mut quiet) {
+    Some(match agent.run_turn(run.input, &mut observer) {
         Ok(outcome) => (ReportOutcome::Completed, outcome.final_text),
         Err(AgentError::Cancelled(why)) => (ReportOutcome::Cancelled, why),
         Err(e) => (ReportOutcome::Failed, e.to_string()),
@@ -257,17 +323,26 @@ impl Delegation for ChildLink {
         if !self.mail.swap(false, Ordering::SeqCst) {
             return Ok(Vec::new());
         }
-        let Some(parent) = &session.parent else {
-            return Ok(Vec::new());
-        };
-        let tree = self.rt.store.agent_tree(parent)?;
-        Ok(tree
-            .pending_messages(&session.id)
-            .into_iter()
-            .map(|m| EventKind::AgentMessageDelivered {
-                message_seq: m.seq,
-                text: format!("[Latch] Message from the parent agent:\n{}", m.text),
-            })
-            .collect())
+        parent_messages(&self.rt.store, session)
     }
+}
+
+/// The deliveries of the messages the parent queued for the child
+/// `session` and it has not received, FIFO.
+pub(super) fn parent_messages(
+    store: &Store,
+    session: &SessionRecord,
+) -> Result<Vec<EventKind>, AgentError> {
+    let Some(parent) = &session.parent else {
+        return Ok(Vec::new());
+    };
+    let tree = store.agent_tree(parent)?;
+    Ok(tree
+        .pending_messages(&session.id)
+        .into_iter()
+        .map(|m| EventKind::AgentMessageDelivered {
+            message_seq: m.seq,
+            text: format!("[Latch] Message from the parent agent:\n{}", m.text),
+        })
+        .collect())
 }

@@ -44,12 +44,16 @@ fn assistant(text: &str, calls: Vec<Part>) -> EventKind {
 
 fn usage(read: u64, miss: u64, prefix: u64) -> EventKind {
     EventKind::ProviderUsage {
-        input_tokens: 1_000,
-        output_tokens: 50,
+        input_tokens: Some(1_000),
+        output_tokens: Some(50),
         cache_read_tokens: Some(read),
         cache_creation_tokens: None,
         cache_miss_tokens: Some(miss),
         common_prefix_tokens: Some(prefix),
+        reasoning_tokens: None,
+        estimated_input_tokens: None,
+        provider: None,
+        model: None,
     }
 }
 

@@ -8,8 +8,8 @@ use std::time::Duration;
 use latch_engine_sdk::types::{MediaRef, Message, Part, Role, ToolCall, ToolResult};
 use latch_provider::fake::FakeServer;
 use latch_provider::{
-    CacheHints, Provider, ProviderConfig, ProviderKind, ProviderRequest, RetryPolicy, StreamEvent,
-    ToolSchema,
+    CacheHints, OpenAiWire, Provider, ProviderConfig, ProviderKind, ProviderRequest,
+    ReasoningOptions, RetryPolicy, StreamEvent, ToolSchema,
 };
 use serde_json::json;
 
@@ -23,6 +23,7 @@ pub fn fast_retry(max_attempts: u32) -> RetryPolicy {
         initial_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_millis(40),
         max_retry_after: Duration::from_secs(1),
+        jitter_percent: 0,
     }
 }
 
@@ -47,6 +48,27 @@ pub fn provider_with(
     config.api_key = key.map(str::to_string);
     config.retry = retry;
     config.idle_timeout = Duration::from_secs(10);
+    Provider::new(config).expect("valid provider config")
+}
+
+/// A provider of `kind` that reasons as `reasoning` says for
+/// `test-model`, speaking `wire` when it is OpenAI.
+pub fn reasoning_provider(
+    kind: ProviderKind,
+    server: &FakeServer,
+    wire: OpenAiWire,
+    reasoning: ReasoningOptions,
+) -> Provider {
+    let base_url = match kind {
+        ProviderKind::Anthropic => server.anthropic_base_url(),
+        _ => server.openai_base_url(),
+    };
+    let mut config = ProviderConfig::new(kind);
+    config.base_url = Some(base_url);
+    config.api_key = Some("test-key".into());
+    config.retry = RetryPolicy::none();
+    config.openai_wire = wire;
+    config.reasoning.insert("test-model".into(), reasoning);
     Provider::new(config).expect("valid provider config")
 }
 

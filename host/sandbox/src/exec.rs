@@ -1,0 +1,402 @@
+//! [`Sandbox`]: applies a [`SandboxPolicy`] to a [`Command`] before it
+//! spawns. In the forked child, before `exec`, it
+//!
+//! 1. enters a fresh user namespace (mapping only the user's own ids) with
+//!    a fresh network namespace when the network is off (only a down
+//!    loopback is left: every connect fails) and a mount namespace when
+//!    paths must be pinned or protected;
+//! 2. binds the workspace's `.git` onto itself (so it cannot be renamed or
+//!    removed) and `.git/hooks`, `.git/config` and `.latch` read-only;
+//! 3. sets `no_new_privs` and restricts itself with the Landlock ruleset
+//!    built in the parent.
+//!
+//! Namespaces, mounts and Landlock domains are inherited by every
+//! descendant and none can be left: a process spawned from a backgrounded
+//! shell is as confined as the shell.
+
+use crate::error::SandboxError;
+use crate::landlock;
+use crate::mode::SandboxMode;
+use crate::rules::{SandboxPolicy, rules};
+use std::ffi::{CStr, CString};
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+/// The sandbox every command of one session runs in. Cheap to share
+/// (`Arc`); each [`Sandbox::apply`] builds a fresh ruleset.
+#[derive(Clone, Debug)]
+pub struct Sandbox {
+    policy: SandboxPolicy,
+    workspace: PathBuf,
+    temp_dir: Option<PathBuf>,
+    home: Option<PathBuf>,
+    abi: u32,
+}
+
+impl Sandbox {
+    /// No sandbox: commands run with the user's full rights (today's
+    /// behaviour, chosen explicitly).
+    pub fn full_access() -> Sandbox {
+        Sandbox {
+            policy: SandboxPolicy {
+                mode: SandboxMode::FullAccess,
+                network: true,
+                writable_roots: Vec::new(),
+            },
+            workspace: PathBuf::new(),
+            temp_dir: None,
+            home: None,
+            abi: 0,
+        }
+    }
+
+    /// The sandbox of `session` in `workspace` under `policy`: checks that
+    /// this machine can enforce it (never a silent downgrade) and creates
+    /// the session's temp dir.
+    pub fn new(
+        policy: SandboxPolicy,
+        workspace: &Path,
+        session: &str,
+    ) -> Result<Sandbox, SandboxError> {
+        if policy.mode == SandboxMode::FullAccess {
+            return Ok(Sandbox {
+                policy,
+                ..Sandbox::full_access()
+            });
+        }
+        let mode = policy.mode;
+        let abi = landlock::require(mode)?;
+        let workspace = std::fs::canonicalize(workspace).map_err(|source| SandboxError::Setup {
+            mode,
+            what: format!("the workspace {}", workspace.display()),
+            source,
+        })?;
+        let safe: String = session
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let temp_dir = std::env::temp_dir().join(format!("latch-{safe}"));
+        create_private_dir(&temp_dir).map_err(|source| SandboxError::Setup {
+            mode,
+            what: format!("the session temp dir {}", temp_dir.display()),
+            source,
+        })?;
+        let sandbox = Sandbox {
+            policy,
+            workspace,
+            temp_dir: Some(temp_dir),
+            home: std::env::var_os("HOME").map(PathBuf::from),
+            abi,
+        };
+        if sandbox.needs_namespaces() {
+            namespaces_available().map_err(|detail| SandboxError::NamespacesUnavailable {
+                mode,
+                what: if sandbox.policy.network {
+                    "protecting `.git` and `.latch`"
+                } else {
+                    "cutting off the network"
+                },
+                detail,
+                hint: if sandbox.policy.network {
+                    ""
+                } else {
+                    " or allow the network with `[sandbox] network = true`"
+                },
+            })?;
+        }
+        Ok(sandbox)
+    }
+
+    /// Hide the secrets under `home` instead of `$HOME` (tests, and hosts
+    /// that run for another user).
+    pub fn with_home(mut self, home: impl Into<PathBuf>) -> Sandbox {
+        self.home = Some(home.into());
+        self
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &SandboxPolicy {
+        &self.policy
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> SandboxMode {
+        self.policy.mode
+    }
+
+    /// The session's temp dir (`TMPDIR` of every command); none under
+    /// `full-access`.
+    pub fn temp_dir(&self) -> Option<&Path> {
+        self.temp_dir.as_deref()
+    }
+
+    /// The Landlock ABI in use (0 under `full-access`).
+    pub fn landlock_abi(&self) -> u32 {
+        self.abi
+    }
+
+    fn needs_namespaces(&self) -> bool {
+        self.policy.mode != SandboxMode::FullAccess
+            && (!self.policy.network || self.policy.mode == SandboxMode::WorkspaceWrite)
+    }
+
+    /// `cmd`, confined (the MCP client and every tool spawn through this).
+    pub fn command(&self, mut cmd: Command) -> Result<Command, SandboxError> {
+        self.apply(&mut cmd)?;
+        Ok(cmd)
+    }
+
+    /// Confine `cmd`: set `TMPDIR` to the session's temp dir and install the
+    /// steps that run in the child before `exec`. A failure of those steps
+    /// makes the spawn fail with the kernel's error. Under `full-access`
+    /// nothing changes.
+    pub fn apply(&self, cmd: &mut Command) -> Result<(), SandboxError> {
+        let mode = self.policy.mode;
+        if mode == SandboxMode::FullAccess {
+            return Ok(());
+        }
+        let temp_dir = self.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
+        let rules = rules(
+            &self.policy,
+            &self.workspace,
+            &temp_dir,
+            self.home.as_deref(),
+        );
+        let ruleset = landlock::ruleset(mode, self.abi, &rules)?;
+        let setup = |what: &Path, source: std::io::Error| SandboxError::Setup {
+            mode,
+            what: what.display().to_string(),
+            source,
+        };
+        let mut protected = Vec::new();
+        for path in &rules.protected {
+            if !path.exists() && path.ends_with(".git/hooks") {
+                // Protect the place git looks for hooks even when empty.
+                std::fs::create_dir_all(path).map_err(|e| setup(path, e))?;
+            }
+            if path.exists() {
+                protected.push((c_path(path).map_err(|e| setup(path, e))?, mount_flags(path)));
+            }
+        }
+        let pinned = rules
+            .pinned
+            .iter()
+            .map(|p| c_path(p).map_err(|e| setup(p, e)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut unshare = 0;
+        if !self.policy.network {
+            unshare |= libc::CLONE_NEWNET;
+        }
+        if !pinned.is_empty() || !protected.is_empty() {
+            unshare |= libc::CLONE_NEWNS;
+        }
+        if unshare != 0 {
+            unshare |= libc::CLONE_NEWUSER;
+        }
+        let child = ChildSteps::new(unshare, ruleset, pinned, protected);
+        cmd.env("TMPDIR", &temp_dir);
+        // SAFETY: `enter` runs in the forked child before exec and makes only
+        // async-signal-safe system calls (unshare, open, write, close, mount,
+        // prctl, landlock_restrict_self) on data prepared in the parent; it
+        // allocates nothing and takes no lock.
+        unsafe {
+            cmd.pre_exec(move || child.enter());
+        }
+        Ok(())
+    }
+}
+
+/// What the child does before `exec`, prepared in the parent.
+struct ChildSteps {
+    unshare: libc::c_int,
+    ruleset: OwnedFd,
+    uid_map: Vec<u8>,
+    gid_map: Vec<u8>,
+    pinned: Vec<CString>,
+    protected: Vec<(CString, libc::c_ulong)>,
+}
+
+impl ChildSteps {
+    fn new(
+        unshare: libc::c_int,
+        ruleset: OwnedFd,
+        pinned: Vec<CString>,
+        protected: Vec<(CString, libc::c_ulong)>,
+    ) -> ChildSteps {
+        // SAFETY: geteuid/getegid cannot fail and touch no memory.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        ChildSteps {
+            unshare,
+            ruleset,
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            pinned,
+            protected,
+        }
+    }
+
+    /// Runs in the forked child: only async-signal-safe system calls.
+    fn enter(&self) -> std::io::Result<()> {
+        let check = |r: libc::c_long| {
+            if r < 0 {
+                Err(std::io::Error::last_os_error())
+            } else {
+                Ok(())
+            }
+        };
+        // SAFETY: plain system calls on NUL-terminated strings and byte
+        // buffers owned by `self`, which outlives every call.
+        unsafe {
+            if self.unshare != 0 {
+                check(libc::unshare(self.unshare) as libc::c_long)?;
+                write_proc(c"/proc/self/setgroups", b"deny")?;
+                write_proc(c"/proc/self/uid_map", &self.uid_map)?;
+                write_proc(c"/proc/self/gid_map", &self.gid_map)?;
+            }
+            if self.unshare & libc::CLONE_NEWNS != 0 {
+                let none = std::ptr::null::<libc::c_char>();
+                check(libc::mount(
+                    none,
+                    c"/".as_ptr(),
+                    none,
+                    libc::MS_REC | libc::MS_PRIVATE,
+                    std::ptr::null(),
+                ) as libc::c_long)?;
+                for p in &self.pinned {
+                    check(libc::mount(
+                        p.as_ptr(),
+                        p.as_ptr(),
+                        none,
+                        libc::MS_BIND,
+                        std::ptr::null(),
+                    ) as libc::c_long)?;
+                }
+                for (p, flags) in &self.protected {
+                    check(libc::mount(
+                        p.as_ptr(),
+                        p.as_ptr(),
+                        none,
+                        libc::MS_BIND,
+                        std::ptr::null(),
+                    ) as libc::c_long)?;
+                    check(libc::mount(
+                        none,
+                        p.as_ptr(),
+                        none,
+                        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
+                        std::ptr::null(),
+                    ) as libc::c_long)?;
+                }
+            }
+            check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long)?;
+            check(libc::syscall(
+                libc::SYS_landlock_restrict_self,
+                self.ruleset.as_raw_fd(),
+                0u32,
+            ))?;
+        }
+        Ok(())
+    }
+}
+
+/// Write `data` to a `/proc` file with raw system calls.
+///
+/// # Safety
+/// Async-signal-safe; `path` and `data` must stay valid during the call.
+unsafe fn write_proc(path: &CStr, data: &[u8]) -> std::io::Result<()> {
+    // SAFETY: see the function's contract.
+    unsafe {
+        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let n = libc::write(fd, data.as_ptr().cast(), data.len());
+        let err = std::io::Error::last_os_error();
+        libc::close(fd);
+        if n != data.len() as isize {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+fn c_path(p: &Path) -> std::io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes()).map_err(std::io::Error::other)
+}
+
+/// The flags of the mount holding `path` that an unprivileged read-only
+/// remount must keep (the kernel refuses to clear locked ones).
+fn mount_flags(path: &Path) -> libc::c_ulong {
+    let Ok(c) = c_path(path) else { return 0 };
+    // SAFETY: statvfs fills the zeroed struct we own from a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return 0;
+    }
+    let f = st.f_flag;
+    let mut flags = 0;
+    for (st_flag, ms_flag) in [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ] {
+        if f & st_flag != 0 {
+            flags |= ms_flag;
+        }
+    }
+    flags
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether this process can create an unprivileged user and network
+/// namespace (checked once by running `true` in one).
+pub fn namespaces_available() -> Result<(), String> {
+    static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
+    PROBED
+        .get_or_init(|| {
+            let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+            let uid_map = format!("{uid} {uid} 1\n").into_bytes();
+            let gid_map = format!("{gid} {gid} 1\n").into_bytes();
+            let mut cmd = Command::new("true");
+            cmd.stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            // SAFETY: as in `ChildSteps::enter`: only async-signal-safe calls
+            // on buffers prepared here.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWNS)
+                        != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    write_proc(c"/proc/self/setgroups", b"deny")?;
+                    write_proc(c"/proc/self/uid_map", &uid_map)?;
+                    write_proc(c"/proc/self/gid_map", &gid_map)
+                });
+            }
+            match cmd.status() {
+                Ok(s) if s.success() => Ok(()),
+                Ok(s) => Err(format!("a probe in a fresh namespace ended with {s}")),
+                Err(e) => Err(e.to_string()),
+            }
+        })
+        .clone()
+}

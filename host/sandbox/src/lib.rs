@@ -1,0 +1,40 @@
+//! Latch's command sandbox and approval policy. No agent or UI code: the
+//! tools confine every process they spawn with a [`Sandbox`], the agent
+//! loop asks [`approval::decide`] before a tool call runs.
+//!
+//! * [`mode`] — [`SandboxMode`] (`read-only`, `workspace-write`,
+//!   `full-access`) and [`ApprovalMode`] (`never`, `on-request`,
+//!   `untrusted`, `edits`).
+//! * [`rules`] — the policy as data: readable, writable and protected paths.
+//! * [`landlock`] — the kernel's Landlock ABI and the ruleset.
+//! * `exec` — [`Sandbox`]: namespaces, mounts and Landlock applied to a
+//!   [`std::process::Command`] before it spawns.
+//! * [`approval`] — run, ask or deny.
+//! * [`check`] — what the machine can enforce, and the self-test.
+//!
+//! Anything else that spawns a process for the agent (an MCP stdio server)
+//! confines it the same way: `sandbox.command(std_command)?`, then, for
+//! tokio (rmcp's `TokioChildProcess`), `tokio::process::Command::from(it)`;
+//! the steps installed before `exec` travel with the command.
+//!
+//! Enforcement is by the kernel, never by parsing the command: Landlock
+//! confines the file system, a fresh network namespace cuts off the
+//! network (unless `[sandbox] network = true`). A machine that cannot
+//! enforce the chosen mode gets a [`SandboxError`] naming the mode and how
+//! to choose another — never a silent downgrade.
+
+#![warn(missing_docs)]
+
+pub mod approval;
+pub mod check;
+mod error;
+mod exec;
+pub mod landlock;
+pub mod mode;
+pub mod rules;
+
+pub use approval::{Action, Verdict, decide};
+pub use error::SandboxError;
+pub use exec::{Sandbox, namespaces_available};
+pub use mode::{ApprovalMode, SandboxMode, UnknownMode};
+pub use rules::SandboxPolicy;

@@ -1,0 +1,216 @@
+//! The sandbox policy as data: which hierarchies a command may read and
+//! write, which device files it may use, and which paths inside writable
+//! hierarchies stay read-only. [`rules`] is computed in the parent before
+//! every spawn (the directory listings it reads are small) and is unit
+//! tested on its own; [`crate::Sandbox`] enforces it.
+
+use crate::mode::SandboxMode;
+use std::path::{Path, PathBuf};
+
+/// What the user configured: the mode, the network and extra writable
+/// directories.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SandboxPolicy {
+    /// The mode.
+    pub mode: SandboxMode,
+    /// True to keep the network (`[sandbox] network = true`); off by default.
+    pub network: bool,
+    /// More directories commands may write in `workspace-write` (e.g. a
+    /// cache such as `~/.cargo/registry`).
+    pub writable_roots: Vec<PathBuf>,
+}
+
+/// Paths under the home directory a sandboxed command may never read:
+/// keys, tokens and credentials.
+pub const HOME_SECRETS: &[&str] = &[
+    ".ssh",
+    ".gnupg",
+    ".aws",
+    ".azure",
+    ".kube",
+    ".docker",
+    ".netrc",
+    ".git-credentials",
+    ".password-store",
+    ".pypirc",
+    ".config/gcloud",
+    ".config/gh",
+    ".config/latch",
+    ".local/share/keyrings",
+];
+
+/// Device files every mode may read and write (`2>/dev/null` works even in
+/// `read-only`).
+pub const DEVICES: &[&str] = &["/dev/null", "/dev/zero", "/dev/full"];
+
+/// The rules of one sandboxed command.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Rules {
+    /// Hierarchies (or files) it may read and execute.
+    pub read: Vec<PathBuf>,
+    /// Hierarchies it may write (and read).
+    pub write: Vec<PathBuf>,
+    /// Device files it may read and write.
+    pub devices: Vec<PathBuf>,
+    /// Paths bound onto themselves, so they cannot be renamed or removed
+    /// (the workspace's `.git` directory).
+    pub pinned: Vec<PathBuf>,
+    /// Paths inside writable hierarchies that stay read-only: the
+    /// workspace's `.git/hooks` and `.git/config` (a command may not plant
+    /// code that git runs later outside the sandbox), a `.git` file, and
+    /// Latch's `.latch` directory (the store and the config).
+    pub protected: Vec<PathBuf>,
+}
+
+impl Rules {
+    /// True when a mount namespace is needed to pin or protect paths.
+    pub fn needs_mounts(&self) -> bool {
+        !self.pinned.is_empty() || !self.protected.is_empty()
+    }
+}
+
+/// The rules for `policy` in `workspace` with the session's `temp_dir`,
+/// hiding [`HOME_SECRETS`] under `home`. `full-access` has none.
+pub fn rules(
+    policy: &SandboxPolicy,
+    workspace: &Path,
+    temp_dir: &Path,
+    home: Option<&Path>,
+) -> Rules {
+    if policy.mode == SandboxMode::FullAccess {
+        return Rules::default();
+    }
+    let hidden: Vec<PathBuf> = home
+        .filter(|h| h.parent().is_some())
+        .map(|h| HOME_SECRETS.iter().map(|s| h.join(s)).collect())
+        .unwrap_or_default();
+    let mut read = Vec::new();
+    readable_except(Path::new("/"), &hidden, &mut read);
+    read.push(workspace.to_path_buf());
+    let devices = DEVICES.iter().map(PathBuf::from).collect();
+    let mut rules = Rules {
+        read,
+        devices,
+        ..Rules::default()
+    };
+    if policy.mode == SandboxMode::WorkspaceWrite {
+        rules.write.push(workspace.to_path_buf());
+        rules.write.push(temp_dir.to_path_buf());
+        rules.write.extend(policy.writable_roots.iter().cloned());
+        let git = workspace.join(".git");
+        if git.is_dir() {
+            rules.pinned.push(git.clone());
+            rules.protected.push(git.join("hooks"));
+            if git.join("config").exists() {
+                rules.protected.push(git.join("config"));
+            }
+        } else if git.is_file() {
+            rules.protected.push(git);
+        }
+        let latch = workspace.join(".latch");
+        if latch.exists() {
+            rules.protected.push(latch);
+        }
+    }
+    rules
+}
+
+/// Add every entry of `dir` to `out`, except the `hidden` paths: an entry
+/// that holds a hidden path is entered and its other entries added.
+fn readable_except(dir: &Path, hidden: &[PathBuf], out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut names: Vec<PathBuf> = entries.filter_map(|e| e.ok()).map(|e| e.path()).collect();
+    names.sort();
+    for path in names {
+        if hidden.iter().any(|h| h == &path) {
+            continue;
+        }
+        if hidden.iter().any(|h| h.starts_with(&path)) && path.is_dir() {
+            readable_except(&path, hidden, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(mode: SandboxMode) -> SandboxPolicy {
+        SandboxPolicy {
+            mode,
+            ..SandboxPolicy::default()
+        }
+    }
+
+    #[test]
+    fn secrets_under_home_are_never_readable_and_their_siblings_are() {
+        let home = tempfile::tempdir().unwrap();
+        let h = home.path();
+        for d in [".ssh", ".cargo", ".config/gh", ".config/git"] {
+            std::fs::create_dir_all(h.join(d)).unwrap();
+        }
+        std::fs::write(h.join(".netrc"), "machine x").unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let r = rules(
+            &policy(SandboxMode::ReadOnly),
+            ws.path(),
+            Path::new("/tmp/t"),
+            Some(h),
+        );
+        let covered = |p: &Path| r.read.iter().any(|g| p.starts_with(g));
+        assert!(!covered(&h.join(".ssh/id_ed25519")));
+        assert!(!covered(&h.join(".netrc")));
+        assert!(!covered(&h.join(".config/gh/hosts.yml")));
+        assert!(covered(&h.join(".cargo/bin/cargo")));
+        assert!(covered(&h.join(".config/git/config")));
+        assert!(covered(Path::new("/usr/bin/sh")));
+        assert!(covered(ws.path()));
+        assert!(r.write.is_empty() && r.protected.is_empty());
+    }
+
+    #[test]
+    fn workspace_write_writes_the_workspace_and_temp_dir_and_protects_git_and_latch() {
+        let ws = tempfile::tempdir().unwrap();
+        let w = ws.path();
+        std::fs::create_dir_all(w.join(".git/hooks")).unwrap();
+        std::fs::write(w.join(".git/config"), "[core]").unwrap();
+        std::fs::create_dir_all(w.join(".latch")).unwrap();
+        let mut p = policy(SandboxMode::WorkspaceWrite);
+        p.writable_roots.push("/opt/cache".into());
+        let r = rules(&p, w, Path::new("/tmp/latch-s"), None);
+        assert_eq!(
+            r.write,
+            vec![w.to_path_buf(), "/tmp/latch-s".into(), "/opt/cache".into()]
+        );
+        assert_eq!(r.pinned, vec![w.join(".git")]);
+        assert_eq!(
+            r.protected,
+            vec![
+                w.join(".git/hooks"),
+                w.join(".git/config"),
+                w.join(".latch")
+            ]
+        );
+        // A `.git` file (a linked worktree) is protected as a whole.
+        let wt = tempfile::tempdir().unwrap();
+        std::fs::write(wt.path().join(".git"), "gitdir: /elsewhere").unwrap();
+        let r = rules(&p, wt.path(), Path::new("/tmp/x"), None);
+        assert_eq!(r.protected, vec![wt.path().join(".git")]);
+        assert!(r.pinned.is_empty());
+    }
+
+    #[test]
+    fn full_access_has_no_rules() {
+        let r = rules(
+            &policy(SandboxMode::FullAccess),
+            Path::new("/w"),
+            Path::new("/t"),
+            None,
+        );
+        assert_eq!(r, Rules::default());
+    }
+}

@@ -1,0 +1,346 @@
+//! Real commands in each sandbox mode, on this machine's kernel: writes
+//! outside the workspace fail with EACCES in `workspace-write`, nothing can
+//! be written in `read-only`, a process spawned from a backgrounded shell
+//! inherits the restriction, a loopback TCP connect fails unless the
+//! network is allowed, `.git/hooks` and `.latch` stay read-only,
+//! `full-access` behaves as an unsandboxed command, a missing Landlock is a
+//! clear error, and the self-test refuses all three probes.
+
+use latch_sandbox::check::{self, ProbeOp};
+use latch_sandbox::landlock::PRETEND_ABI_ENV;
+use latch_sandbox::{Sandbox, SandboxMode, SandboxPolicy};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Command, Output};
+
+struct Fixture {
+    ws: tempfile::TempDir,
+    outside: tempfile::TempDir,
+}
+
+fn fixture() -> Fixture {
+    let ws = tempfile::tempdir().unwrap();
+    std::fs::write(ws.path().join("inside.txt"), "in\n").unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("existing.txt"), "out\n").unwrap();
+    Fixture { ws, outside }
+}
+
+fn sandbox(f: &Fixture, mode: SandboxMode, network: bool) -> Sandbox {
+    let policy = SandboxPolicy {
+        mode,
+        network,
+        writable_roots: Vec::new(),
+    };
+    Sandbox::new(policy, f.ws.path(), "test-session").expect("this machine enforces the mode")
+}
+
+/// `sh -c script` in the workspace under `sandbox`.
+fn sh(sandbox: &Sandbox, dir: &Path, script: &str) -> Output {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c").arg(script).current_dir(dir);
+    sandbox.command(cmd).unwrap().output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout: {}\nstderr: {}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn workspace_write_writes_inside_and_refuses_outside_with_eacces() {
+    let f = fixture();
+    let sb = sandbox(&f, SandboxMode::WorkspaceWrite, false);
+    let out = f.outside.path().join("new.txt");
+    let o = sh(
+        &sb,
+        f.ws.path(),
+        &format!(
+            "echo ok > made.txt && echo tmp > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo x > {}",
+            out.display()
+        ),
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Permission denied"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        f.ws.path().join("made.txt").exists(),
+        "the workspace is writable"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&o.stdout),
+        "tmp\n",
+        "the temp dir is writable"
+    );
+    assert!(!out.exists(), "nothing was written outside");
+    // The errno itself, from a program that reports it.
+    let existing = f.outside.path().join("existing.txt");
+    let o = in_sandbox(
+        &sb,
+        probe_cmd(ProbeOp::Write, &existing.display().to_string()),
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(&format!("PROBE-ERR {EACCES} ")),
+        "{}",
+        text(&o)
+    );
+    // Reads outside the workspace still work (system files, the toolchain).
+    let o = sh(
+        &sb,
+        f.ws.path(),
+        &format!("cat {}/existing.txt", f.outside.path().display()),
+    );
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+const EACCES: i32 = 13;
+const ENETUNREACH: i32 = 101;
+
+/// Not a test of its own: the probe process other tests run inside the
+/// sandbox (this test binary, re-run with `LATCH_TEST_PROBE="op target"`),
+/// so no interpreter has to be installed. It prints `PROBE-OK` or
+/// `PROBE-ERR <errno> <error>`.
+#[test]
+fn probe_entry() {
+    if let Ok(spec) = std::env::var("LATCH_TEST_PROBE") {
+        let (op, target) = spec.split_once(' ').unwrap();
+        match check::probe(ProbeOp::parse(op).unwrap(), target) {
+            Ok(()) => {
+                println!("PROBE-OK");
+                std::process::exit(0)
+            }
+            Err(e) => {
+                println!("PROBE-ERR {} {e}", e.raw_os_error().unwrap_or(-1));
+                std::process::exit(1)
+            }
+        }
+    }
+}
+
+fn probe_cmd(op: ProbeOp, target: &str) -> Command {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["--exact", "probe_entry", "--nocapture", "--test-threads=1"])
+        .env("LATCH_TEST_PROBE", format!("{} {target}", op.name()));
+    c
+}
+
+fn in_sandbox(sandbox: &Sandbox, cmd: Command) -> Output {
+    sandbox.command(cmd).unwrap().output().unwrap()
+}
+
+#[test]
+fn read_only_refuses_every_write_but_dev_null() {
+    let f = fixture();
+    let sb = sandbox(&f, SandboxMode::ReadOnly, false);
+    for script in [
+        "echo x > inside.txt".to_string(),
+        "touch new.txt".to_string(),
+        "mkdir d".to_string(),
+        "rm inside.txt".to_string(),
+        "echo x > \"$TMPDIR/t\"".to_string(),
+        format!("echo x > {}/new.txt", f.outside.path().display()),
+    ] {
+        let o = sh(&sb, f.ws.path(), &script);
+        assert!(!o.status.success(), "{script}: {}", text(&o));
+    }
+    assert_eq!(
+        std::fs::read_to_string(f.ws.path().join("inside.txt")).unwrap(),
+        "in\n"
+    );
+    let o = sh(
+        &sb,
+        f.ws.path(),
+        "cat inside.txt && echo hidden 2>/dev/null >/dev/null",
+    );
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn a_process_spawned_from_a_backgrounded_shell_inherits_the_restriction() {
+    let f = fixture();
+    let sb = sandbox(&f, SandboxMode::WorkspaceWrite, false);
+    let target = f.outside.path().join("from-background.txt");
+    let o = sh(
+        &sb,
+        f.ws.path(),
+        &format!(
+            "( sh -c 'sleep 0.1; echo x > {t} || echo refused > bg-result.txt' 2> bg-error.txt & ); \
+             sleep 0.5; cat bg-result.txt bg-error.txt",
+            t = target.display()
+        ),
+    );
+    assert!(!target.exists(), "the grandchild escaped: {}", text(&o));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        stdout.contains("refused") && stdout.contains("Permission denied"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// A loopback connect from the sandbox to a listener of this process.
+fn connect(sandbox: &Sandbox, port: u16) -> Output {
+    in_sandbox(
+        sandbox,
+        probe_cmd(ProbeOp::Connect, &format!("127.0.0.1:{port}")),
+    )
+}
+
+#[test]
+fn loopback_tcp_fails_unless_the_network_is_allowed() {
+    let f = fixture();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        let o = connect(&sandbox(&f, mode, false), port);
+        assert!(!o.status.success(), "{mode}: {}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains(&format!("PROBE-ERR {ENETUNREACH} ")),
+            "{mode}: {}",
+            text(&o)
+        );
+    }
+    let o = connect(&sandbox(&f, SandboxMode::WorkspaceWrite, true), port);
+    assert!(o.status.success(), "network = true: {}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("PROBE-OK"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn full_access_behaves_as_an_unsandboxed_command() {
+    let f = fixture();
+    let sb = sandbox(&f, SandboxMode::FullAccess, false);
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let target = f.outside.path().join("free.txt");
+    let o = sh(&sb, f.ws.path(), &format!("echo x > {}", target.display()));
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(target.exists());
+    let o = connect(&sb, port);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(sb.temp_dir().is_none());
+}
+
+#[test]
+fn git_hooks_git_config_and_latch_stay_read_only_and_git_cannot_be_moved() {
+    let f = fixture();
+    let w = f.ws.path();
+    std::fs::create_dir_all(w.join(".git/objects")).unwrap();
+    std::fs::write(w.join(".git/config"), "[core]\n").unwrap();
+    std::fs::create_dir_all(w.join(".latch")).unwrap();
+    std::fs::write(w.join(".latch/config.toml"), "").unwrap();
+    let sb = sandbox(&f, SandboxMode::WorkspaceWrite, false);
+    let o = sh(
+        &sb,
+        w,
+        "echo blob > .git/objects/x && echo index > .git/index && echo ok",
+    );
+    assert!(
+        o.status.success(),
+        "git's own files stay writable: {}",
+        text(&o)
+    );
+    for script in [
+        "echo evil > .git/hooks/pre-commit",
+        "echo '[core] hooksPath=/x' >> .git/config",
+        "echo '[sandbox]' >> .latch/config.toml",
+        "mv .git .git-old",
+        "rm -rf .latch",
+    ] {
+        let o = sh(&sb, w, script);
+        assert!(!o.status.success(), "{script}: {}", text(&o));
+    }
+    assert!(!w.join(".git/hooks/pre-commit").exists());
+    assert_eq!(
+        std::fs::read_to_string(w.join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(w.join(".latch/config.toml").exists() && w.join(".git").is_dir());
+}
+
+#[test]
+fn secrets_under_home_cannot_be_read() {
+    let f = fixture();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+    std::fs::write(home.path().join(".ssh/id_ed25519"), "KEY").unwrap();
+    std::fs::create_dir_all(home.path().join(".cargo")).unwrap();
+    std::fs::write(home.path().join(".cargo/env"), "TOOLS").unwrap();
+    let sb = sandbox(&f, SandboxMode::WorkspaceWrite, false).with_home(home.path());
+    let h = home.path().display();
+    let o = sh(&sb, f.ws.path(), &format!("cat {h}/.ssh/id_ed25519"));
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("Permission denied"),
+        "{}",
+        text(&o)
+    );
+    let o = sh(&sb, f.ws.path(), &format!("cat {h}/.cargo/env"));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "TOOLS", "{}", text(&o));
+}
+
+#[test]
+fn a_machine_without_landlock_is_a_clear_error_never_a_downgrade() {
+    const NAME: &str = "a_machine_without_landlock_is_a_clear_error_never_a_downgrade";
+    if std::env::var_os(PRETEND_ABI_ENV).is_none() {
+        // Pretending is process-wide: re-run this test alone in a child
+        // process with the variable set, so the other tests keep the real ABI.
+        let o = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env(PRETEND_ABI_ENV, "0")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("REFUSED-AS-EXPECTED"),
+            "{}",
+            text(&o)
+        );
+        return;
+    }
+    let f = fixture();
+    let policy = |mode| SandboxPolicy {
+        mode,
+        ..SandboxPolicy::default()
+    };
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        let err = Sandbox::new(policy(mode), f.ws.path(), "s").unwrap_err();
+        assert_eq!(err.kind(), "landlock-unavailable");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("`{mode}` cannot be enforced"))
+                && msg.contains("--sandbox full-access"),
+            "{msg}"
+        );
+    }
+    assert!(
+        Sandbox::new(policy(SandboxMode::FullAccess), f.ws.path(), "s").is_ok(),
+        "full-access needs no Landlock"
+    );
+    println!("REFUSED-AS-EXPECTED");
+}
+
+#[test]
+fn the_self_test_refuses_all_three_probes() {
+    let f = fixture();
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
+    std::fs::write(home.path().join(".ssh/id_rsa"), "KEY").unwrap();
+    let results = check::self_test(f.ws.path(), Some(home.path()), &probe_cmd).unwrap();
+    assert_eq!(results.len(), 3);
+    for r in &results {
+        assert!(r.refused, "{r:?}");
+    }
+    let caps = check::capabilities();
+    assert!(caps.landlock_abi.unwrap() >= 1 && caps.namespaces.is_ok());
+}

@@ -1,0 +1,299 @@
+//! The agent loop's permission hook. Before a tool call runs, the approval
+//! policy ([`latch_sandbox::decide`]) looks at what the call is about to do
+//! (the tools' preview: a command, an escalation, an edit and its diff) and
+//! the call runs, is denied, or waits for a decision:
+//!
+//! * `permission_requested` commits **before** anyone is asked; the loop
+//!   then waits on the [`DecisionPort`] holding no store lock;
+//! * `permission_granted` (by the user, or by an earlier "always for this
+//!   session" grant, which is replayed from the log on resume) commits
+//!   before the call runs;
+//! * `permission_denied` commits together with the call's result, which
+//!   tells the model why — so a denial is protocol-safe by construction.
+//!
+//! Without a port (`latch run`, child agents) nothing blocks: what would
+//! need approval is denied with a reason the model sees. On resume a
+//! request that was still waiting is denied as interrupted and its call
+//! answered (see [`Agent::settle_permissions`]).
+
+use super::{Agent, AgentError, AgentEvent};
+use latch_engine_sdk::types::{ToolCall, ToolResult};
+use latch_kernel::{
+    DecidedBy, EventKind, GrantScope, PermissionKind, PermissionLog, PermissionRequest,
+};
+use latch_sandbox::{Action, ApprovalMode, SandboxMode, SandboxPolicy, Verdict, decide};
+use std::sync::Arc;
+
+/// What the user answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Decision {
+    /// Run this call.
+    Once,
+    /// Run this call and every later one with the same command (or path)
+    /// in this session, also after resume.
+    Session,
+    /// Do not run it; the optional text is the user's reason for the model.
+    Deny(Option<String>),
+}
+
+/// A surface that asks the user and waits for the answer (the plain REPL,
+/// the TUI, the web page).
+pub trait DecisionPort: Send + Sync {
+    /// Show `request` and wait for the decision. Called with no store lock
+    /// held; the request is already durable.
+    fn decide(&self, request: &PermissionRequest) -> Decision;
+}
+
+/// The permission settings of an agent.
+#[derive(Clone)]
+pub struct Permissions {
+    /// When the user is asked.
+    pub approval: ApprovalMode,
+    /// The sandbox every command runs in.
+    pub sandbox: SandboxPolicy,
+    /// Who decides; `None`: nobody can be asked, so what needs approval is
+    /// denied (non-interactive runs and child agents).
+    pub port: Option<Arc<dyn DecisionPort>>,
+}
+
+impl std::fmt::Debug for Permissions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Permissions")
+            .field("approval", &self.approval)
+            .field("sandbox", &self.sandbox)
+            .field("interactive", &self.port.is_some())
+            .finish()
+    }
+}
+
+/// How a call may proceed.
+pub(crate) enum Permit {
+    /// Run it as usual (inside the sandbox).
+    Run,
+    /// Run it outside the sandbox (a granted escalation).
+    RunEscalated,
+    /// It was denied; the denial and the call's result are committed.
+    Denied,
+}
+
+fn denial(call: &ToolCall, text: String) -> EventKind {
+    EventKind::ToolResult(ToolResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        content: text,
+        is_error: true,
+        images: vec![],
+    })
+}
+
+/// What the model reads when Latch stopped before the user decided.
+pub const INTERRUPTED_DENIAL: &str = "denied: this call waited for the user's approval when Latch stopped, so it never ran. Ask again if it is still needed.";
+
+impl Agent {
+    /// Decide `call` before it runs (see the module docs).
+    pub(crate) fn permit(
+        &mut self,
+        call: &ToolCall,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<Permit, AgentError> {
+        let Some(perms) = self.options.permissions.clone() else {
+            return Ok(Permit::Run);
+        };
+        let Some(preview) = self.tools.preview(call) else {
+            return Ok(Permit::Run);
+        };
+        let sandbox = perms.sandbox.mode;
+        let escalated = preview.action == Action::Escalation && sandbox != SandboxMode::FullAccess;
+        let granted = if escalated {
+            Permit::RunEscalated
+        } else {
+            Permit::Run
+        };
+        let (reason, denied_by) = match decide(perms.approval, sandbox, preview.action) {
+            Verdict::Allow => return Ok(granted),
+            Verdict::Ask { reason } => (reason, None),
+            Verdict::Deny { reason } => (reason, Some(DecidedBy::Mode)),
+        };
+        let request = PermissionRequest {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            kind: match preview.action {
+                Action::Edit => PermissionKind::Edit,
+                _ if escalated => PermissionKind::Escalation,
+                _ => PermissionKind::Command,
+            },
+            command: preview.command,
+            path: preview.path,
+            diff: preview.diff,
+            reason: reason.clone(),
+            model_reason: preview.reason,
+            approval: perms.approval.name().into(),
+            sandbox: sandbox.name().into(),
+        };
+        let subject = request.subject();
+        let key = request.grant_key();
+        let requested = EventKind::PermissionRequested(request.clone());
+        if let Some(by) = denied_by {
+            let denied = EventKind::PermissionDenied {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                subject: subject.clone(),
+                by,
+                reason: reason.clone(),
+            };
+            let result = denial(call, format!("denied by the approval mode: {reason}"));
+            self.commit_permission(vec![requested, denied, result], observer)?;
+            return Ok(Permit::Denied);
+        }
+        if self.permission_log()?.granted(&key) {
+            let granted_event = EventKind::PermissionGranted {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                subject,
+                by: DecidedBy::SessionGrant,
+                scope: GrantScope::Once,
+                key: String::new(),
+            };
+            self.commit_permission(vec![requested, granted_event], observer)?;
+            return Ok(granted);
+        }
+        let Some(port) = perms.port else {
+            let why = format!(
+                "nobody can approve it in this non-interactive {} run ({reason}); do without \
+                 it, or the user re-runs interactively or with another --approval mode",
+                self.options.mode
+            );
+            let denied = EventKind::PermissionDenied {
+                call_id: call.id.clone(),
+                tool: call.name.clone(),
+                subject: subject.clone(),
+                by: DecidedBy::NonInteractive,
+                reason: why.clone(),
+            };
+            let result = denial(
+                call,
+                format!("denied: `{subject}` needs approval, but {why}"),
+            );
+            self.commit_permission(vec![requested, denied, result], observer)?;
+            return Ok(Permit::Denied);
+        };
+        // Durable before anyone is asked: a crash while waiting resumes with
+        // the request answered as interrupted.
+        self.commit_permission(vec![requested], observer)?;
+        let decision = port.decide(&request);
+        let decided = |by, scope, key: String| EventKind::PermissionGranted {
+            call_id: call.id.clone(),
+            tool: call.name.clone(),
+            subject: subject.clone(),
+            by,
+            scope,
+            key,
+        };
+        match decision {
+            Decision::Once => {
+                let e = decided(DecidedBy::User, GrantScope::Once, String::new());
+                self.commit_permission(vec![e], observer)?;
+                Ok(granted)
+            }
+            Decision::Session => {
+                let e = decided(DecidedBy::User, GrantScope::Session, key);
+                self.commit_permission(vec![e], observer)?;
+                Ok(granted)
+            }
+            Decision::Deny(why) => {
+                let why = why
+                    .map(|w| w.trim().to_string())
+                    .filter(|w| !w.is_empty())
+                    .unwrap_or_else(|| "the user declined".to_string());
+                let denied = EventKind::PermissionDenied {
+                    call_id: call.id.clone(),
+                    tool: call.name.clone(),
+                    subject: subject.clone(),
+                    by: DecidedBy::User,
+                    reason: why.clone(),
+                };
+                let result = denial(
+                    call,
+                    format!(
+                        "denied by the user: `{subject}` was not run ({why}). Do not retry it \
+                         unchanged; take another way or ask the user."
+                    ),
+                );
+                self.commit_permission(vec![denied, result], observer)?;
+                Ok(Permit::Denied)
+            }
+        }
+    }
+
+    /// The session's permission log, folded from the log on first use and
+    /// kept up to date by [`Agent::commit_permission`].
+    fn permission_log(&mut self) -> Result<&PermissionLog, AgentError> {
+        if self.permission_log.is_none() {
+            let events = self.store.all_events(&self.session.id)?;
+            self.permission_log = Some(PermissionLog::replay(events.iter().map(|e| &e.kind)));
+        }
+        Ok(self
+            .permission_log
+            .get_or_insert_with(PermissionLog::default))
+    }
+
+    /// Commit permission events in one transaction and fold them.
+    fn commit_permission(
+        &mut self,
+        events: Vec<EventKind>,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<(), AgentError> {
+        self.append_batch(events.clone(), observer)?;
+        if let Some(log) = self.permission_log.as_mut() {
+            for e in &events {
+                log.apply(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// On resume: a request that was waiting for a decision when Latch
+    /// stopped is denied as interrupted, and its call (still open) answered
+    /// as denied in the same transaction. Returns the events appended.
+    pub(crate) fn settle_permissions(
+        &mut self,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<usize, AgentError> {
+        let open = self
+            .store
+            .with_kernel(&self.session.id, |k| k.unfinished().open_calls.clone())?;
+        if open.is_empty() {
+            return Ok(0);
+        }
+        // A waiting request follows the assistant message whose call it
+        // holds, so the newest events suffice.
+        let mut recent = self.store.events_before(&self.session.id, u64::MAX, 256)?;
+        recent.reverse();
+        let pending = PermissionLog::replay(recent.iter().map(|e| &e.kind))
+            .pending()
+            .to_vec();
+        let mut events = Vec::new();
+        for r in pending
+            .iter()
+            .filter(|r| open.iter().any(|c| c.id == r.call_id))
+        {
+            events.push(EventKind::PermissionDenied {
+                call_id: r.call_id.clone(),
+                tool: r.tool.clone(),
+                subject: r.subject(),
+                by: DecidedBy::Interrupted,
+                reason: "Latch stopped while this request waited for a decision".into(),
+            });
+            events.push(EventKind::ToolResult(ToolResult {
+                call_id: r.call_id.clone(),
+                name: r.tool.clone(),
+                content: INTERRUPTED_DENIAL.into(),
+                is_error: true,
+                images: vec![],
+            }));
+        }
+        let n = events.len();
+        self.commit_permission(events, observer)?;
+        Ok(n)
+    }
+}

@@ -1,0 +1,369 @@
+//! [`GroupMember`]: one member's [`Delegation`] — its own delegation plus
+//! the group tools, and the delivery of its pending group messages at its
+//! safe boundaries (through [`GroupPort::deliver`]: the recipient's event
+//! and the root's marker in one transaction).
+
+use super::schemas::{self, GroupCall};
+use super::{LEAD, LiveGroup, ensure_group, reconcile};
+use crate::agent::{AgentError, Delegation};
+use crate::supervisor::children::ChildRuntime;
+use latch_engine_sdk::types::{ToolCall, ToolResult};
+use latch_kernel::agents::AgentTree;
+use latch_kernel::group::{ALL, GroupError, GroupEvent, GroupPort, TaskStatus, present};
+use latch_kernel::{EventKind, SessionRecord, Store};
+use latch_provider::ToolSchema;
+use std::sync::Arc;
+
+/// A member of a group: the root (with its children's runtime, so it can
+/// reconcile membership) or a child.
+pub struct GroupMember {
+    inner: Option<Box<dyn Delegation>>,
+    store: Arc<Store>,
+    live: Arc<LiveGroup>,
+    /// The root's children and its view of their log; `None` for a child.
+    children: Option<(Arc<ChildRuntime>, AgentTree)>,
+}
+
+fn store_error(e: GroupError) -> Result<(), AgentError> {
+    match e {
+        GroupError::Store(e) => Err(AgentError::Store(e)),
+        // Membership changes are refused only when the log already moved
+        // on (another process reconciled first): nothing to do.
+        GroupError::Refused(r) => {
+            tracing::debug!("group reconciliation: {r}");
+            Ok(())
+        }
+    }
+}
+
+impl GroupMember {
+    /// The root's membership: `inner` is its own delegation (the agent
+    /// tools over `children`).
+    pub fn for_root(
+        inner: Box<dyn Delegation>,
+        store: Arc<Store>,
+        root: &str,
+        children: Arc<ChildRuntime>,
+    ) -> GroupMember {
+        GroupMember {
+            inner: Some(inner),
+            live: LiveGroup::new(store.clone(), root),
+            store,
+            children: Some((children, AgentTree::default())),
+        }
+    }
+
+    /// A child's membership in its parent's (`root`'s) group; `inner` is
+    /// its link to the parent.
+    pub fn for_child(inner: Box<dyn Delegation>, store: Arc<Store>, root: &str) -> GroupMember {
+        GroupMember {
+            inner: Some(inner),
+            live: LiveGroup::new(store.clone(), root),
+            store,
+            children: None,
+        }
+    }
+
+    /// The live group state this member keeps (for `/group` and the
+    /// sidebar GROUP block).
+    pub fn live(&self) -> Arc<LiveGroup> {
+        self.live.clone()
+    }
+
+    fn root(&self) -> &str {
+        self.live.root()
+    }
+
+    /// The root only: catch its children's log up and reconcile
+    /// membership with it.
+    fn sync(&mut self) -> Result<(), GroupError> {
+        let Some((rt, tree)) = self.children.as_mut() else {
+            return Ok(());
+        };
+        for e in self.store.agent_log(self.live.root(), tree.watermark())? {
+            tree.apply(&e);
+        }
+        reconcile(&self.store, &self.live, tree, |id| rt.is_live(id))
+    }
+
+    /// `me`'s role: `lead` for the root, its spawn role for a child.
+    fn role_of(&self, me: &str) -> Result<String, GroupError> {
+        if me == self.root() {
+            return Ok(LEAD.to_string());
+        }
+        let tree = self.store.agent_tree(self.root())?;
+        Ok(tree
+            .child(me)
+            .map(|c| c.role.clone())
+            .unwrap_or_else(|| "child".to_string()))
+    }
+
+    /// Join `me` unless it is an active member already.
+    fn join(&self, me: &str) -> Result<(), GroupError> {
+        if self.live.with(|s| s.member(me).is_some_and(|m| m.active))? {
+            return Ok(());
+        }
+        self.store.commit(
+            self.root(),
+            GroupEvent::MemberJoined {
+                member: me.to_string(),
+                role: self.role_of(me)?,
+            },
+        )?;
+        Ok(())
+    }
+
+    /// A member id for what the model wrote: `all`, an id, `lead`, or a
+    /// role held by exactly one member.
+    fn recipient(&self, to: &str) -> Result<String, String> {
+        let to = to.trim();
+        if to == ALL {
+            return Ok(ALL.to_string());
+        }
+        if to == LEAD {
+            return Ok(self.root().to_string());
+        }
+        let members: Vec<(String, String)> = self
+            .live
+            .with(|s| {
+                s.members()
+                    .map(|m| (m.id.clone(), m.role.clone()))
+                    .collect()
+            })
+            .map_err(|e| e.to_string())?;
+        if members.iter().any(|(id, _)| id == to) {
+            return Ok(to.to_string());
+        }
+        let by_role: Vec<&String> = members
+            .iter()
+            .filter(|(_, r)| r == to)
+            .map(|(id, _)| id)
+            .collect();
+        match by_role.as_slice() {
+            [one] => Ok((*one).clone()),
+            [] => Ok(to.to_string()), // the port refuses it, listing the members
+            many => Err(format!(
+                "several members have the role `{to}` ({}); address one by its session id",
+                many.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        }
+    }
+
+    fn call(&mut self, me: &str, call: GroupCall) -> Result<String, String> {
+        let text = |e: GroupError| e.to_string();
+        ensure_group(&self.store, self.root()).map_err(text)?;
+        self.sync().map_err(text)?;
+        self.join(me).map_err(text)?;
+        let root = self.root().to_string();
+        match call {
+            GroupCall::Create {
+                title,
+                description,
+                depends_on,
+                key,
+            } => {
+                let c = self
+                    .store
+                    .commit(
+                        &root,
+                        GroupEvent::TaskCreated {
+                            title: title.clone(),
+                            description,
+                            depends_on,
+                            key: key.clone(),
+                            by: me.to_string(),
+                        },
+                    )
+                    .map_err(text)?;
+                Ok(if c.fresh {
+                    format!("Created task #{}: {title}", c.seq)
+                } else {
+                    format!(
+                        "Task #{} already exists with key `{}`; nothing new was created.",
+                        c.seq,
+                        key.unwrap_or_default()
+                    )
+                })
+            }
+            GroupCall::List => self.live.with(list_text).map_err(text),
+            GroupCall::Claim { id } => {
+                let c = self.store.claim(&root, id, me).map_err(text)?;
+                let title = self
+                    .live
+                    .with(|s| s.task(id).map(|t| t.title.clone()).unwrap_or_default())
+                    .map_err(text)?;
+                Ok(if c.fresh {
+                    format!(
+                        "You hold task #{id}: {title}. Finish it with task_complete, or give it \
+                         up with task_release."
+                    )
+                } else {
+                    format!("You already hold task #{id}: {title}.")
+                })
+            }
+            GroupCall::Complete { id, result, failed } => {
+                self.store
+                    .commit(
+                        &root,
+                        GroupEvent::TaskCompleted {
+                            task: id,
+                            by: me.to_string(),
+                            ok: !failed,
+                            result,
+                        },
+                    )
+                    .map_err(text)?;
+                Ok(format!(
+                    "Task #{id} is {}.",
+                    if failed { "marked failed" } else { "completed" }
+                ))
+            }
+            GroupCall::Release { id, reason } => {
+                self.store
+                    .commit(
+                        &root,
+                        GroupEvent::TaskReleased {
+                            task: id,
+                            by: me.to_string(),
+                            reason: reason.unwrap_or_else(|| "released by its holder".into()),
+                        },
+                    )
+                    .map_err(text)?;
+                Ok(format!("Released task #{id}; it is open again."))
+            }
+            GroupCall::Message { to, text: body } => {
+                let to = self.recipient(&to)?;
+                self.store
+                    .commit(
+                        &root,
+                        GroupEvent::MessageQueued {
+                            from: me.to_string(),
+                            to: to.clone(),
+                            recipients: vec![],
+                            text: body,
+                        },
+                    )
+                    .map_err(text)?;
+                Ok(format!(
+                    "Queued for {to}; it arrives at the recipient's next safe boundary while it \
+                     runs (an idle agent is not woken by it)."
+                ))
+            }
+        }
+    }
+
+    /// Deliver what waits for `me` at this safe boundary.
+    fn deliver(&mut self, me: &str) -> Result<(), GroupError> {
+        let exists = self.live.with(|s| s.exists())?;
+        if !exists {
+            return Ok(());
+        }
+        self.sync()?;
+        self.join(me)?;
+        if !self.store.pending(self.root(), me)?.is_empty() {
+            self.store.deliver(self.root(), me)?;
+        }
+        Ok(())
+    }
+}
+
+/// The `task_list` text: the tasks and which open ones are ready.
+fn list_text(state: &latch_kernel::GroupState) -> String {
+    let view = present::view(state);
+    if view.tasks.is_empty() {
+        return "The task list is empty; task_create adds one.".to_string();
+    }
+    let mut out = String::new();
+    for t in &view.tasks {
+        out.push_str(&format!(
+            "#{} {} {}{} — {}{}\n",
+            t.id,
+            t.status.label(),
+            t.owner
+                .as_deref()
+                .map(|o| format!("by {o} "))
+                .unwrap_or_default(),
+            if t.depends_on.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "(after {}) ",
+                    t.depends_on
+                        .iter()
+                        .map(|d| format!("#{d}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            },
+            t.title,
+            t.result
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ));
+    }
+    let ready: Vec<String> = state
+        .tasks()
+        .filter(|t| {
+            t.status == TaskStatus::Open
+                && t.depends_on.iter().all(|d| {
+                    state
+                        .task(*d)
+                        .is_some_and(|d| d.status == TaskStatus::Completed)
+                })
+        })
+        .map(|t| format!("#{}", t.id))
+        .collect();
+    out.push_str(&if ready.is_empty() {
+        "No open task is ready to claim.".to_string()
+    } else {
+        format!("Ready to claim: {}", ready.join(", "))
+    });
+    out
+}
+
+impl Delegation for GroupMember {
+    fn schemas(&self) -> Vec<ToolSchema> {
+        let mut all = self.inner.as_ref().map(|d| d.schemas()).unwrap_or_default();
+        all.extend(schemas::schemas());
+        all
+    }
+
+    fn execute(&mut self, session: &SessionRecord, call: &ToolCall) -> Option<Vec<EventKind>> {
+        if let Some(parsed) = schemas::parse(&call.name, &call.arguments_json) {
+            let (content, is_error) = match parsed.and_then(|c| self.call(&session.id, c)) {
+                Ok(text) => (text, false),
+                Err(text) => (text, true),
+            };
+            return Some(vec![EventKind::ToolResult(ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content,
+                is_error,
+                images: vec![],
+            })]);
+        }
+        let events = self.inner.as_mut()?.execute(session, call);
+        if events.is_some()
+            && let Err(e) = self.sync()
+        {
+            // A spawned child joins at the next sync at the latest.
+            tracing::warn!("group membership not reconciled: {e}");
+        }
+        events
+    }
+
+    fn at_safe_boundary(&mut self, session: &SessionRecord) -> Result<Vec<EventKind>, AgentError> {
+        let events = match self.inner.as_mut() {
+            Some(d) => d.at_safe_boundary(session)?,
+            None => Vec::new(),
+        };
+        if let Err(e) = self.deliver(&session.id) {
+            store_error(e)?;
+        }
+        Ok(events)
+    }
+}

@@ -1,0 +1,169 @@
+//! Agent groups at run time: the root agent and its children share a task
+//! list and message each other. [`GroupMember`] is a member's
+//! [`crate::agent::Delegation`]: it wraps the member's own delegation
+//! (the root's agent tools, a child's link to its parent), adds the group
+//! tools and delivers pending group messages at the member's safe
+//! boundaries. [`LiveGroup`] is the live group state a surface presents.
+//!
+//! Everything durable goes through the store's [`GroupPort`]: the group,
+//! membership, tasks, claims and messages are events of the root session;
+//! this module only decides when to join, leave and deliver. A member that
+//! stops running leaves with a durable event that releases its claims: a
+//! child when its report is committed ([`member_ended`]), any member the
+//! root finds interrupted (a child no process runs) when it reconciles.
+
+mod member;
+pub mod schemas;
+
+pub use member::GroupMember;
+
+use latch_kernel::agents::{AgentTree, ChildState};
+use latch_kernel::group::{GroupError, GroupEvent, GroupPort, GroupState, present};
+use latch_kernel::{ReportOutcome, Store};
+use std::sync::{Arc, Mutex};
+
+/// The role of the root session in its group.
+pub const LEAD: &str = "lead";
+
+/// A group's state as one process sees it, caught up incrementally from
+/// the log (the live side of `/group`; a resumed session replays the same
+/// events and presents the same text).
+pub struct LiveGroup {
+    store: Arc<Store>,
+    root: String,
+    state: Mutex<GroupState>,
+}
+
+impl LiveGroup {
+    /// The live state of `root`'s group, empty until caught up.
+    pub fn new(store: Arc<Store>, root: &str) -> Arc<LiveGroup> {
+        Arc::new(LiveGroup {
+            store,
+            root: root.to_string(),
+            state: Mutex::new(GroupState::default()),
+        })
+    }
+
+    /// The root session.
+    pub fn root(&self) -> &str {
+        &self.root
+    }
+
+    /// Catch up with the log and run `f` on the state.
+    pub fn with<R>(&self, f: impl FnOnce(&GroupState) -> R) -> Result<R, GroupError> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        for e in self.store.group_log(&self.root, state.watermark())? {
+            state.apply(&e);
+        }
+        Ok(f(&state))
+    }
+
+    /// The `/group` text.
+    pub fn render(&self) -> Result<String, GroupError> {
+        self.with(present::render)
+    }
+}
+
+/// The root of `session`'s group: the session itself, or its parent.
+pub fn root_of(session: &latch_kernel::SessionRecord) -> &str {
+    session.parent.as_deref().unwrap_or(&session.id)
+}
+
+/// Create the group of `root` if it does not exist, with the root as its
+/// lead.
+pub fn ensure_group(store: &Store, root: &str) -> Result<(), GroupError> {
+    store.commit(
+        root,
+        GroupEvent::Created {
+            lead: root.to_string(),
+        },
+    )?;
+    store.commit(
+        root,
+        GroupEvent::MemberJoined {
+            member: root.to_string(),
+            role: LEAD.to_string(),
+        },
+    )?;
+    Ok(())
+}
+
+/// Bring membership in line with the root's children: a child this
+/// process runs joins, a child that finished, failed or is no longer run
+/// by any process (`is_live` says which it runs) leaves, its claims
+/// released in the same commit. No-op until the group exists.
+pub fn reconcile(
+    store: &Store,
+    live: &LiveGroup,
+    tree: &AgentTree,
+    is_live: impl Fn(&str) -> bool,
+) -> Result<(), GroupError> {
+    let (exists, active): (bool, Vec<(String, bool)>) = live.with(|s| {
+        (
+            s.exists(),
+            s.members().map(|m| (m.id.clone(), m.active)).collect(),
+        )
+    })?;
+    if !exists {
+        return Ok(());
+    }
+    let is_active = |id: &str| active.iter().any(|(m, a)| m == id && *a);
+    for c in tree.children() {
+        let leave = match c.state {
+            ChildState::Unfinished if is_live(&c.id) => {
+                if !is_active(&c.id) {
+                    store.commit(
+                        live.root(),
+                        GroupEvent::MemberJoined {
+                            member: c.id.clone(),
+                            role: c.role.clone(),
+                        },
+                    )?;
+                }
+                None
+            }
+            ChildState::Unfinished => Some("was interrupted"),
+            // Finished or failed: the outcome of its report, as the
+            // worker's own leave says it.
+            ChildState::Finished | ChildState::Failed => Some(
+                c.latest_report()
+                    .map(|(_, r)| r.outcome.label())
+                    .unwrap_or("finished"),
+            ),
+        };
+        if let Some(reason) = leave
+            && is_active(&c.id)
+        {
+            store.commit(
+                live.root(),
+                GroupEvent::MemberLeft {
+                    member: c.id.clone(),
+                    reason: reason.to_string(),
+                },
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// A child's run ended (its report is committed): it leaves its parent's
+/// group, if it is an active member, and its claims are released with the
+/// same commit.
+pub fn member_ended(store: &Store, child: &str, outcome: ReportOutcome) -> Result<(), GroupError> {
+    let record = store.session(child)?;
+    let Some(root) = record.parent.as_deref() else {
+        return Ok(());
+    };
+    let state = store.replay(root)?;
+    if !state.member(child).is_some_and(|m| m.active) {
+        return Ok(());
+    }
+    store.commit(
+        root,
+        GroupEvent::MemberLeft {
+            member: child.to_string(),
+            reason: outcome.label().to_string(),
+        },
+    )?;
+    Ok(())
+}
