@@ -6,6 +6,8 @@
 //! * [`safety`] — no step cap, commands die with Latch, resume settles
 //!   managed processes, `demo --store`, read-only commands create nothing.
 //! * [`crash`] — crash trials: SIGKILL at random points, then resume.
+//! * [`tui`] — the terminal UI in a tmux pseudo-terminal: stream, tool
+//!   rows, Esc mid-turn, resume in a new process.
 //! * [`children`] — `demo team`, `context`/`recall` on a child, and a
 //!   SIGKILL while two children are out, then `resume --last`.
 //! * [`permissions`] — the terminal prompt, `latch run` never blocking, a
@@ -26,6 +28,8 @@ mod permissions;
 mod safety;
 #[path = "cli/skills_mcp.rs"]
 mod skills_mcp;
+#[path = "cli/tui.rs"]
+mod tui;
 
 use latch_kernel::{EventKind, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn, WireFormat};

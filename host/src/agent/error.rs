@@ -70,6 +70,9 @@ pub enum AgentError {
     /// The run was cancelled (a child agent's `cancel_agent`).
     #[error("cancelled: {0}")]
     Cancelled(String),
+    /// The user interrupted the turn (Esc or Ctrl-C in the terminal UI).
+    #[error("interrupted by the user")]
+    Interrupted,
     /// The configured sandbox cannot be enforced on this machine.
     #[error(transparent)]
     Sandbox(#[from] latch_sandbox::SandboxError),

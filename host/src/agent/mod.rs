@@ -9,6 +9,7 @@
 
 pub mod calibration;
 pub mod children;
+mod control;
 mod error;
 pub mod extended;
 mod guarded;
@@ -21,6 +22,7 @@ pub mod tools;
 mod turn;
 
 pub use children::Delegation;
+pub use control::TurnControl;
 pub use error::AgentError;
 pub use permissions::{Decision, DecisionPort, Permissions};
 pub use provider_io::ProviderFigures;
@@ -151,6 +153,8 @@ pub struct Agent {
     /// Child agents: their tools and their deliveries (see
     /// [`Agent::with_delegation`]).
     delegation: Option<Box<dyn Delegation>>,
+    /// Interrupts and steering from a surface (see [`TurnControl`]).
+    control: TurnControl,
     /// Pending permission requests and session grants, folded from the log
     /// when first needed.
     permission_log: Option<latch_kernel::PermissionLog>,
@@ -212,6 +216,7 @@ impl Agent {
             runtime,
             engine_tainted: None,
             delegation: None,
+            control: TurnControl::default(),
             permission_log: None,
             extensions: Vec::new(),
             extension_tokens: 0,

@@ -67,6 +67,7 @@ impl Agent {
         observer: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<TurnOutcome, AgentError> {
         self.repair_interrupted(observer)?;
+        self.start_controlled_turn();
         // The session context is recorded when it is new or changed; the
         // first recorded one stays the first provider-visible message, and a
         // change reaches the model as an appended note.
@@ -108,7 +109,9 @@ impl Agent {
                 Ok(outcome)
             }
             Err(e) => {
-                // Committed history stays; the run is marked interrupted.
+                // Committed history stays; calls left without a result are
+                // answered as interrupted and the run is marked interrupted.
+                let _ = self.answer_open_calls(observer);
                 let _ = self.append(
                     EventKind::RunInterrupted {
                         reason: e.to_string(),
@@ -137,6 +140,8 @@ impl Agent {
             }
             // A safe boundary: every earlier call has its result.
             self.safe_boundary(observer)?;
+            self.check_interrupt()?;
+            self.deliver_steering(observer)?;
             let (_, view) = self.materialize(query)?;
             // Kernel context is durable before the request that shows it,
             // tagged with the engine that wrote it.
@@ -179,8 +184,8 @@ impl Agent {
                     }),
                     _ => {}
                 };
-                self.runtime
-                    .block_on(provider.complete_with(&request, &ctx, &media, &mut on_event))
+                // Esc drops the request in flight (see `TurnControl`).
+                self.interruptible(provider.complete_with(&request, &ctx, &media, &mut on_event))?
             };
             let turn: AssistantTurn = match result {
                 Ok(turn) => turn,
@@ -246,6 +251,7 @@ impl Agent {
             // Each result is durable the moment its call finishes: a crash
             // during a later call loses none of the earlier ones.
             for call in &calls {
+                self.check_interrupt()?;
                 if self.delegated_call(call, observer)? {
                     continue;
                 }

@@ -212,3 +212,37 @@ pub fn demo(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
     println!("demo finished in {:.1} s", started.elapsed().as_secs_f64());
     Ok(0)
 }
+
+/// `latch demo --tui`: the demo played in the terminal UI, which stays open
+/// on the finished session until the user quits (`q` or `/exit`). Only the
+/// single-agent demo plays in the UI for now.
+pub fn demo_tui(
+    scenario: Option<Scenario>,
+    keep: bool,
+    store: Option<&Path>,
+) -> anyhow::Result<i32> {
+    if let Some(Scenario::Team) = scenario {
+        anyhow::bail!(
+            "`latch demo team --tui` is not available yet: run `latch demo team` (line output) or `latch demo --tui`"
+        );
+    }
+    let rig = DemoRig::start(write_project, demo_script(), store)?;
+    let session = new_session(&rig.env, &rig.provider)?;
+    let title = format!(
+        "demo {} · scripted {} · builtin:continuity",
+        session.id, rig.provider.model
+    );
+    let agent = build_agent(&rig.env, session, &rig.provider, "demo")?;
+    let code = super::tui_cmd::open(
+        agent,
+        rig.env.workspace_key(),
+        title,
+        Some(DEMO_TASK.to_string()),
+        true,
+    )?;
+    rig.io.block_on(rig.server.shutdown());
+    if keep {
+        println!("project kept at {}", rig.dir.keep().display());
+    }
+    Ok(code)
+}

@@ -15,6 +15,7 @@ pub mod sandbox_cmd;
 pub mod session_cmd;
 pub mod setup;
 pub mod skills_cmd;
+pub mod tui_cmd;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
@@ -80,7 +81,12 @@ pub enum Command {
     #[command(
         after_help = "Slash commands: /context  /compact  /recall <query>  /group  /exit\n\nExamples:\n  latch\n  latch --provider openai-compatible --base-url http://localhost:11434/v1 --model qwen2.5-coder chat"
     )]
-    Chat,
+    Chat {
+        /// Keep the line interface even on a terminal (the default on a
+        /// terminal is the full-screen UI).
+        #[arg(long)]
+        plain: bool,
+    },
     /// Run one task non-interactively; exits non-zero if the turn fails.
     #[command(
         after_help = "Examples:\n  latch run \"make the failing test pass\"\n  latch run --json \"add a --verbose flag\" > events.jsonl"
@@ -100,6 +106,9 @@ pub enum Command {
         /// Resume the latest session of the workspace.
         #[arg(long, conflicts_with = "session")]
         last: bool,
+        /// Keep the line interface even on a terminal.
+        #[arg(long)]
+        plain: bool,
     },
     /// List the workspace's sessions (deleted ones are omitted).
     #[command(after_help = "Examples:\n  latch sessions\n  latch -C ~/src/project sessions")]
@@ -146,6 +155,10 @@ pub enum Command {
         /// Keep the demo project directory.
         #[arg(long)]
         keep: bool,
+        /// Play the demo in the terminal UI; it stays open on the finished
+        /// session until you quit (`q` or `/exit`).
+        #[arg(long)]
+        tui: bool,
     },
     /// Inspect and check context engines.
     #[command(subcommand)]
@@ -312,11 +325,16 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             dir,
             sdk,
         })) => engine_new::run(&name, lang, dir.as_deref(), sdk.as_deref()),
-        None | Some(Command::Chat) => session_cmd::chat(&cli.global, &workspace, None),
+        None => interactive(&cli.global, &workspace, None, false),
+        Some(Command::Chat { plain }) => interactive(&cli.global, &workspace, None, plain),
         Some(Command::Run { task, json }) => session_cmd::run(&cli.global, &workspace, &task, json),
-        Some(Command::Resume { session, last }) => {
+        Some(Command::Resume {
+            session,
+            last,
+            plain,
+        }) => {
             let selector = if last { None } else { session };
-            session_cmd::chat(&cli.global, &workspace, Some(selector))
+            interactive(&cli.global, &workspace, Some(selector), plain)
         }
         Some(Command::Sessions) => session_cmd::sessions(&cli.global, &workspace),
         Some(Command::History(HistoryCommand::Delete { session })) => {
@@ -333,9 +351,16 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             query,
             limit,
         }) => session_cmd::recall(&cli.global, &workspace, &session, &query, limit),
-        Some(Command::Demo { scenario, keep }) => {
-            demo::run_scenario(scenario, keep, cli.global.store.as_deref())
-        }
+        Some(Command::Demo {
+            scenario,
+            keep,
+            tui: false,
+        }) => demo::run_scenario(scenario, keep, cli.global.store.as_deref()),
+        Some(Command::Demo {
+            scenario,
+            keep,
+            tui: true,
+        }) => demo::demo_tui(scenario, keep, cli.global.store.as_deref()),
         Some(Command::Sandbox(cmd)) => sandbox_cmd::run(&cli.global, &workspace, cmd),
         Some(Command::Group { session }) => {
             group_cmd::group(&cli.global, &workspace, session.as_deref())
@@ -344,5 +369,20 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Mcp(McpCommand::List { json })) => {
             mcp_cmd::list(&cli.global, &workspace, json)
         }
+    }
+}
+
+/// An interactive session: the terminal UI on a terminal, the line REPL
+/// with `--plain` or when stdin or stdout is not a terminal.
+fn interactive(
+    global: &GlobalArgs,
+    workspace: &std::path::Path,
+    resume: Option<Option<String>>,
+    plain: bool,
+) -> anyhow::Result<i32> {
+    if plain || !tui_cmd::on_terminal() {
+        session_cmd::chat(global, workspace, resume)
+    } else {
+        tui_cmd::chat(global, workspace, resume)
     }
 }

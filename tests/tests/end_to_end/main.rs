@@ -15,6 +15,8 @@
 //!   a stable session context.
 //! * [`durability`] — deterministic serialization between processes; the
 //!   stress tier on the real store (no automatic compact, every event kept).
+//! * [`interrupts`] — Esc mid-request, an interrupt between tool calls,
+//!   steering at the next safe boundary.
 //! * [`groups`] — agent groups: a lead and two children work a task list
 //!   with a dependency and message each other once; an idle agent is not
 //!   woken, and gets its messages at its next safe boundary.
@@ -42,6 +44,7 @@ mod continuity_component;
 mod core_loop;
 mod durability;
 mod groups;
+mod interrupts;
 mod invariants;
 mod loading;
 mod permissions;

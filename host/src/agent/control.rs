@@ -1,0 +1,170 @@
+//! What a surface can do to a running turn: interrupt it at once, or queue
+//! the next message (steering) for the turn's next safe boundary.
+//!
+//! A [`TurnControl`] is a cheap handle shared between the agent (which runs
+//! the turn on its own thread) and a surface. An interrupt drops the
+//! provider stream in flight and stops before the next tool call; the turn
+//! then answers every call left without a result as interrupted and commits
+//! `RunInterrupted`, so the history stays protocol-safe. A steering message
+//! is appended as the user's message at the next safe boundary, where every
+//! earlier call has its result.
+
+use super::repair::INTERRUPTED_RESULT;
+use super::{Agent, AgentError, AgentEvent};
+use latch_engine_sdk::types::{Part, ToolResult};
+use latch_kernel::EventKind;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
+
+/// How often an in-flight request looks at the interrupt flag.
+const INTERRUPT_POLL: Duration = Duration::from_millis(10);
+
+#[derive(Debug, Default)]
+struct Shared {
+    interrupt: AtomicBool,
+    steering: Mutex<VecDeque<String>>,
+}
+
+/// A handle on an agent's turns: interrupt and steer from another thread.
+#[derive(Clone, Debug, Default)]
+pub struct TurnControl {
+    shared: Arc<Shared>,
+}
+
+impl TurnControl {
+    /// Stop the running turn at once (no effect when none runs: the next
+    /// turn clears the request when it starts).
+    pub fn interrupt(&self) {
+        self.shared.interrupt.store(true, Ordering::SeqCst);
+    }
+
+    /// True when an interrupt was requested for the running turn.
+    pub fn is_interrupted(&self) -> bool {
+        self.shared.interrupt.load(Ordering::SeqCst)
+    }
+
+    /// Queue `text` as the user's next message, delivered at the running
+    /// turn's next safe boundary.
+    pub fn steer(&self, text: impl Into<String>) {
+        self.queue().push_back(text.into());
+    }
+
+    /// Take every queued message that was not delivered yet, oldest first.
+    pub fn take_steering(&self) -> Vec<String> {
+        self.queue().drain(..).collect()
+    }
+
+    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<String>> {
+        // A poisoned queue still holds plain strings: keep using it.
+        self.shared
+            .steering
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn clear_interrupt(&self) {
+        self.shared.interrupt.store(false, Ordering::SeqCst);
+    }
+
+    /// Resolves once an interrupt is requested.
+    async fn interrupted(&self) {
+        while !self.is_interrupted() {
+            tokio::time::sleep(INTERRUPT_POLL).await;
+        }
+    }
+}
+
+impl Agent {
+    /// The handle that interrupts and steers this agent's turns.
+    pub fn control(&self) -> TurnControl {
+        self.control.clone()
+    }
+
+    /// A new turn starts: an interrupt meant for an earlier one is void.
+    pub(crate) fn start_controlled_turn(&self) {
+        self.control.clear_interrupt();
+    }
+
+    /// An error when the user interrupted the turn.
+    pub(crate) fn check_interrupt(&self) -> Result<(), AgentError> {
+        if self.control.is_interrupted() {
+            return Err(AgentError::Interrupted);
+        }
+        Ok(())
+    }
+
+    /// Run `fut` (a provider request) to its end unless the user interrupts
+    /// first; then the future — and with it the stream — is dropped.
+    pub(crate) fn interruptible<F: Future>(&self, fut: F) -> Result<F::Output, AgentError> {
+        let control = self.control.clone();
+        self.runtime.block_on(async move {
+            let mut fut = std::pin::pin!(fut);
+            let mut stop = std::pin::pin!(control.interrupted());
+            std::future::poll_fn(|cx| {
+                if let Poll::Ready(out) = fut.as_mut().poll(cx) {
+                    return Poll::Ready(Ok(out));
+                }
+                if stop.as_mut().poll(cx).is_ready() {
+                    return Poll::Ready(Err(AgentError::Interrupted));
+                }
+                Poll::Pending
+            })
+            .await
+        })
+    }
+
+    /// At a safe boundary: append the messages the user typed while the
+    /// turn ran, as the user's own messages.
+    pub(crate) fn deliver_steering(
+        &mut self,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<(), AgentError> {
+        let queued = self.control.take_steering();
+        if queued.is_empty() {
+            return Ok(());
+        }
+        self.append_batch(
+            queued
+                .into_iter()
+                .map(|text| EventKind::UserMessage {
+                    parts: vec![Part::Text(text)],
+                })
+                .collect(),
+            observer,
+        )
+    }
+
+    /// Answer every tool call of the latest assistant message that has no
+    /// result as interrupted, so the history stays a valid continuation.
+    pub(crate) fn answer_open_calls(
+        &mut self,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<usize, AgentError> {
+        let open = self
+            .store
+            .with_kernel(&self.session.id, |k| k.unfinished().open_calls.clone())?;
+        let n = open.len();
+        if n == 0 {
+            return Ok(0);
+        }
+        self.append_batch(
+            open.into_iter()
+                .map(|c| {
+                    EventKind::ToolResult(ToolResult {
+                        call_id: c.id,
+                        name: c.name,
+                        content: INTERRUPTED_RESULT.into(),
+                        is_error: true,
+                        images: vec![],
+                    })
+                })
+                .collect(),
+            observer,
+        )?;
+        Ok(n)
+    }
+}

@@ -1,0 +1,310 @@
+//! The terminal UI's wiring: the agent runs on a thread of its own and
+//! reports every committed event (caught up from the store in sequence
+//! order, with the workspace-wide events of other sessions and the
+//! children's reports) and every streamed delta to the screen; the screen's
+//! interrupts and steering go straight to the agent's [`TurnControl`], its
+//! other commands to the agent thread.
+//!
+//! `latch` on a terminal, `latch resume` on a terminal and `latch demo
+//! --tui` come here; `--plain` and any non-terminal keep the line REPL.
+
+use super::GlobalArgs;
+use super::render;
+use super::setup::{self, Env};
+use crate::agent::{Agent, AgentError, AgentEvent, TurnControl};
+use latch_kernel::{Store, StoredEvent};
+use latch_surface::{Delta, Surface};
+use latch_tui::{Command, Input, UiState};
+use std::io::IsTerminal;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, Sender};
+
+/// Events read per page when catching up.
+const PAGE: u32 = 5_000;
+
+/// True when both stdin and stdout are terminals (the TUI can run).
+pub fn on_terminal() -> bool {
+    std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
+}
+
+/// What a surface of `session` has not seen after `after`: its own events,
+/// the workspace-wide events of other sessions of `workspace` and its
+/// children's reports and deliveries, in sequence order.
+pub fn catch_up(
+    store: &Store,
+    session: &str,
+    workspace: &str,
+    after: u64,
+) -> anyhow::Result<Vec<StoredEvent>> {
+    let mut events = Vec::new();
+    let mut from = after;
+    loop {
+        let page = store.workspace_log(session, workspace, from, PAGE)?;
+        let full = page.len() == PAGE as usize;
+        from = page.last().map_or(from, |e| e.seq);
+        events.extend(page);
+        if !full {
+            break;
+        }
+    }
+    events.extend(store.agent_log(session, after)?);
+    events.sort_by_key(|e| e.seq);
+    events.dedup_by_key(|e| e.seq);
+    Ok(events)
+}
+
+/// The session's surface as the log says it now.
+pub fn surface_of(store: &Store, session: &str, workspace: &str) -> anyhow::Result<Surface> {
+    Ok(Surface::replay(
+        session,
+        &catch_up(store, session, workspace, 0)?,
+    ))
+}
+
+/// `latch` / `latch resume` on a terminal.
+pub fn chat(
+    global: &GlobalArgs,
+    workspace: &Path,
+    resume: Option<Option<String>>,
+) -> anyhow::Result<i32> {
+    let env = if resume.is_some() {
+        Env::open_existing(global, workspace)?
+    } else {
+        Env::open(global, workspace)?
+    };
+    let provider = setup::choose_provider(global, &env.config.config)?;
+    let session = match &resume {
+        Some(selector) => setup::select_session(&env, selector.as_deref())?,
+        None => setup::new_session(&env, &provider)?,
+    };
+    let mut agent = setup::build_agent(&env, session, &provider, "interactive")?;
+    if resume.is_some() {
+        agent.resume(&mut |_: AgentEvent| {})?;
+    }
+    let title = format!(
+        "{} · {} · {}",
+        agent.session().id,
+        provider.model,
+        agent.engine_name()
+    );
+    open(agent, env.workspace_key(), title, None, false)
+}
+
+/// Open the screen on `agent`'s session; `first` is submitted at once.
+/// Returns when the user leaves, after the agent stopped.
+pub fn open(
+    agent: Agent,
+    workspace: String,
+    title: String,
+    first: Option<String>,
+    quit_on_q: bool,
+) -> anyhow::Result<i32> {
+    let store = agent.store().clone();
+    let session = agent.session().id.clone();
+    let mut surface = surface_of(&store, &session, &workspace)?;
+    surface.go_live();
+    let mut state = UiState::new(surface, title);
+    state.quit_on_q = quit_on_q;
+    let control = agent.control();
+    let (in_tx, in_rx) = mpsc::channel();
+    let (op_tx, op_rx) = mpsc::channel();
+    let seen = state.surface.durable().watermark;
+    if let Some(task) = first {
+        state.running = true;
+        let _ = op_tx.send(Command::Submit(task));
+    }
+    let worker = std::thread::Builder::new()
+        .name("latch-agent".into())
+        .spawn(move || {
+            AgentThread {
+                agent,
+                store,
+                workspace,
+                out: in_tx,
+                seen,
+            }
+            .serve(op_rx)
+        })?;
+    let ui_control = control.clone();
+    let ops = op_tx.clone();
+    let result = latch_tui::run(state, in_rx, move |command| match command {
+        Command::Interrupt => ui_control.interrupt(),
+        Command::Steer(text) => ui_control.steer(text),
+        other => {
+            let _ = ops.send(other);
+        }
+    });
+    // Leaving stops a running turn; its interruption is committed before
+    // the process ends.
+    control.interrupt();
+    drop(op_tx);
+    let _ = worker.join();
+    result?;
+    Ok(0)
+}
+
+/// The agent's side: runs turns and commands, reports to the screen.
+struct AgentThread {
+    agent: Agent,
+    store: Arc<Store>,
+    workspace: String,
+    out: Sender<Input>,
+    /// The last sequence number sent to the screen.
+    seen: u64,
+}
+
+impl AgentThread {
+    fn serve(mut self, ops: Receiver<Command>) {
+        while let Ok(op) = ops.recv() {
+            match op {
+                Command::Submit(text) => self.turn(text),
+                Command::Context => match self.agent.context_report() {
+                    Ok(report) => {
+                        let lines = render::report_table(&report)
+                            .lines()
+                            .map(str::to_string)
+                            .collect();
+                        self.send(Input::Report(report));
+                        self.send(Input::Popup {
+                            title: "/context".into(),
+                            lines,
+                        });
+                    }
+                    Err(e) => self.notice(format!("/context failed: {e}")),
+                },
+                Command::Compact => {
+                    let result = self.agent.compact(&mut |_: AgentEvent| {});
+                    self.flush();
+                    match result {
+                        Ok(n) => self.notice(format!(
+                            "working memory reset; {n} kernel-context entries start the new epoch"
+                        )),
+                        Err(e) => self.notice(format!("/compact failed: {e}")),
+                    }
+                }
+                Command::Recall(query) => match self.agent.recall(&query, 10) {
+                    Ok(events) => {
+                        let lines = render::recalled(&events)
+                            .lines()
+                            .map(str::to_string)
+                            .collect();
+                        self.send(Input::Popup {
+                            title: format!("/recall {query}"),
+                            lines,
+                        });
+                    }
+                    Err(e) => self.notice(format!("/recall failed: {e}")),
+                },
+                Command::Sessions => self.sessions(),
+                Command::Group => self.send(Input::Popup {
+                    title: "/group".into(),
+                    lines: vec!["this session has no agent group".into()],
+                }),
+                Command::Permission(_) => self.notice("no permission request is waiting".into()),
+                Command::Exit => break,
+                // Handled on the screen's thread through the turn control.
+                Command::Interrupt | Command::Steer(_) => {}
+            }
+        }
+    }
+
+    fn turn(&mut self, mut text: String) {
+        let control: TurnControl = self.agent.control();
+        loop {
+            let store = self.store.clone();
+            let (session, workspace) = (self.agent.session().id.clone(), self.workspace.clone());
+            let out = self.out.clone();
+            let mut seen = self.seen;
+            let mut observer = |event: AgentEvent| match event {
+                AgentEvent::TextDelta(t) => {
+                    let _ = out.send(Input::Delta(Delta::Text(t.to_string())));
+                }
+                AgentEvent::Reasoning => {
+                    let _ = out.send(Input::Delta(Delta::Reasoning));
+                }
+                AgentEvent::Retrying { attempt, reason } => {
+                    let _ = out.send(Input::Delta(Delta::Retrying {
+                        attempt,
+                        reason: reason.to_string(),
+                    }));
+                }
+                AgentEvent::Committed { .. } => {
+                    if let Ok(events) = catch_up(&store, &session, &workspace, seen)
+                        && let Some(last) = events.last()
+                    {
+                        seen = last.seq;
+                        let _ = out.send(Input::Events(events));
+                    }
+                }
+            };
+            let result = self.agent.run_turn(&text, &mut observer);
+            self.seen = seen;
+            self.flush();
+            let interrupted = matches!(result, Err(AgentError::Interrupted));
+            match result {
+                Ok(outcome) => {
+                    if let Some(report) = outcome.report {
+                        self.send(Input::Report(report));
+                    }
+                    self.send(Input::TurnEnded { error: None });
+                }
+                Err(e) => self.send(Input::TurnEnded {
+                    error: Some(render::terminal_safe(&e.to_string(), 400)),
+                }),
+            }
+            let queued = control.take_steering();
+            if interrupted || queued.is_empty() {
+                if !queued.is_empty() {
+                    self.send(Input::Unsent(queued));
+                }
+                return;
+            }
+            // Typed while the turn ran, after its last safe boundary: the
+            // next turn starts with it.
+            text = queued.join("\n");
+            self.send(Input::TurnStarted);
+        }
+    }
+
+    /// Send what was committed since the last batch.
+    fn flush(&mut self) {
+        let session = self.agent.session().id.clone();
+        if let Ok(events) = catch_up(&self.store, &session, &self.workspace, self.seen)
+            && let Some(last) = events.last()
+        {
+            self.seen = last.seq;
+            self.send(Input::Events(events));
+        }
+    }
+
+    fn sessions(&mut self) {
+        let lines = match self.store.list_sessions(&self.workspace) {
+            Ok(list) => list
+                .iter()
+                .map(|s| {
+                    let child = if s.parent.is_some() { "  (child)" } else { "" };
+                    format!(
+                        "{}  {}  {}{child}",
+                        s.id,
+                        render::time(s.created_ms),
+                        s.model.model
+                    )
+                })
+                .collect(),
+            Err(e) => vec![format!("cannot list sessions: {e}")],
+        };
+        self.send(Input::Popup {
+            title: "/sessions (resume one with `latch resume <id>`)".into(),
+            lines,
+        });
+    }
+
+    fn notice(&self, text: String) {
+        self.send(Input::Notice(render::terminal_safe(&text, 400)));
+    }
+
+    fn send(&self, input: Input) {
+        let _ = self.out.send(input);
+    }
+}

@@ -1,0 +1,119 @@
+//! Slash commands, parsed once for every surface: `/context`, `/compact`,
+//! `/recall <query>`, `/group`, `/sessions`, `/help`, `/exit`.
+
+/// Every slash command with its one-line help, in the order shown.
+pub const SLASH_COMMANDS: &[(&str, &str)] = &[
+    ("/context", "the context report for the next request"),
+    ("/compact", "reset working memory (nothing is deleted)"),
+    (
+        "/recall",
+        "/recall <query>: original events by full-text search",
+    ),
+    ("/group", "the agent group's tasks, members and messages"),
+    ("/sessions", "the workspace's sessions"),
+    ("/help", "keys and commands"),
+    ("/exit", "leave Latch (the session stays resumable)"),
+];
+
+/// A parsed slash command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Slash {
+    /// `/context`.
+    Context,
+    /// `/compact`.
+    Compact,
+    /// `/recall <query>`.
+    Recall(String),
+    /// `/group`.
+    Group,
+    /// `/sessions`.
+    Sessions,
+    /// `/help`.
+    Help,
+    /// `/exit` (or `/quit`).
+    Exit,
+}
+
+/// Why a line is not a valid slash command.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlashError {
+    /// The command is not one Latch knows.
+    Unknown(String),
+    /// `/recall` without a query.
+    MissingQuery,
+}
+
+impl std::fmt::Display for SlashError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SlashError::Unknown(c) => {
+                let names: Vec<&str> = SLASH_COMMANDS.iter().map(|(n, _)| *n).collect();
+                write!(f, "unknown command {c}: try {}", names.join(" "))
+            }
+            SlashError::MissingQuery => {
+                write!(f, "/recall needs a query: /recall E0599 parser")
+            }
+        }
+    }
+}
+
+impl std::error::Error for SlashError {}
+
+impl Slash {
+    /// Parse `line`: `None` when it is not a slash command (a task for the
+    /// model), else the command or why it is not one.
+    pub fn parse(line: &str) -> Option<Result<Slash, SlashError>> {
+        let line = line.trim();
+        if !line.starts_with('/') {
+            return None;
+        }
+        let (cmd, rest) = line.split_once(char::is_whitespace).unwrap_or((line, ""));
+        let rest = rest.trim();
+        Some(match cmd {
+            "/context" => Ok(Slash::Context),
+            "/compact" => Ok(Slash::Compact),
+            "/recall" if rest.is_empty() => Err(SlashError::MissingQuery),
+            "/recall" => Ok(Slash::Recall(rest.to_string())),
+            "/group" => Ok(Slash::Group),
+            "/sessions" => Ok(Slash::Sessions),
+            "/help" => Ok(Slash::Help),
+            "/exit" | "/quit" => Ok(Slash::Exit),
+            other => Err(SlashError::Unknown(other.to_string())),
+        })
+    }
+}
+
+/// The commands that complete `prefix` (which starts with `/`), in order.
+pub fn complete(prefix: &str) -> Vec<&'static str> {
+    if !prefix.starts_with('/') || prefix.contains(char::is_whitespace) {
+        return Vec::new();
+    }
+    SLASH_COMMANDS
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| n.starts_with(prefix))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_commands_and_names_the_fix_for_bad_ones() {
+        assert_eq!(Slash::parse("fix the test"), None);
+        assert_eq!(Slash::parse("/context"), Some(Ok(Slash::Context)));
+        assert_eq!(
+            Slash::parse("/recall  E0599 parser "),
+            Some(Ok(Slash::Recall("E0599 parser".into())))
+        );
+        assert_eq!(Slash::parse("/recall"), Some(Err(SlashError::MissingQuery)));
+        let err = Slash::parse("/teleport").unwrap().unwrap_err().to_string();
+        assert!(
+            err.contains("/teleport") && err.contains("/context"),
+            "{err}"
+        );
+        assert_eq!(complete("/co"), vec!["/context", "/compact"]);
+        assert_eq!(complete("/recall x"), Vec::<&str>::new());
+    }
+}

@@ -1,0 +1,240 @@
+//! The terminal UI end to end: the real binary in a tmux pseudo-terminal
+//! against the scripted provider. Type a task, see the streamed text and
+//! the tool row, press Esc while the next request is in flight, see the
+//! interrupted marker, leave, resume in a new process and see the same
+//! transcript.
+
+use super::{latch, project};
+use latch_provider::fake::{FakeServer, Script, ScriptStep, ScriptedTurn};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// A tmux server of this test's own (its own socket), killed on drop.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn new() -> Tmux {
+        let found = Command::new("tmux").arg("-V").output();
+        assert!(
+            found.is_ok_and(|o| o.status.success()),
+            "this test drives the TUI in tmux: install it (apt-get install -y tmux)"
+        );
+        Tmux {
+            socket: format!("latch-tui-{}", std::process::id()),
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new("tmux")
+            .arg("-L")
+            .arg(&self.socket)
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Start `cmd` (a shell command line) in a 120×40 window named `name`.
+    fn start(&self, name: &str, cmd: &str) {
+        let out = self.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            name,
+            "-x",
+            "120",
+            "-y",
+            "40",
+            cmd,
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // Keep the pane after the command exits, to read what it printed.
+        self.run(&["set-option", "-w", "-t", name, "remain-on-exit", "on"]);
+    }
+
+    fn keys(&self, name: &str, keys: &[&str]) {
+        let mut args = vec!["send-keys", "-t", name];
+        args.extend(keys);
+        assert!(self.run(&args).status.success());
+    }
+
+    fn text(&self, name: &str, text: &str) {
+        assert!(
+            self.run(&["send-keys", "-t", name, "-l", text])
+                .status
+                .success()
+        );
+    }
+
+    fn screen(&self, name: &str) -> Vec<String> {
+        let out = self.run(&["capture-pane", "-p", "-t", name]);
+        let mut rows: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .map(str::to_string)
+            .collect();
+        // tmux may leave out trailing blank rows.
+        rows.resize(rows.len().max(40), String::new());
+        rows
+    }
+
+    /// Wait until every needle is on the screen; the screen.
+    fn wait_for(&self, name: &str, needles: &[&str]) -> Vec<String> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let screen = self.screen(name);
+            let all = screen.join("\n");
+            if needles.iter().all(|n| all.contains(n)) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited 60 s for {needles:?}; the screen:\n{all}"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// True when the program in `name` has exited (its pane is dead or
+    /// the session is gone).
+    fn exited(&self, name: &str) -> bool {
+        let out = self.run(&["display-message", "-p", "-t", name, "#{pane_dead}"]);
+        !out.status.success() || String::from_utf8_lossy(&out.stdout).trim() == "1"
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = self.run(&["kill-server"]);
+    }
+}
+
+/// The transcript pane: the rows above the input box, left of the sidebar.
+fn transcript(screen: &[String]) -> Vec<String> {
+    screen[..35]
+        .iter()
+        .map(|r| {
+            r.chars()
+                .take(81)
+                .collect::<String>()
+                .trim_end()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn type_stream_interrupt_and_resume_in_a_terminal() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    // The first answer streams text and a tool call; the second request
+    // stalls (a slow model) until the user presses Esc.
+    let script = Script::new([ScriptedTurn::text("Reading the helper first.")
+        .with_tool_call("read_file", r#"{"path":"src/math.sh"}"#)])
+    .with_responder(|_| {
+        std::thread::sleep(Duration::from_secs(20));
+        ScriptStep::Turn(ScriptedTurn::text("too late"))
+    });
+    let server = rt.block_on(FakeServer::start(script)).unwrap();
+    let ws = project();
+    let cmd = latch(ws.path());
+    // The same program, workspace and environment, as one shell line.
+    // (`env` takes its `-u` options before the assignments.)
+    let mut line = String::from("env");
+    for (k, v) in cmd.get_envs() {
+        if v.is_none() {
+            line.push_str(&format!(" -u {}", k.to_string_lossy()));
+        }
+    }
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            line.push_str(&format!(
+                " {}='{}'",
+                k.to_string_lossy(),
+                v.to_string_lossy()
+            ));
+        }
+    }
+    line.push_str(&format!(" '{}'", cmd.get_program().to_string_lossy()));
+    for a in cmd.get_args() {
+        line.push_str(&format!(" '{}'", a.to_string_lossy()));
+    }
+    line.push_str(&format!(
+        " --provider openai-compatible --base-url '{}' --model local",
+        server.openai_base_url()
+    ));
+
+    let tmux = Tmux::new();
+    tmux.start("live", &line);
+    tmux.wait_for("live", &["message · /help", "ready"]);
+    tmux.text("live", "fix the add function");
+    tmux.keys("live", &["Enter"]);
+    // Streamed text and the tool row, then the next request in flight.
+    tmux.wait_for(
+        "live",
+        &[
+            "› fix the add function",
+            "● Reading the helper first.",
+            "✓ read_file src/math.sh",
+            "waiting for the model",
+        ],
+    );
+    let stalled = Instant::now();
+    tmux.keys("live", &["Escape"]);
+    let live = tmux.wait_for("live", &["! run interrupted: interrupted by the user"]);
+    assert!(
+        stalled.elapsed() < Duration::from_secs(10),
+        "Esc must stop the turn at once, not when the model answers"
+    );
+    assert!(live[39].contains("interrupted"), "{}", live[39]);
+    // Ctrl-C twice on the idle, empty prompt leaves.
+    tmux.keys("live", &["C-c"]);
+    tmux.wait_for("live", &["press Ctrl-C again to leave"]);
+    tmux.keys("live", &["C-c"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !tmux.exited("live") {
+        assert!(
+            Instant::now() < deadline,
+            "latch did not exit after Ctrl-C twice"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // A new process resumes the session and shows the same transcript.
+    tmux.start("resumed", &format!("{line} resume --last"));
+    let resumed = tmux.wait_for("resumed", &["! run interrupted: interrupted by the user"]);
+    assert_eq!(
+        transcript(&live),
+        transcript(&resumed),
+        "\nlive:\n{}\nresumed:\n{}",
+        live.join("\n"),
+        resumed.join("\n")
+    );
+    assert!(resumed[39].contains("interrupted"), "{}", resumed[39]);
+    tmux.text("resumed", "/exit");
+    tmux.keys("resumed", &["Enter"]);
+    drop(tmux);
+
+    // The log is protocol-safe: the run is closed, every call answered.
+    let store = latch_kernel::Store::open_existing(ws.path().join(".latch/latch.db")).unwrap();
+    let session = store
+        .latest_root_session(
+            &std::fs::canonicalize(ws.path())
+                .unwrap()
+                .display()
+                .to_string(),
+        )
+        .unwrap()
+        .unwrap();
+    let open = store
+        .with_kernel(&session.id, |k| k.unfinished().clone())
+        .unwrap();
+    assert!(!open.open_run && open.open_calls.is_empty(), "{open:?}");
+}

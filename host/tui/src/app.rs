@@ -1,0 +1,78 @@
+//! The terminal loop: the only code here that does I/O. It owns the
+//! terminal (raw mode, alternate screen, bracketed paste), applies what the
+//! session sends, draws when something changed and turns keys into
+//! [`Command`]s for the session.
+
+use crate::event::{Command, Input};
+use crate::keys;
+use crate::state::UiState;
+use crate::widgets;
+use ratatui::crossterm::event::{self, DisableBracketedPaste, EnableBracketedPaste, Event};
+use ratatui::crossterm::execute;
+use std::sync::mpsc::{Receiver, TryRecvError};
+use std::time::Duration;
+
+/// How long the loop waits for a key before it looks at the session again.
+const TICK: Duration = Duration::from_millis(25);
+
+/// Run the screen until the user leaves: `inputs` brings what the session
+/// committed and streamed; `send` takes the user's commands. The terminal
+/// is restored on every exit path (a panic too: ratatui's hook).
+pub fn run(
+    mut state: UiState,
+    inputs: Receiver<Input>,
+    mut send: impl FnMut(Command),
+) -> std::io::Result<()> {
+    let mut terminal = ratatui::try_init()?;
+    let _ = execute!(std::io::stdout(), EnableBracketedPaste);
+    let result = run_loop(&mut terminal, &mut state, &inputs, &mut send);
+    let _ = execute!(std::io::stdout(), DisableBracketedPaste);
+    ratatui::restore();
+    result
+}
+
+fn run_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    state: &mut UiState,
+    inputs: &Receiver<Input>,
+    send: &mut impl FnMut(Command),
+) -> std::io::Result<()> {
+    let mut dirty = true;
+    let mut session_gone = false;
+    loop {
+        while !session_gone {
+            match inputs.try_recv() {
+                Ok(input) => {
+                    state.input(input);
+                    dirty = true;
+                }
+                Err(TryRecvError::Empty) => break,
+                Err(TryRecvError::Disconnected) => {
+                    session_gone = true;
+                    state.running = false;
+                    dirty = true;
+                }
+            }
+        }
+        if state.quit {
+            return Ok(());
+        }
+        if dirty {
+            terminal.draw(|f| widgets::draw(f, state))?;
+            dirty = false;
+        }
+        if event::poll(TICK)? {
+            match event::read()? {
+                Event::Key(key) => {
+                    for command in keys::on_key(state, key) {
+                        send(command);
+                    }
+                }
+                Event::Paste(text) => keys::on_paste(state, &text),
+                // A resize reflows on the next draw.
+                _ => {}
+            }
+            dirty = true;
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! The input box's editor: multi-line text with a cursor, paste, and the
+//! history of submitted messages.
+
+/// A multi-line editor.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Composer {
+    text: String,
+    /// Byte offset of the cursor, always on a char boundary.
+    cursor: usize,
+    history: Vec<String>,
+    /// Position while browsing history (`history.len()` = the draft).
+    browsing: Option<usize>,
+    draft: String,
+}
+
+impl Composer {
+    /// The text.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The cursor's byte offset.
+    pub fn cursor(&self) -> usize {
+        self.cursor
+    }
+
+    /// True when nothing is typed.
+    pub fn is_empty(&self) -> bool {
+        self.text.is_empty()
+    }
+
+    /// Insert text at the cursor (typing or a paste; `\r\n` and `\r` become
+    /// newlines).
+    pub fn insert(&mut self, s: &str) {
+        let s = s.replace("\r\n", "\n").replace('\r', "\n");
+        self.text.insert_str(self.cursor, &s);
+        self.cursor += s.len();
+    }
+
+    /// Delete the character before the cursor.
+    pub fn backspace(&mut self) {
+        if let Some(c) = self.text[..self.cursor].chars().next_back() {
+            self.cursor -= c.len_utf8();
+            self.text.remove(self.cursor);
+        }
+    }
+
+    /// Delete the character at the cursor.
+    pub fn delete(&mut self) {
+        if self.cursor < self.text.len() {
+            self.text.remove(self.cursor);
+        }
+    }
+
+    /// Move the cursor one character left.
+    pub fn left(&mut self) {
+        if let Some(c) = self.text[..self.cursor].chars().next_back() {
+            self.cursor -= c.len_utf8();
+        }
+    }
+
+    /// Move the cursor one character right.
+    pub fn right(&mut self) {
+        if let Some(c) = self.text[self.cursor..].chars().next() {
+            self.cursor += c.len_utf8();
+        }
+    }
+
+    /// Move to the start of the line.
+    pub fn home(&mut self) {
+        self.cursor = self.text[..self.cursor].rfind('\n').map_or(0, |i| i + 1);
+    }
+
+    /// Move to the end of the line.
+    pub fn end(&mut self) {
+        self.cursor += self.text[self.cursor..]
+            .find('\n')
+            .unwrap_or(self.text.len() - self.cursor);
+    }
+
+    /// True when the cursor is on the first line.
+    pub fn on_first_line(&self) -> bool {
+        !self.text[..self.cursor].contains('\n')
+    }
+
+    /// True when the cursor is on the last line.
+    pub fn on_last_line(&self) -> bool {
+        !self.text[self.cursor..].contains('\n')
+    }
+
+    /// Replace the text (cursor at its end).
+    pub fn set(&mut self, text: impl Into<String>) {
+        self.text = text.into();
+        self.cursor = self.text.len();
+    }
+
+    /// Take the text for submission; it joins the history.
+    pub fn take(&mut self) -> String {
+        let text = std::mem::take(&mut self.text);
+        self.cursor = 0;
+        self.browsing = None;
+        if !text.trim().is_empty() && self.history.last() != Some(&text) {
+            self.history.push(text.clone());
+        }
+        text
+    }
+
+    /// Clear the text without keeping it.
+    pub fn clear(&mut self) {
+        self.text.clear();
+        self.cursor = 0;
+        self.browsing = None;
+    }
+
+    /// Show the previous history entry.
+    pub fn history_prev(&mut self) {
+        let at = self.browsing.unwrap_or(self.history.len());
+        if at == 0 {
+            return;
+        }
+        if self.browsing.is_none() {
+            self.draft = self.text.clone();
+        }
+        self.browsing = Some(at - 1);
+        self.set(self.history[at - 1].clone());
+    }
+
+    /// Show the next history entry (past the newest: the draft).
+    pub fn history_next(&mut self) {
+        let Some(at) = self.browsing else { return };
+        if at + 1 >= self.history.len() {
+            self.browsing = None;
+            let draft = std::mem::take(&mut self.draft);
+            self.set(draft);
+        } else {
+            self.browsing = Some(at + 1);
+            self.set(self.history[at + 1].clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Composer;
+
+    #[test]
+    fn edits_pastes_and_walks_history() {
+        let mut c = Composer::default();
+        c.insert("fix ä");
+        c.backspace();
+        c.insert("the test\r\nnow");
+        assert_eq!(c.text(), "fix the test\nnow");
+        c.home();
+        assert!(!c.on_first_line() && c.on_last_line());
+        assert_eq!(c.take(), "fix the test\nnow");
+        c.insert("draft");
+        c.history_prev();
+        assert_eq!(c.text(), "fix the test\nnow");
+        c.history_next();
+        assert_eq!(c.text(), "draft");
+    }
+}

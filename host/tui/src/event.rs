@@ -1,0 +1,78 @@
+//! The UI's one message bus: [`Input`] flows from the session to the
+//! screen, [`Command`] from the screen to the session. Widgets and key
+//! handling only ever produce [`Command`]s; they never call the agent.
+
+use latch_engine_sdk::types::ContextReport;
+use latch_kernel::StoredEvent;
+use latch_surface::{Delta, GroupView, PermissionPrompt};
+
+/// What the session side tells the screen.
+#[derive(Clone, Debug)]
+pub enum Input {
+    /// Durable events committed since the last batch, in sequence order.
+    Events(Vec<StoredEvent>),
+    /// A transient provider signal.
+    Delta(Delta),
+    /// The session started a turn on its own (a message queued while the
+    /// last turn ran, which its end did not deliver).
+    TurnStarted,
+    /// The running turn ended (`error` when it failed or was interrupted).
+    TurnEnded {
+        /// Why it did not complete, if it did not.
+        error: Option<String>,
+    },
+    /// A `/context` report (also fills the sidebar's context figures).
+    Report(ContextReport),
+    /// A text to show in a popup (`/recall` results, `/sessions`, `/group`).
+    Popup {
+        /// The popup's title.
+        title: String,
+        /// Its lines.
+        lines: Vec<String>,
+    },
+    /// A one-line notice for the status line.
+    Notice(String),
+    /// Steering messages an interrupt left undelivered: back to the
+    /// composer.
+    Unsent(Vec<String>),
+    /// The GROUP block (filled by the groups feature).
+    Group(Option<GroupView>),
+    /// A permission request (filled by the permissions feature).
+    Permission(Option<PermissionPrompt>),
+}
+
+/// The user's answer to a permission prompt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PermissionAnswer {
+    /// Allow this once (`y`).
+    Allow,
+    /// Deny (`n`).
+    Deny,
+    /// Allow this and the same from now on (`a`).
+    Always,
+}
+
+/// What the screen asks of the session.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Start a turn with this message.
+    Submit(String),
+    /// Queue this message for the running turn's next safe boundary.
+    Steer(String),
+    /// Stop the running turn now.
+    Interrupt,
+    /// `/compact`.
+    Compact,
+    /// `/context`.
+    Context,
+    /// `/recall <query>`.
+    Recall(String),
+    /// `/group`.
+    Group,
+    /// `/sessions`.
+    Sessions,
+    /// Answer the permission prompt.
+    Permission(PermissionAnswer),
+    /// Leave.
+    Exit,
+}

@@ -1,0 +1,166 @@
+//! Keys and paste: how the user's input changes the UI state and which
+//! [`Command`]s it emits. Pure: no terminal, no session.
+
+use crate::event::{Command, PermissionAnswer};
+use crate::state::{Popup, UiState};
+use latch_surface::{SLASH_COMMANDS, Slash, complete_slash};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+/// Lines one PageUp/PageDown scrolls.
+const PAGE: u16 = 10;
+
+/// The key help `/help` shows.
+pub const KEY_HELP: &[&str] = &[
+    "Enter          send (while a turn runs: queue it for the next safe boundary)",
+    "Alt-Enter, Ctrl-J  new line",
+    "Esc, Ctrl-C    stop the running turn",
+    "Ctrl-C twice   leave (on an idle, empty prompt)",
+    "Up, Down       message history",
+    "PgUp, PgDn     scroll the transcript",
+    "Ctrl-O         expand or fold tool output",
+    "Ctrl-B         show or hide the sidebar",
+    "Tab            complete a slash command",
+];
+
+/// Handle a pasted text.
+pub fn on_paste(state: &mut UiState, text: &str) {
+    state.composer.insert(text);
+}
+
+/// Handle a key; the commands it emits, in order.
+pub fn on_key(state: &mut UiState, key: KeyEvent) -> Vec<Command> {
+    if key.kind == KeyEventKind::Release {
+        return Vec::new();
+    }
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    let alt = key.modifiers.contains(KeyModifiers::ALT);
+    if !(ctrl && key.code == KeyCode::Char('c')) {
+        state.exit_armed = false;
+    }
+    if state.surface.durable().permission.is_some() {
+        let answer = match key.code {
+            KeyCode::Char('y') => Some(PermissionAnswer::Allow),
+            KeyCode::Char('n') | KeyCode::Esc => Some(PermissionAnswer::Deny),
+            KeyCode::Char('a') => Some(PermissionAnswer::Always),
+            _ => None,
+        };
+        if let Some(a) = answer {
+            state.surface.set_permission(None);
+            return vec![Command::Permission(a)];
+        }
+        if !(ctrl && key.code == KeyCode::Char('c')) {
+            return Vec::new();
+        }
+    }
+    if state.popup.is_some() && !ctrl {
+        if matches!(key.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q')) {
+            state.popup = None;
+        }
+        return Vec::new();
+    }
+    match key.code {
+        KeyCode::Esc => {
+            if state.running {
+                state.notice = Some("interrupting…".into());
+                return vec![Command::Interrupt];
+            }
+            state.popup = None;
+        }
+        KeyCode::Char('c') if ctrl => return ctrl_c(state),
+        KeyCode::Char('o') if ctrl => state.expanded = !state.expanded,
+        KeyCode::Char('b') if ctrl => state.sidebar_toggled = !state.sidebar_toggled,
+        KeyCode::Char('j') if ctrl => state.composer.insert("\n"),
+        KeyCode::Enter if alt || key.modifiers.contains(KeyModifiers::SHIFT) => {
+            state.composer.insert("\n")
+        }
+        KeyCode::Enter => return submit(state),
+        KeyCode::Tab => {
+            let text = state.composer.text().to_string();
+            if let [only] = complete_slash(&text)[..] {
+                state.composer.set(format!("{only} "));
+            }
+        }
+        KeyCode::Char('q') if state.quit_on_q && state.composer.is_empty() && !state.running => {
+            state.quit = true;
+            return vec![Command::Exit];
+        }
+        KeyCode::Char(c) if !ctrl => state.composer.insert(c.encode_utf8(&mut [0; 4])),
+        KeyCode::Backspace => state.composer.backspace(),
+        KeyCode::Delete => state.composer.delete(),
+        KeyCode::Left => state.composer.left(),
+        KeyCode::Right => state.composer.right(),
+        KeyCode::Home => state.composer.home(),
+        KeyCode::End => state.composer.end(),
+        KeyCode::Up if state.composer.on_first_line() => state.composer.history_prev(),
+        KeyCode::Down if state.composer.on_last_line() => state.composer.history_next(),
+        KeyCode::PageUp => state.scroll = state.scroll.saturating_add(PAGE),
+        KeyCode::PageDown => state.scroll = state.scroll.saturating_sub(PAGE),
+        _ => {}
+    }
+    Vec::new()
+}
+
+fn ctrl_c(state: &mut UiState) -> Vec<Command> {
+    if state.running {
+        state.notice = Some("interrupting…".into());
+        return vec![Command::Interrupt];
+    }
+    if !state.composer.is_empty() {
+        state.composer.clear();
+        return Vec::new();
+    }
+    if state.exit_armed {
+        state.quit = true;
+        return vec![Command::Exit];
+    }
+    state.exit_armed = true;
+    state.notice = Some("press Ctrl-C again to leave".into());
+    Vec::new()
+}
+
+fn submit(state: &mut UiState) -> Vec<Command> {
+    if state.composer.text().trim().is_empty() {
+        return Vec::new();
+    }
+    let text = state.composer.take();
+    state.scroll = 0;
+    state.notice = None;
+    match Slash::parse(&text) {
+        None if state.running => {
+            state.queued.push(text.clone());
+            vec![Command::Steer(text)]
+        }
+        None => {
+            state.running = true;
+            vec![Command::Submit(text)]
+        }
+        Some(Err(e)) => {
+            state.notice = Some(e.to_string());
+            Vec::new()
+        }
+        Some(Ok(slash)) => match slash {
+            Slash::Context => vec![Command::Context],
+            Slash::Compact => vec![Command::Compact],
+            Slash::Recall(q) => vec![Command::Recall(q)],
+            Slash::Group => vec![Command::Group],
+            Slash::Sessions => vec![Command::Sessions],
+            Slash::Exit => {
+                state.quit = true;
+                vec![Command::Exit]
+            }
+            Slash::Help => {
+                let mut lines: Vec<String> = SLASH_COMMANDS
+                    .iter()
+                    .map(|(n, h)| format!("{n:<14} {h}"))
+                    .collect();
+                lines.push(String::new());
+                lines.extend(KEY_HELP.iter().map(|s| s.to_string()));
+                state.popup = Some(Popup {
+                    title: "help".into(),
+                    lines,
+                });
+                Vec::new()
+            }
+        },
+    }
+}

@@ -1,0 +1,126 @@
+//! UI-only state (focus, scroll, composer, popups) next to the shared
+//! [`Surface`], and how [`Input`]s change it.
+
+use crate::composer::Composer;
+use crate::event::Input;
+use latch_surface::Surface;
+
+/// Terminals narrower than this drop the sidebar behind a key.
+pub const SIDEBAR_MIN_WIDTH: u16 = 100;
+
+/// A popup over the transcript: a report, search results, help.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Popup {
+    /// Its title.
+    pub title: String,
+    /// Its lines.
+    pub lines: Vec<String>,
+}
+
+/// Everything the screen shows.
+#[derive(Clone, Debug)]
+pub struct UiState {
+    /// The session as the shared reducers see it.
+    pub surface: Surface,
+    /// The input box.
+    pub composer: Composer,
+    /// Transcript lines scrolled up from the bottom (0 follows the end).
+    pub scroll: u16,
+    /// The sidebar toggle: on wide terminals it hides the sidebar, on
+    /// narrow ones it shows it in place of the transcript.
+    pub sidebar_toggled: bool,
+    /// Tool output shown in full instead of folded to its first lines.
+    pub expanded: bool,
+    /// A turn runs in the live process.
+    pub running: bool,
+    /// Messages typed while the turn ran, not yet delivered.
+    pub queued: Vec<String>,
+    /// The popup shown, if any.
+    pub popup: Option<Popup>,
+    /// A one-line notice on the status line.
+    pub notice: Option<String>,
+    /// A first Ctrl-C on an idle, empty prompt arms exit.
+    pub exit_armed: bool,
+    /// `q` on an empty prompt quits (the finished demo).
+    pub quit_on_q: bool,
+    /// The user asked to leave.
+    pub quit: bool,
+    /// Session, model and engine, for the status line.
+    pub title: String,
+}
+
+impl UiState {
+    /// The state of a screen on `surface`.
+    pub fn new(surface: Surface, title: impl Into<String>) -> UiState {
+        UiState {
+            surface,
+            composer: Composer::default(),
+            scroll: 0,
+            sidebar_toggled: false,
+            expanded: false,
+            running: false,
+            queued: Vec::new(),
+            popup: None,
+            notice: None,
+            exit_armed: false,
+            quit_on_q: false,
+            quit: false,
+            title: title.into(),
+        }
+    }
+
+    /// Apply what the session side sent.
+    pub fn input(&mut self, input: Input) {
+        match input {
+            Input::Events(events) => {
+                for e in &events {
+                    if self.surface.apply(e)
+                        && e.session == self.surface.durable().session
+                        && let latch_kernel::EventKind::UserMessage { parts } = &e.kind
+                    {
+                        // A queued message was delivered: it leaves the queue.
+                        let text = latch_surface::transcript::parts_text(parts);
+                        if let Some(i) = self.queued.iter().position(|q| *q == text) {
+                            self.queued.remove(i);
+                        }
+                    }
+                }
+            }
+            Input::Delta(d) => self.surface.delta(d),
+            Input::TurnStarted => {
+                self.running = true;
+                self.queued.clear();
+            }
+            Input::TurnEnded { error } => {
+                self.running = false;
+                self.notice = error.map(|e| format!("turn ended: {e}"));
+            }
+            Input::Report(r) => self.surface.set_report(r),
+            Input::Popup { title, lines } => self.popup = Some(Popup { title, lines }),
+            Input::Notice(n) => self.notice = Some(n),
+            Input::Unsent(texts) => {
+                self.queued.clear();
+                if !texts.is_empty() {
+                    let mut all = texts.join("\n");
+                    if !self.composer.is_empty() {
+                        all.push('\n');
+                        all.push_str(self.composer.text());
+                    }
+                    self.composer.set(all);
+                }
+            }
+            Input::Group(g) => self.surface.set_group(g),
+            Input::Permission(p) => self.surface.set_permission(p),
+        }
+    }
+
+    /// True when the sidebar shows beside the transcript at `width`.
+    pub fn sidebar_beside(&self, width: u16) -> bool {
+        width >= SIDEBAR_MIN_WIDTH && !self.sidebar_toggled
+    }
+
+    /// True when the sidebar replaces the transcript at `width`.
+    pub fn sidebar_instead(&self, width: u16) -> bool {
+        width < SIDEBAR_MIN_WIDTH && self.sidebar_toggled
+    }
+}

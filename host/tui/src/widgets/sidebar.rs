@@ -1,0 +1,198 @@
+//! The sidebar: canonical task state (goal, constraints, decisions,
+//! hypotheses with rejected ones struck, evidence with stale marks, failure
+//! lineages, disproofs), context figures, usage, child agents and the GROUP
+//! block.
+
+use super::transcript::short_id;
+use super::wrap::wrap;
+use crate::state::UiState;
+use latch_engine_sdk::types::{HypothesisStatus, ValidationOutcome};
+use latch_surface::children::ChildStatus;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+/// Draw the sidebar into `area`.
+pub fn render(frame: &mut Frame, area: Rect, state: &UiState) {
+    let width = area.width.saturating_sub(1) as usize;
+    let lines = lines(state, width);
+    frame.render_widget(
+        Paragraph::new(lines),
+        Rect {
+            x: area.x + 1,
+            width: area.width.saturating_sub(1),
+            ..area
+        },
+    );
+}
+
+fn heading(out: &mut Vec<Line<'static>>, text: &str) {
+    if !out.is_empty() {
+        out.push(Line::raw(""));
+    }
+    out.push(Line::styled(
+        text.to_string(),
+        Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+    ));
+}
+
+/// Most entries of one kind the sidebar lists (the newest).
+pub const MAX_ENTRIES: usize = 6;
+
+/// The newest [`MAX_ENTRIES`] of `items`, after a line that counts the
+/// earlier ones.
+fn newest<'a, T>(out: &mut Vec<Line<'static>>, items: &'a [T], what: &str) -> &'a [T] {
+    let skip = items.len().saturating_sub(MAX_ENTRIES);
+    if skip > 0 {
+        out.push(Line::styled(
+            format!("… {skip} earlier {what}"),
+            Style::new().fg(Color::DarkGray),
+        ));
+    }
+    &items[skip..]
+}
+
+fn entry(out: &mut Vec<Line<'static>>, mark: &str, text: &str, style: Style, width: usize) {
+    out.extend(wrap(
+        Span::styled(format!("{mark} "), style),
+        text,
+        style,
+        2,
+        width,
+    ));
+}
+
+/// The sidebar's lines at `width`.
+pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
+    let d = state.surface.durable();
+    let t = &d.task;
+    let mut out = Vec::new();
+    let plain = Style::new();
+    let dim = Style::new().fg(Color::DarkGray);
+
+    heading(&mut out, "TASK");
+    match &t.goal {
+        Some(g) => entry(&mut out, "goal", &g.text, plain, width),
+        None => out.push(Line::styled("no goal recorded", dim)),
+    }
+    for c in newest(&mut out, &t.constraints, "constraints") {
+        entry(&mut out, "!", &c.text, plain, width);
+    }
+    for c in newest(&mut out, &t.decisions, "decisions") {
+        entry(&mut out, "→", &c.text, plain, width);
+    }
+    for h in newest(&mut out, &t.hypotheses, "hypotheses") {
+        match h.status {
+            HypothesisStatus::Rejected => entry(
+                &mut out,
+                "✗",
+                &h.text,
+                dim.add_modifier(Modifier::CROSSED_OUT),
+                width,
+            ),
+            _ => entry(&mut out, "?", &h.text, plain, width),
+        }
+    }
+    for e in newest(&mut out, &t.evidence, "evidence entries") {
+        let (mark, color) = match e.outcome {
+            ValidationOutcome::Passed => ("✓", Color::Green),
+            ValidationOutcome::Failed => ("✗", Color::Red),
+        };
+        let stale = if e.stale { " (stale)" } else { "" };
+        let style = if e.stale { dim } else { Style::new().fg(color) };
+        entry(
+            &mut out,
+            mark,
+            &format!("{}{stale} @gen {}", e.requirement, e.generation),
+            style,
+            width,
+        );
+    }
+    for f in newest(&mut out, &t.failures, "failure lineages") {
+        entry(
+            &mut out,
+            &format!("⚠{}", f.count),
+            &f.summary,
+            Style::new().fg(Color::Yellow),
+            width,
+        );
+    }
+    for p in newest(&mut out, &t.disproofs, "disproofs") {
+        entry(&mut out, "⊘", &p.text, dim, width);
+    }
+
+    heading(&mut out, "CONTEXT");
+    match state.surface.report() {
+        Some(r) => {
+            out.push(Line::raw(format!(
+                "≈{} of {} tokens",
+                r.total_tokens, r.limit_tokens
+            )));
+            out.push(Line::raw(match r.epoch_generation {
+                Some(g) => format!("epoch {g} · {} user turns", r.epoch_user_turns),
+                None => "no cache epochs".to_string(),
+            }));
+            if r.request_tokens > 0 {
+                out.push(Line::raw(format!(
+                    "cacheable ≈{:.0}%",
+                    100.0 * r.common_prefix_tokens as f64 / r.request_tokens as f64
+                )));
+            }
+        }
+        None => out.push(Line::styled("no report yet (/context)", dim)),
+    }
+    out.push(Line::raw(format!("workspace generation {}", d.generation)));
+
+    heading(&mut out, "USAGE");
+    let (input, output) = d.usage.totals();
+    out.push(Line::raw(format!(
+        "{} requests · {input} in · {output} out",
+        d.usage.requests().len()
+    )));
+    if let Some(last) = d.usage.last() {
+        let prefix = last
+            .estimated_prefix_tokens
+            .map(|p| format!("≈{p}"))
+            .unwrap_or_else(|| "unknown".into());
+        let read = last
+            .cache_read_tokens
+            .map(|r| r.to_string())
+            .unwrap_or_else(|| "unknown".into());
+        out.push(Line::raw(format!("last: prefix {prefix} · read {read}")));
+    }
+    out.push(Line::raw(match d.usage.hit_rate() {
+        Some(h) => format!("cache hit rate {:.1}%", h * 100.0),
+        None => "cache hit rate unknown".into(),
+    }));
+
+    if !d.children.all().is_empty() {
+        heading(&mut out, "AGENTS");
+        let live = state.surface.run_is_live() || state.running;
+        for c in d.children.all() {
+            let label = match c.status {
+                ChildStatus::Unfinished if live => "running",
+                ChildStatus::Unfinished => "interrupted",
+                ChildStatus::Finished => "finished",
+                ChildStatus::Failed => "failed",
+                ChildStatus::Cancelled => "cancelled",
+            };
+            entry(
+                &mut out,
+                "⑂",
+                &format!("{} {} {label}", c.role, short_id(&c.id)),
+                plain,
+                width,
+            );
+        }
+    }
+
+    if let Some(g) = &d.group {
+        heading(&mut out, &g.title);
+        for l in &g.lines {
+            entry(&mut out, "·", l, plain, width);
+        }
+    }
+    out
+}

@@ -1,0 +1,138 @@
+//! Keys assert the commands they emit and what the screen then shows.
+
+use super::{demo_state, screen};
+use latch_surface::PermissionPrompt;
+use latch_tui::keys::on_key;
+use latch_tui::{Command, Input, PermissionAnswer};
+use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+pub fn key(code: KeyCode) -> KeyEvent {
+    KeyEvent::new(code, KeyModifiers::NONE)
+}
+
+pub fn ctrl(c: char) -> KeyEvent {
+    KeyEvent::new(KeyCode::Char(c), KeyModifiers::CONTROL)
+}
+
+fn typed(state: &mut latch_tui::UiState, text: &str) {
+    for c in text.chars() {
+        on_key(state, key(KeyCode::Char(c)));
+    }
+}
+
+#[test]
+fn enter_submits_then_queues_while_running_and_esc_interrupts() {
+    let mut state = demo_state();
+    typed(&mut state, "add a test for sub");
+    assert_eq!(
+        on_key(&mut state, key(KeyCode::Enter)),
+        [Command::Submit("add a test for sub".into())]
+    );
+    assert!(state.running);
+    typed(&mut state, "also check mul");
+    assert_eq!(
+        on_key(&mut state, key(KeyCode::Enter)),
+        [Command::Steer("also check mul".into())]
+    );
+    let rows = screen(&state, 120, 40);
+    assert!(
+        rows[36].contains("1 queued for the next safe boundary"),
+        "{}",
+        rows[36]
+    );
+    assert_eq!(on_key(&mut state, key(KeyCode::Esc)), [Command::Interrupt]);
+    assert_eq!(on_key(&mut state, ctrl('c')), [Command::Interrupt]);
+    // The interrupt left the queued message undelivered: back to the box.
+    state.input(Input::TurnEnded {
+        error: Some("interrupted by the user".into()),
+    });
+    state.input(Input::Unsent(vec!["also check mul".into()]));
+    assert_eq!(state.composer.text(), "also check mul");
+    assert!(state.queued.is_empty() && !state.running);
+}
+
+#[test]
+fn ctrl_c_twice_on_an_idle_empty_prompt_exits() {
+    let mut state = demo_state();
+    typed(&mut state, "draft");
+    assert!(
+        on_key(&mut state, ctrl('c')).is_empty(),
+        "first clears the draft"
+    );
+    assert!(state.composer.is_empty());
+    assert!(on_key(&mut state, ctrl('c')).is_empty(), "then arms");
+    assert!(screen(&state, 80, 24)[23].contains("press Ctrl-C again to leave"));
+    assert_eq!(on_key(&mut state, ctrl('c')), [Command::Exit]);
+    assert!(state.quit);
+}
+
+#[test]
+fn slash_commands_complete_parse_and_explain_mistakes() {
+    let mut state = demo_state();
+    typed(&mut state, "/rec");
+    on_key(&mut state, key(KeyCode::Tab));
+    assert_eq!(state.composer.text(), "/recall ");
+    typed(&mut state, "E0599");
+    assert_eq!(
+        on_key(&mut state, key(KeyCode::Enter)),
+        [Command::Recall("E0599".into())]
+    );
+    typed(&mut state, "/teleport");
+    assert!(on_key(&mut state, key(KeyCode::Enter)).is_empty());
+    assert!(
+        state
+            .notice
+            .as_deref()
+            .unwrap()
+            .contains("unknown command /teleport")
+    );
+    typed(&mut state, "/help");
+    on_key(&mut state, key(KeyCode::Enter));
+    let rows = screen(&state, 120, 40);
+    assert!(
+        rows.iter().any(|r| r.contains("/compact")),
+        "{}",
+        rows.join("\n")
+    );
+    on_key(&mut state, key(KeyCode::Esc));
+    assert!(state.popup.is_none());
+}
+
+#[test]
+fn a_permission_prompt_is_a_modal_with_the_command() {
+    let mut state = demo_state();
+    state.input(Input::Permission(Some(PermissionPrompt {
+        tool: "shell".into(),
+        subject: "rm -rf target".into(),
+        detail: vec!["-old line".into(), "+new line".into()],
+        reason: "writes outside the workspace".into(),
+    })));
+    let rows = screen(&state, 120, 40);
+    let all = rows.join("\n");
+    assert!(
+        all.contains("shell wants to run:") && all.contains("rm -rf target"),
+        "{all}"
+    );
+    assert!(all.contains("y allow · n deny · a always allow"), "{all}");
+    assert!(
+        rows[39].contains("waiting for permission: shell"),
+        "{}",
+        rows[39]
+    );
+    // Typing goes to the modal, not the composer.
+    assert!(on_key(&mut state, key(KeyCode::Char('x'))).is_empty());
+    assert!(state.composer.is_empty());
+    assert_eq!(
+        on_key(&mut state, key(KeyCode::Char('y'))),
+        [Command::Permission(PermissionAnswer::Allow)]
+    );
+    assert!(!screen(&state, 120, 40).join("\n").contains("wants to run"));
+}
+
+#[test]
+fn the_finished_demo_quits_on_q() {
+    let mut state = demo_state();
+    state.quit_on_q = true;
+    assert!(screen(&state, 80, 24)[23].contains("q quits"));
+    assert_eq!(on_key(&mut state, key(KeyCode::Char('q'))), [Command::Exit]);
+}

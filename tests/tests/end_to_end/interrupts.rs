@@ -1,0 +1,246 @@
+//! Interrupts and steering in the agent loop, against the real store, the
+//! embedded ContinuityEngine and the local wire-format server: an interrupt
+//! drops the provider stream at once and leaves a protocol-safe log; one
+//! between tool calls answers the rest as interrupted; a message typed
+//! while a turn runs is appended at the next safe boundary and reaches the
+//! next request.
+
+use latch::agent::tools::StandardTools;
+use latch::agent::{Agent, AgentError, AgentEvent, AgentOptions};
+use latch::engine::runtime::EngineSource;
+use latch::engine::{ComponentEngine, EngineRuntime, LoadedComponent, SandboxLimits};
+use latch_engine_sdk::types::*;
+use latch_kernel::{EventKind, SessionRecord, Store};
+use latch_provider::fake::{FakeServer, Script, ScriptStep, ScriptedTurn};
+use latch_provider::{Provider, ProviderConfig, ProviderKind, RetryPolicy};
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+fn continuity() -> Arc<LoadedComponent> {
+    static RUNTIME: OnceLock<EngineRuntime> = OnceLock::new();
+    static LOADED: OnceLock<Arc<LoadedComponent>> = OnceLock::new();
+    LOADED
+        .get_or_init(|| {
+            RUNTIME
+                .get_or_init(|| EngineRuntime::new(None).unwrap())
+                .load(&EngineSource::Builtin("continuity".into()))
+                .unwrap()
+        })
+        .clone()
+}
+
+struct Rig {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    _io: tokio::runtime::Runtime,
+    server: FakeServer,
+    store: Arc<Store>,
+    session: SessionRecord,
+}
+
+fn rig(script: Script) -> Rig {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    std::fs::write(ws.join("notes.txt"), "alpha\nbeta\n").unwrap();
+    let io = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = io.block_on(FakeServer::start(script)).unwrap();
+    let store = Arc::new(Store::open(ws.join(".latch/latch.db")).unwrap());
+    let model = ModelProfile::with_defaults("anthropic", "test-model");
+    let session = store
+        .create_session(&ws.display().to_string(), None, &model)
+        .unwrap();
+    Rig {
+        _dir: dir,
+        ws,
+        _io: io,
+        server,
+        store,
+        session,
+    }
+}
+
+impl Rig {
+    fn agent(&self) -> Agent {
+        let provider = Provider::new(ProviderConfig {
+            base_url: Some(self.server.anthropic_base_url()),
+            api_key: Some("k".into()),
+            retry: RetryPolicy::none(),
+            ..ProviderConfig::new(ProviderKind::Anthropic)
+        })
+        .unwrap();
+        let engine = ComponentEngine::new(
+            continuity(),
+            SandboxLimits::default(),
+            &self.session.id,
+            self.session.model.clone(),
+        );
+        let ctx =
+            latch_tools::ToolContext::new(self.store.clone(), self.session.id.clone(), &self.ws)
+                .unwrap();
+        Agent::new(
+            self.store.clone(),
+            self.session.clone(),
+            self.ws.clone(),
+            Box::new(engine),
+            provider,
+            Box::new(StandardTools::new(ctx)),
+            AgentOptions::default(),
+        )
+        .unwrap()
+    }
+
+    fn events(&self) -> Vec<EventKind> {
+        self.store
+            .events(&self.session.id, 0, u64::MAX, 100_000)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.kind)
+            .collect()
+    }
+
+    fn assert_protocol_safe(&self) {
+        let open = self
+            .store
+            .with_kernel(&self.session.id, |k| k.unfinished().clone())
+            .unwrap();
+        assert!(!open.open_run && open.open_calls.is_empty(), "{open:?}");
+    }
+}
+
+fn read(name: &str) -> (String, String) {
+    ("read_file".to_string(), format!(r#"{{"path":"{name}"}}"#))
+}
+
+#[test]
+fn an_interrupt_drops_the_stream_in_flight_at_once() {
+    let (tool, args) = read("notes.txt");
+    // The second request stalls like a slow model.
+    let rig = rig(
+        Script::new([ScriptedTurn::text("Reading.").with_tool_call(tool, args)]).with_responder(
+            |_| {
+                std::thread::sleep(Duration::from_secs(30));
+                ScriptStep::Turn(ScriptedTurn::text("too late"))
+            },
+        ),
+    );
+    let mut agent = rig.agent();
+    let control = agent.control();
+    let mut interrupted_at = None;
+    let mut observer = |e: AgentEvent| {
+        if let AgentEvent::Committed {
+            event: EventKind::ToolResult(_),
+            ..
+        } = e
+        {
+            // The next request is about to be sent: interrupt it shortly.
+            let control = control.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                control.interrupt();
+            });
+            interrupted_at = Some(Instant::now());
+        }
+    };
+    let result = agent.run_turn("what do the notes say?", &mut observer);
+    let waited = interrupted_at.unwrap().elapsed();
+    assert!(matches!(result, Err(AgentError::Interrupted)), "{result:?}");
+    assert!(
+        waited < Duration::from_secs(5),
+        "the turn ended {waited:?} after the interrupt; the stalled request was not dropped"
+    );
+    assert_eq!(
+        rig.server.requests().len(),
+        2,
+        "the second request was in flight"
+    );
+    let events = rig.events();
+    assert!(matches!(
+        events.last(),
+        Some(EventKind::RunInterrupted { reason }) if reason == "interrupted by the user"
+    ));
+    rig.assert_protocol_safe();
+    drop(agent);
+}
+
+#[test]
+fn an_interrupt_between_tool_calls_answers_the_rest_as_interrupted() {
+    let (tool, args) = read("notes.txt");
+    let rig = rig(Script::new([ScriptedTurn::text("Reading twice.")
+        .with_tool_call(tool.clone(), args.clone())
+        .with_tool_call(tool, args)]));
+    let mut agent = rig.agent();
+    let control = agent.control();
+    let mut observer = |e: AgentEvent| {
+        if let AgentEvent::Committed {
+            event: EventKind::ToolResult(_),
+            ..
+        } = e
+        {
+            control.interrupt();
+        }
+    };
+    let result = agent.run_turn("read the notes twice", &mut observer);
+    assert!(matches!(result, Err(AgentError::Interrupted)), "{result:?}");
+    let results: Vec<ToolResult> = rig
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            EventKind::ToolResult(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert!(!results[0].is_error && results[0].content.contains("alpha"));
+    assert!(results[1].is_error && results[1].content.starts_with("interrupted:"));
+    assert_eq!(
+        rig.server.requests().len(),
+        1,
+        "no request after the interrupt"
+    );
+    rig.assert_protocol_safe();
+    // The next turn starts clean: the old interrupt does not stop it.
+    drop(agent);
+}
+
+#[test]
+fn steering_is_appended_at_the_next_safe_boundary() {
+    let (tool, args) = read("notes.txt");
+    let rig = rig(Script::new([
+        ScriptedTurn::text("Reading.").with_tool_call(tool, args),
+        ScriptedTurn::text("Both checked."),
+    ]));
+    let mut agent = rig.agent();
+    let control = agent.control();
+    let mut steered = false;
+    let mut observer = |e: AgentEvent| {
+        // Typed once, while the first answer's tool call runs.
+        if let AgentEvent::Committed {
+            event: EventKind::AssistantMessage { .. },
+            ..
+        } = e
+            && !steered
+        {
+            steered = true;
+            control.steer("also check beta");
+        }
+    };
+    let outcome = agent.run_turn("check alpha", &mut observer).unwrap();
+    assert_eq!(outcome.final_text, "Both checked.");
+    let events = rig.events();
+    let at = |pred: &dyn Fn(&EventKind) -> bool| events.iter().position(pred).unwrap();
+    let result = at(&|e| matches!(e, EventKind::ToolResult(_)));
+    let steered = at(
+        &|e| matches!(e, EventKind::UserMessage { parts } if parts == &vec![Part::Text("also check beta".into())]),
+    );
+    assert_eq!(steered, result + 1, "delivered right after the unit closed");
+    let second = rig.server.requests()[1].body.to_string();
+    assert!(second.contains("also check beta"), "{second}");
+    assert!(control.take_steering().is_empty(), "delivered once");
+    rig.assert_protocol_safe();
+    drop(agent);
+}
