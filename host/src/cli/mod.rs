@@ -5,6 +5,7 @@ pub mod compare_cmd;
 pub mod demo;
 pub mod engine_cmd;
 pub mod render;
+pub mod serve_cmd;
 pub mod session_cmd;
 pub mod setup;
 
@@ -131,6 +132,11 @@ pub enum Command {
     /// Inspect and check context engines.
     #[command(subcommand)]
     Engine(EngineCommand),
+    /// Serve the workspace's sessions to a browser: HTTP API, SSE, the page.
+    #[command(
+        after_help = "Prints http://127.0.0.1:PORT/?token=... ; open it in a browser.\n\nExamples:\n  latch serve\n  latch serve --port 0\n  ssh -L 7420:127.0.0.1:7420 host   # then open the printed URL locally"
+    )]
+    Serve(serve_cmd::ServeArgs),
 }
 
 /// `latch history ...`.
@@ -256,5 +262,6 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             limit,
         }) => session_cmd::recall(&cli.global, &workspace, &session, &query, limit),
         Some(Command::Demo { keep }) => demo::demo(keep, cli.global.store.as_deref()),
+        Some(Command::Serve(args)) => serve_cmd::run(&cli.global, &workspace, &args),
     }
 }

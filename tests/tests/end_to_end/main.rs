@@ -22,6 +22,8 @@
 //! * [`trust`] — every attack of a hostile engine through the command line:
 //!   provenance, kernel-context poisoning and bloat, terminal injection,
 //!   suite detection, host-call bounds.
+//! * [`web`] — `latch serve` over real HTTP and SSE: auth, bind, turns,
+//!   `Last-Event-ID` resume, snapshots, restart mid-turn.
 
 mod agent;
 mod child_policy;
@@ -35,3 +37,4 @@ mod loading;
 mod recall;
 mod sandbox;
 mod trust;
+mod web;
