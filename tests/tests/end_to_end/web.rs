@@ -5,6 +5,11 @@
 //! and streamed, `Last-Event-ID` resume with no gap and no duplicate, a
 //! snapshot for a far-behind client equal to the reducers' state, a stream
 //! closed mid-turn that cancels nothing, and a server killed mid-turn.
+//!
+//! * [`browser`] — the page in headless Chromium.
+
+#[path = "web_browser.rs"]
+mod browser;
 
 use latch_kernel::Store;
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
@@ -602,9 +607,11 @@ fn a_server_killed_mid_turn_restarts_with_history_and_the_turn_interrupted() {
         }
         id
     });
-    let before = served.committed(&id);
     served.child.kill().unwrap();
     served.child.wait().unwrap();
+    // What the killed process committed (the shell call may have committed
+    // more after the stream showed it).
+    let before = served.committed(&id);
     drop(served);
 
     let served = serve(ws.path(), &provider, &[]);

@@ -165,7 +165,11 @@ async function open(id) {
   source.addEventListener("snapshot", (e) => render(JSON.parse(e.data).state));
   source.addEventListener("delta", (e) => {
     const d = JSON.parse(e.data);
-    if (d.text) $("streaming").textContent += d.text;
+    if (d.text) {
+      $("streaming").textContent += d.text;
+      // How much text arrived streamed (read by the browser test).
+      document.body.dataset.streamed = Number(document.body.dataset.streamed || 0) + d.text.length;
+    }
     if (d.reasoning) $("activity").textContent = "reasoning reported";
     if (d.retrying) $("activity").textContent = "retrying (attempt " + d.retrying.attempt + "): " + d.retrying.reason;
   });
