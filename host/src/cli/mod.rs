@@ -12,6 +12,7 @@ pub mod integrations;
 pub mod mcp_cmd;
 pub mod render;
 pub mod sandbox_cmd;
+pub mod serve_cmd;
 pub mod session_cmd;
 pub mod setup;
 pub mod skills_cmd;
@@ -184,6 +185,11 @@ pub enum Command {
     /// MCP servers (`[mcp.servers.NAME]`).
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Serve the workspace's sessions to a browser: HTTP API, SSE, the page.
+    #[command(
+        after_help = "Prints http://127.0.0.1:PORT/?token=... ; open it in a browser.\n\nExamples:\n  latch serve\n  latch serve --port 0\n  ssh -L 7420:127.0.0.1:7420 host   # then open the printed URL locally"
+    )]
+    Serve(serve_cmd::ServeArgs),
 }
 
 /// `latch mcp ...`.
@@ -369,6 +375,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Mcp(McpCommand::List { json })) => {
             mcp_cmd::list(&cli.global, &workspace, json)
         }
+        Some(Command::Serve(args)) => serve_cmd::run(&cli.global, &workspace, &args),
     }
 }
 

@@ -35,6 +35,8 @@
 //! * [`trust`] — every attack of a hostile engine through the command line:
 //!   provenance, kernel-context poisoning and bloat, terminal injection,
 //!   suite detection, host-call bounds.
+//! * [`web`] — `latch serve` over real HTTP and SSE: auth, bind, turns,
+//!   `Last-Event-ID` resume, snapshots, restart mid-turn.
 
 mod agent;
 mod child_policy;
@@ -55,3 +57,4 @@ mod recall;
 mod sandbox;
 mod skills;
 mod trust;
+mod web;

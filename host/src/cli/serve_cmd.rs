@@ -1,0 +1,203 @@
+//! `latch serve`: the web surface of one workspace's sessions.
+//!
+//! Wires [`latch_web`] to the same agent API the CLI uses: each session's
+//! [`Agent`] is built once per process (resuming it settles what an earlier
+//! process left) and runs turns on the server's blocking threads, so a page
+//! that closes never cancels a run.
+
+use super::GlobalArgs;
+use super::setup::{self, Env, ProviderChoice};
+use crate::agent::{Agent, AgentEvent};
+use anyhow::Context;
+use clap::Args;
+use latch_engine_sdk::types::{ContextReport, Event};
+use latch_kernel::{SessionRecord, Store};
+use latch_surface::Delta;
+use latch_web::backend::Sink;
+use latch_web::{Backend, BackendError, Signal, WebConfig};
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// `latch serve` options.
+#[derive(Debug, Args, Clone)]
+pub struct ServeArgs {
+    /// The address to listen on; a non-loopback one needs --allow-remote.
+    #[arg(long, default_value = "127.0.0.1", value_name = "ADDR")]
+    pub bind: IpAddr,
+    /// The port (0 picks a free one).
+    #[arg(long, default_value_t = 7420, value_name = "N")]
+    pub port: u16,
+    /// Accept a non-loopback --bind (TLS termination is then yours).
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// A reconnecting page more than N events behind gets one snapshot.
+    #[arg(long, default_value_t = 1_000, value_name = "N")]
+    pub snapshot_after: usize,
+}
+
+/// The agents of one workspace behind the web surface.
+pub struct AgentBackend {
+    env: Env,
+    provider: ProviderChoice,
+    workspace: String,
+    agents: Mutex<HashMap<String, Arc<Mutex<Agent>>>>,
+}
+
+impl AgentBackend {
+    /// The backend of `workspace` with the provider chosen by `global`.
+    pub fn open(global: &GlobalArgs, workspace: &Path) -> anyhow::Result<AgentBackend> {
+        let env = Env::open(global, workspace)?;
+        let provider = setup::choose_provider(global, &env.config.config)?;
+        let workspace = env.workspace_key();
+        Ok(AgentBackend {
+            env,
+            provider,
+            workspace,
+            agents: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn record(&self, id: &str) -> Result<SessionRecord, BackendError> {
+        match self.env.store.session(id) {
+            Ok(s) if s.workspace == self.workspace => Ok(s),
+            Ok(_) | Err(latch_kernel::StoreError::UnknownSession(_)) => {
+                Err(BackendError::NotFound(id.to_string()))
+            }
+            Err(e) => Err(BackendError::Failed(e.to_string())),
+        }
+    }
+
+    /// The session's agent, built (and resumed) on first use.
+    fn agent(&self, id: &str, on: Sink<'_>) -> Result<Arc<Mutex<Agent>>, BackendError> {
+        let mut agents = self.agents.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(a) = agents.get(id) {
+            return Ok(a.clone());
+        }
+        let record = self.record(id)?;
+        let mut agent = setup::build_agent(&self.env, record, &self.provider, "web")
+            .map_err(|e| BackendError::Failed(format!("{e:#}")))?;
+        agent.resume(&mut observer(on)).map_err(failed)?;
+        let agent = Arc::new(Mutex::new(agent));
+        agents.insert(id.to_string(), agent.clone());
+        Ok(agent)
+    }
+
+    fn with_agent<T>(
+        &self,
+        id: &str,
+        on: Sink<'_>,
+        f: impl FnOnce(&mut Agent, Sink<'_>) -> Result<T, BackendError>,
+    ) -> Result<T, BackendError> {
+        let agent = self.agent(id, on)?;
+        let mut agent = agent.lock().unwrap_or_else(|p| p.into_inner());
+        f(&mut agent, on)
+    }
+}
+
+fn failed(e: impl std::fmt::Display) -> BackendError {
+    BackendError::Failed(e.to_string())
+}
+
+/// The agent's observer, reporting to the web surface's sink.
+fn observer<'a>(on: Sink<'a>) -> impl FnMut(AgentEvent) + Send + 'a {
+    move |event| match event {
+        AgentEvent::TextDelta(t) => on(Signal::Delta(Delta::Text(t.to_string()))),
+        AgentEvent::Reasoning => on(Signal::Delta(Delta::Reasoning)),
+        AgentEvent::Retrying { attempt, reason } => on(Signal::Delta(Delta::Retrying {
+            attempt,
+            reason: reason.to_string(),
+        })),
+        AgentEvent::Committed { seq, .. } => on(Signal::Committed(seq)),
+    }
+}
+
+impl Backend for AgentBackend {
+    fn store(&self) -> &Arc<Store> {
+        &self.env.store
+    }
+
+    fn workspace(&self) -> &str {
+        &self.workspace
+    }
+
+    fn create_session(&self) -> Result<SessionRecord, BackendError> {
+        setup::new_session(&self.env, &self.provider).map_err(|e| failed(format!("{e:#}")))
+    }
+
+    fn run_turn(&self, session: &str, text: &str, on: Sink<'_>) -> Result<(), BackendError> {
+        self.with_agent(session, on, |agent, on| {
+            agent
+                .run_turn(text, &mut observer(on))
+                .map(drop)
+                .map_err(failed)
+        })
+    }
+
+    fn resume(&self, session: &str, on: Sink<'_>) -> Result<usize, BackendError> {
+        self.with_agent(session, on, |agent, on| {
+            agent.resume(&mut observer(on)).map_err(failed)
+        })
+    }
+
+    fn compact(&self, session: &str, on: Sink<'_>) -> Result<usize, BackendError> {
+        self.with_agent(session, on, |agent, on| {
+            agent.compact(&mut observer(on)).map_err(failed)
+        })
+    }
+
+    fn context_report(&self, session: &str) -> Result<ContextReport, BackendError> {
+        self.with_agent(session, &mut |_| {}, |agent, _| {
+            agent.context_report().map_err(failed)
+        })
+    }
+
+    fn recall(&self, session: &str, query: &str, limit: u32) -> Result<Vec<Event>, BackendError> {
+        self.with_agent(session, &mut |_| {}, |agent, _| {
+            agent.recall(query, limit).map_err(failed)
+        })
+    }
+}
+
+/// A fresh random token.
+pub fn token() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// `latch serve`.
+pub fn run(global: &GlobalArgs, workspace: &Path, args: &ServeArgs) -> anyhow::Result<i32> {
+    latch_web::check_bind(args.bind, args.allow_remote)?;
+    let backend = AgentBackend::open(global, workspace)?;
+    let shown = backend.env.workspace.display().to_string();
+    let token = token();
+    let mut config = WebConfig::new(token.clone());
+    config.snapshot_after = args.snapshot_after;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the server's runtime")?;
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind((args.bind, args.port))
+            .await
+            .with_context(|| {
+                format!(
+                    "cannot listen on {}:{} (is the port taken? try --port 0)",
+                    args.bind, args.port
+                )
+            })?;
+        let addr = listener.local_addr()?;
+        let host = match addr.ip() {
+            IpAddr::V6(ip) => format!("[{ip}]"),
+            IpAddr::V4(ip) => ip.to_string(),
+        };
+        println!("http://{host}:{}/?token={token}", addr.port());
+        std::io::stdout().flush()?;
+        eprintln!("latch serve: sessions of {shown}; Ctrl-C stops the server (runs stop with it)");
+        latch_web::serve(listener, Arc::new(backend), config)
+            .await
+            .context("the server stopped")?;
+        Ok(0)
+    })
+}

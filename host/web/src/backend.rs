@@ -1,0 +1,60 @@
+//! The port between the web surface and the agent: what the binary supplies.
+//!
+//! The binary implements [`Backend`] with the same agent and supervisor API
+//! the CLI uses (`host/src/cli/serve_cmd.rs`). Every method that runs the
+//! agent blocks; the server calls them on blocking threads, never on a
+//! request's task, so closing a page never cancels a run.
+
+use latch_engine_sdk::types::{ContextReport, Event};
+use latch_kernel::{SessionRecord, Store};
+use latch_surface::Delta;
+use std::sync::Arc;
+
+/// What a running command reports as it goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Signal {
+    /// A durable event with this sequence number was committed.
+    Committed(u64),
+    /// A transient signal (streamed text, reasoning reported, a retry).
+    Delta(Delta),
+}
+
+/// Why a backend command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    /// No such session in this workspace.
+    #[error("no session `{0}` in this workspace; list them with GET /api/sessions")]
+    NotFound(String),
+    /// The request itself was wrong.
+    #[error("{0}")]
+    BadRequest(String),
+    /// The agent, engine, provider or store failed.
+    #[error("{0}")]
+    Failed(String),
+}
+
+/// The sink a command reports its signals to.
+pub type Sink<'a> = &'a mut (dyn FnMut(Signal) + Send);
+
+/// What `latch serve` supplies: one workspace's store and its sessions'
+/// agents. Methods that take a session id run on that session's agent.
+pub trait Backend: Send + Sync + 'static {
+    /// The event store.
+    fn store(&self) -> &Arc<Store>;
+    /// The workspace key sessions are stored under.
+    fn workspace(&self) -> &str;
+    /// Create a new root session.
+    fn create_session(&self) -> Result<SessionRecord, BackendError>;
+    /// Run one turn with the user's `text` (blocking).
+    fn run_turn(&self, session: &str, text: &str, on: Sink<'_>) -> Result<(), BackendError>;
+    /// Resume the session in this process: settle what an earlier process
+    /// left and mark an interrupted run interrupted. Returns the repair
+    /// events appended.
+    fn resume(&self, session: &str, on: Sink<'_>) -> Result<usize, BackendError>;
+    /// `/compact`. Returns the kernel-context entries persisted.
+    fn compact(&self, session: &str, on: Sink<'_>) -> Result<usize, BackendError>;
+    /// The `/context` report for the next request.
+    fn context_report(&self, session: &str) -> Result<ContextReport, BackendError>;
+    /// Recall original events for a query through the engine.
+    fn recall(&self, session: &str, query: &str, limit: u32) -> Result<Vec<Event>, BackendError>;
+}

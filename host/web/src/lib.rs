@@ -1,0 +1,28 @@
+//! `latch-web`: the web surface of Latch (`latch serve`).
+//!
+//! It observes the same durable events as the terminal through the shared
+//! reducers of [`latch_surface`] and sends commands through a [`Backend`]
+//! that the binary implements with the same agent API the CLI uses, so this
+//! crate never imports the agent loop. Everything it keeps is transient
+//! transport state (SSE subscriptions, command receipts, streamed text):
+//! nothing here writes to the store except through the backend's commands.
+//!
+//! * [`backend`] — the port the binary implements: sessions, turns, commands.
+//! * [`bind`] — the loopback-only bind rule.
+//! * [`log`] — what a session's surface reads from the store after a seq.
+//! * [`hub`] — per-session fan-out of committed events and transient deltas.
+//! * [`view`] — the reducers' state as JSON (snapshots, the page's model).
+//! * [`server`] — the axum router: auth, the `/api/` routes, SSE, the page.
+
+#![warn(missing_docs)]
+
+pub mod backend;
+pub mod bind;
+pub mod hub;
+pub mod log;
+pub mod server;
+pub mod view;
+
+pub use backend::{Backend, BackendError, Signal};
+pub use bind::{BindError, check_bind};
+pub use server::{WebConfig, router, serve};

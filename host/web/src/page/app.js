@@ -1,0 +1,253 @@
+// Latch's page: renders the server's reducers (GET /api/sessions/{id}) and
+// follows the session's event stream. Durable events carry `id: <seq>`, so
+// the browser's EventSource resumes with Last-Event-ID by itself after a
+// drop; transient deltas (streamed text) are shown until the commit lands.
+"use strict";
+
+const SLASH = ["/context", "/compact", "/recall ", "/resume"];
+let current = null;     // session id
+let source = null;      // EventSource
+let lastSeq = 0;        // last durable seq rendered
+let refreshTimer = null;
+
+const $ = (id) => document.getElementById(id);
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+
+async function api(path, options) {
+  const r = await fetch("/api" + path, Object.assign({ credentials: "same-origin" }, options || {}));
+  let body = null;
+  try { body = await r.json(); } catch (_) { body = null; }
+  if (r.status === 401) {
+    notice("Not authorized: open the URL that `latch serve` printed (it carries the token).");
+    throw new Error("401");
+  }
+  if (!r.ok) {
+    const msg = (body && body.error) || ("HTTP " + r.status);
+    notice(msg);
+    throw new Error(msg);
+  }
+  return body;
+}
+
+function notice(text) {
+  const n = $("notice");
+  n.textContent = text;
+  n.hidden = !text;
+}
+
+function status(text) { $("status").textContent = text; }
+
+async function loadSessions() {
+  const data = await api("/sessions");
+  const list = $("session-list");
+  list.replaceChildren();
+  const add = (parent, s) => {
+    const li = el("li", s.id === current ? "current" : "", s.id + (s.running ? " ●" : ""));
+    li.title = s.model;
+    li.dataset.session = s.id;
+    li.addEventListener("click", (ev) => { ev.stopPropagation(); open(s.id); });
+    if (s.children && s.children.length) {
+      const ul = el("ul");
+      s.children.forEach((c) => add(ul, c));
+      li.appendChild(ul);
+    }
+    parent.appendChild(li);
+  };
+  data.sessions.forEach((s) => add(list, s));
+  return data.sessions;
+}
+
+function renderItem(i) {
+  switch (i.kind) {
+    case "user": return el("div", "item user", i.text);
+    case "assistant": return el("div", "item assistant", i.text);
+    case "tool": {
+      const d = el("div", "item tool");
+      d.dataset.call = i.call_id;
+      d.appendChild(el("span", "status-" + i.status, "[" + i.status + "] "));
+      d.appendChild(el("span", "", i.name + " " + i.summary));
+      if (i.diff && i.diff.length) {
+        const pre = el("pre", "diff");
+        i.diff.forEach(([k, line]) => pre.appendChild(el("div", k, (k === "added" ? "+ " : k === "removed" ? "- " : "") + line)));
+        d.appendChild(pre);
+      } else if (i.output) {
+        d.appendChild(el("pre", "output", i.output));
+      }
+      return d;
+    }
+    case "divider": return el("div", "item divider", i.divider + (i.detail ? ": " + i.detail : ""));
+    case "notification": return el("div", "item notification", i.source + ": " + i.text);
+    case "denied": return el("div", "item denied", "denied " + i.tool + ": " + i.reason);
+    case "validation": return el("div", "item validation", (i.passed ? "✓ " : "✗ ") + i.command);
+    case "certification": return el("div", "item certification", i.certified ? "certified" : "not certified: " + i.blockers.join("; "));
+    case "child": return el("div", "item child", "agent " + i.role + " (" + i.child + "): " + i.task);
+    default: return el("div", "item", JSON.stringify(i));
+  }
+}
+
+function kv(parent, k, v) {
+  const row = el("div", "kv");
+  row.appendChild(el("b", "", k + ": "));
+  row.appendChild(document.createTextNode(typeof v === "string" ? v : JSON.stringify(v)));
+  parent.appendChild(row);
+}
+
+function render(state) {
+  const d = state.durable;
+  lastSeq = Math.max(lastSeq, d.seq);
+  const t = $("transcript");
+  t.replaceChildren(...d.transcript.map(renderItem));
+  if (d.permission) {
+    const p = el("div", "item permission", "Permission needed: " + d.permission.tool + " " + d.permission.subject + " — " + d.permission.reason);
+    t.appendChild(p);
+  }
+  $("streaming").textContent = state.streaming || "";
+  t.scrollTop = t.scrollHeight;
+  $("activity").textContent = state.activity.label;
+  const task = $("task");
+  task.replaceChildren();
+  Object.entries(d.task || {}).forEach(([k, v]) => {
+    if (v === null || (Array.isArray(v) && v.length === 0) || v === "") return;
+    kv(task, k, v);
+  });
+  const ctx = $("context");
+  ctx.replaceChildren();
+  kv(ctx, "generation", d.generation);
+  if (state.report) Object.entries(state.report).forEach(([k, v]) => { if (typeof v !== "object") kv(ctx, k, v); });
+  const u = $("usage");
+  u.replaceChildren();
+  kv(u, "input tokens", d.usage.input_tokens);
+  kv(u, "output tokens", d.usage.output_tokens);
+  kv(u, "requests", d.usage.requests.length);
+  if (d.usage.hit_rate !== null) kv(u, "cache hit rate", (100 * d.usage.hit_rate).toFixed(1) + "%");
+  const ch = $("children");
+  ch.replaceChildren(...d.children.map((c) => el("div", "kv", c.role + " · " + c.status + " · " + c.task)));
+  const g = $("group");
+  g.replaceChildren();
+  if (d.group) { g.appendChild(el("div", "kv", d.group.title)); d.group.lines.forEach((l) => g.appendChild(el("div", "kv", l))); }
+}
+
+async function refresh() {
+  if (!current) return;
+  const id = current;
+  const data = await api("/sessions/" + id);
+  if (id === current) render(data.state);
+}
+
+function scheduleRefresh() {
+  if (refreshTimer) return;
+  refreshTimer = setTimeout(() => { refreshTimer = null; refresh().catch(() => {}); }, 100);
+}
+
+async function open(id) {
+  if (source) source.close();
+  current = id;
+  lastSeq = 0;
+  history.replaceState(null, "", "/#" + id);
+  await loadSessions();
+  await refresh();
+  // Resume after what was rendered; the browser sends Last-Event-ID on its
+  // own reconnects.
+  source = new EventSource("/api/sessions/" + id + "/events?after=" + lastSeq);
+  source.onopen = () => status("live · " + id);
+  source.onerror = () => status("reconnecting…");
+  source.addEventListener("event", (e) => {
+    const ev = JSON.parse(e.data);
+    lastSeq = Math.max(lastSeq, ev.seq);
+    if (ev.event.kind === "assistant_message") $("streaming").textContent = "";
+    scheduleRefresh();
+  });
+  source.addEventListener("snapshot", (e) => render(JSON.parse(e.data).state));
+  source.addEventListener("delta", (e) => {
+    const d = JSON.parse(e.data);
+    if (d.text) {
+      $("streaming").textContent += d.text;
+      // How much text arrived streamed (read by the browser test).
+      document.body.dataset.streamed = Number(document.body.dataset.streamed || 0) + d.text.length;
+    }
+    if (d.reasoning) $("activity").textContent = "reasoning reported";
+    if (d.retrying) $("activity").textContent = "retrying (attempt " + d.retrying.attempt + "): " + d.retrying.reason;
+  });
+  source.addEventListener("turn", (e) => {
+    const t = JSON.parse(e.data);
+    if (t.state === "failed") notice("The turn failed: " + t.error);
+    scheduleRefresh();
+    loadSessions().catch(() => {});
+  });
+}
+
+async function send(text) {
+  notice("");
+  if (!current) return;
+  const id = current;
+  if (text.startsWith("/")) {
+    const [cmd, ...rest] = text.split(" ");
+    const arg = rest.join(" ").trim();
+    if (cmd === "/context") {
+      const r = await api("/sessions/" + id + "/context");
+      const c = $("context"); c.replaceChildren();
+      Object.entries(r.report).forEach(([k, v]) => kv(c, k, v));
+    } else if (cmd === "/compact") {
+      await api("/sessions/" + id + "/compact", { method: "POST" });
+    } else if (cmd === "/recall") {
+      if (!arg) { notice("/recall needs a query: /recall <words>"); return; }
+      const r = await api("/sessions/" + id + "/recall?q=" + encodeURIComponent(arg));
+      notice(r.events.length + " event(s) recalled for “" + arg + "”");
+    } else if (cmd === "/resume") {
+      await api("/sessions/" + id + "/resume", { method: "POST" });
+    } else {
+      notice("Unknown command " + cmd + ": try " + SLASH.join(" "));
+    }
+    scheduleRefresh();
+    return;
+  }
+  await api("/sessions/" + id + "/messages", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ text }),
+  });
+  status("running · " + id);
+}
+
+function complete() {
+  const v = $("input").value;
+  const box = $("completions");
+  box.replaceChildren();
+  if (!v.startsWith("/") || v.includes(" ")) return;
+  SLASH.filter((c) => c.startsWith(v) && c.trim() !== v).forEach((c) => box.appendChild(el("div", "", c)));
+}
+
+async function main() {
+  // The token's job is done once the cookie is set: keep it out of the bar.
+  if (location.search.includes("token=")) history.replaceState(null, "", "/" + location.hash);
+  $("composer").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const text = $("input").value.trim();
+    if (!text) return;
+    $("input").value = "";
+    complete();
+    send(text).catch(() => {});
+  });
+  $("input").addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
+  });
+  $("input").addEventListener("input", complete);
+  $("new-session").addEventListener("click", async () => {
+    const s = await api("/sessions", { method: "POST" });
+    await open(s.id);
+  });
+  try {
+    const sessions = await loadSessions();
+    status("ready");
+    const wanted = location.hash.slice(1);
+    if (wanted) await open(wanted);
+    else if (sessions.length) await open(sessions[0].id);
+  } catch (_) { status("not connected"); }
+}
+
+main();

@@ -1,0 +1,320 @@
+//! The `/api/` routes other than the event stream: sessions, messages
+//! (which return a command receipt at once while the turn runs
+//! server-side) and the session commands.
+//!
+//! Commands run on blocking threads that no request owns, so closing the
+//! page or dropping the connection never cancels them.
+
+use super::AppState;
+use crate::backend::{BackendError, Signal};
+use crate::{log, view};
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use latch_kernel::{SessionRecord, StoreError};
+use latch_surface::Delta;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+/// An API error: a status and a message that says what was wrong and how
+/// to fix it.
+#[derive(Debug)]
+pub struct ApiError(pub StatusCode, pub String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+impl From<BackendError> for ApiError {
+    fn from(e: BackendError) -> ApiError {
+        let status = match e {
+            BackendError::NotFound(_) => StatusCode::NOT_FOUND,
+            BackendError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            BackendError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError(status, e.to_string())
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> ApiError {
+        ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+    }
+}
+
+type ApiResult = Result<Response, ApiError>;
+
+/// Run blocking work off the async workers.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
+}
+
+/// The session `id` of this workspace, or 404.
+pub(crate) fn known(state: &AppState, id: &str) -> Result<SessionRecord, ApiError> {
+    let not_found = || ApiError::from(BackendError::NotFound(id.to_string()));
+    match state.backend.store().session(id) {
+        Ok(s) if s.workspace == state.backend.workspace() => Ok(s),
+        Ok(_) | Err(StoreError::UnknownSession(_)) => Err(not_found()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn summary(s: &SessionRecord, busy: bool, children: Vec<Value>) -> Value {
+    json!({
+        "id": s.id,
+        "parent": s.parent,
+        "provider": s.model.provider,
+        "model": s.model.model,
+        "created_ms": s.created_ms,
+        "running": busy,
+        "children": children,
+    })
+}
+
+/// `GET /api/sessions`: the workspace's sessions, newest first, children
+/// nested under their parent.
+pub async fn list(State(state): State<Arc<AppState>>) -> ApiResult {
+    let st = state.clone();
+    let sessions =
+        blocking(move || Ok(st.backend.store().list_sessions(st.backend.workspace())?)).await?;
+    let busy = state.busy.lock().unwrap_or_else(|p| p.into_inner()).clone();
+    fn nest(
+        s: &SessionRecord,
+        all: &[SessionRecord],
+        busy: &std::collections::HashSet<String>,
+    ) -> Value {
+        let mut kids: Vec<&SessionRecord> = all
+            .iter()
+            .filter(|c| c.parent.as_deref() == Some(s.id.as_str()))
+            .collect();
+        kids.sort_by_key(|c| c.created_ms);
+        let children = kids.into_iter().map(|c| nest(c, all, busy)).collect();
+        summary(s, busy.contains(&s.id), children)
+    }
+    let roots: Vec<Value> = sessions
+        .iter()
+        .filter(|s| s.parent.is_none())
+        .map(|s| nest(s, &sessions, &busy))
+        .collect();
+    Ok(Json(json!({ "sessions": roots })).into_response())
+}
+
+/// `POST /api/sessions`: a new root session.
+pub async fn create(State(state): State<Arc<AppState>>) -> ApiResult {
+    let st = state.clone();
+    let s = blocking(move || Ok(st.backend.create_session()?)).await?;
+    Ok((StatusCode::CREATED, Json(summary(&s, false, Vec::new()))).into_response())
+}
+
+/// `GET /api/sessions/{id}`: the reducers' current state of the session.
+pub async fn show(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    let st = state.clone();
+    let value = blocking(move || {
+        known(&st, &id)?;
+        let surface = log::surface_of(
+            st.backend.store(),
+            &id,
+            st.backend.workspace(),
+            st.hub.live_since(&id),
+        )?;
+        Ok(json!({ "session": id, "state": view::state(&surface) }))
+    })
+    .await?;
+    Ok(Json(value).into_response())
+}
+
+/// Body of `POST /api/sessions/{id}/messages`.
+#[derive(Debug, Deserialize)]
+pub struct MessageBody {
+    /// The user's message.
+    pub text: String,
+}
+
+/// Claim `id` for one command, or 409.
+fn claim(state: &AppState, id: &str) -> Result<(), ApiError> {
+    let mut busy = state.busy.lock().unwrap_or_else(|p| p.into_inner());
+    if !busy.insert(id.to_string()) {
+        return Err(ApiError(
+            StatusCode::CONFLICT,
+            format!("session {id} is running a command; wait for its `turn` event and send again"),
+        ));
+    }
+    Ok(())
+}
+
+fn release(state: &AppState, id: &str) {
+    state
+        .busy
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .remove(id);
+}
+
+/// The sink a command of `id` reports to: commits wake the feeds, deltas
+/// go out transient.
+fn sink(state: &Arc<AppState>, id: &str) -> impl FnMut(Signal) + Send + use<> {
+    let hub = state.hub.clone();
+    let id = id.to_string();
+    move |signal| match signal {
+        Signal::Committed(_) => hub.committed(),
+        Signal::Delta(d) => hub.transient(&id, "delta", delta(&d)),
+    }
+}
+
+/// A transient delta as JSON.
+pub(crate) fn delta(d: &Delta) -> Value {
+    match d {
+        Delta::Text(t) => json!({ "text": t }),
+        Delta::Reasoning => json!({ "reasoning": true }),
+        Delta::Retrying { attempt, reason } => {
+            json!({ "retrying": { "attempt": attempt, "reason": reason } })
+        }
+    }
+}
+
+/// `POST /api/sessions/{id}/messages` `{"text": "..."}`: start a turn and
+/// return its receipt at once (202). The turn's end arrives on the event
+/// stream as a transient `turn` event carrying the receipt.
+pub async fn message(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    body: Result<Json<MessageBody>, axum::extract::rejection::JsonRejection>,
+) -> ApiResult {
+    let Json(body) = body.map_err(|e| {
+        ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("the body must be JSON like {{\"text\": \"...\"}}: {e}"),
+        )
+    })?;
+    if body.text.trim().is_empty() {
+        return Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            "the message is empty: send {\"text\": \"<your task>\"}".into(),
+        ));
+    }
+    {
+        let st = state.clone();
+        let id = id.clone();
+        blocking(move || known(&st, &id).map(drop)).await?;
+    }
+    claim(&state, &id)?;
+    let receipt = format!("r{}", state.receipts.fetch_add(1, Ordering::Relaxed) + 1);
+    state.hub.mark_live(&id);
+    let st = state.clone();
+    let (sid, rid) = (id.clone(), receipt.clone());
+    tokio::task::spawn_blocking(move || {
+        let mut on = sink(&st, &sid);
+        let result = st.backend.run_turn(&sid, &body.text, &mut on);
+        st.hub.committed();
+        let done = match &result {
+            Ok(()) => json!({ "receipt": rid, "state": "finished" }),
+            Err(e) => json!({ "receipt": rid, "state": "failed", "error": e.to_string() }),
+        };
+        release(&st, &sid);
+        st.hub.transient(&sid, "turn", done);
+    });
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({ "receipt": receipt, "session": id })),
+    )
+        .into_response())
+}
+
+/// Run a short command of `id` that commits events, with the session
+/// claimed.
+async fn command<T: Send + 'static>(
+    state: &Arc<AppState>,
+    id: &str,
+    f: impl FnOnce(&AppState, &mut (dyn FnMut(Signal) + Send)) -> Result<T, BackendError>
+    + Send
+    + 'static,
+) -> Result<T, ApiError> {
+    {
+        let st = state.clone();
+        let id = id.to_string();
+        blocking(move || known(&st, &id).map(drop)).await?;
+    }
+    claim(state, id)?;
+    state.hub.mark_live(id);
+    let st = state.clone();
+    let sid = id.to_string();
+    let result = blocking(move || {
+        let mut on = sink(&st, &sid);
+        let r = f(&st, &mut on);
+        st.hub.committed();
+        Ok(r)
+    })
+    .await;
+    release(state, id);
+    Ok(result??)
+}
+
+/// `POST /api/sessions/{id}/resume`: settle what an earlier process left
+/// and mark an interrupted run interrupted.
+pub async fn resume(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    let sid = id.clone();
+    let repaired = command(&state, &id, move |st, on| st.backend.resume(&sid, on)).await?;
+    Ok(Json(json!({ "session": id, "repaired": repaired })).into_response())
+}
+
+/// `POST /api/sessions/{id}/compact`: `/compact`.
+pub async fn compact(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    let sid = id.clone();
+    let entries = command(&state, &id, move |st, on| st.backend.compact(&sid, on)).await?;
+    Ok(Json(json!({ "session": id, "entries": entries })).into_response())
+}
+
+/// `GET /api/sessions/{id}/context`: the `/context` report.
+pub async fn context(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
+    let sid = id.clone();
+    let report = command(&state, &id, move |st, _| st.backend.context_report(&sid)).await?;
+    Ok(Json(json!({ "session": id, "report": report })).into_response())
+}
+
+/// `GET /api/sessions/{id}/recall?q=…&limit=…`: recall original events.
+pub async fn recall(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult {
+    let query = q.get("q").cloned().unwrap_or_default();
+    if query.trim().is_empty() {
+        return Err(ApiError(
+            StatusCode::BAD_REQUEST,
+            "recall needs a query: GET /api/sessions/{id}/recall?q=<words>".into(),
+        ));
+    }
+    let limit = match q.get("limit") {
+        None => 10,
+        Some(l) => l.parse::<u32>().map_err(|_| {
+            ApiError(
+                StatusCode::BAD_REQUEST,
+                format!("limit must be a whole number, not `{l}`"),
+            )
+        })?,
+    };
+    let sid = id.clone();
+    let events = command(&state, &id, move |st, _| {
+        st.backend.recall(&sid, &query, limit)
+    })
+    .await?;
+    Ok(Json(json!({ "session": id, "events": events })).into_response())
+}
+
+/// Any other `/api/` path.
+pub async fn not_found() -> ApiError {
+    ApiError(
+        StatusCode::NOT_FOUND,
+        "no such API route; see the README's \"Web surface\" section for the routes".into(),
+    )
+}

@@ -1,0 +1,99 @@
+//! The axum router of `latch serve`: token auth on every `/api/` route, the
+//! API, per-session SSE and the page.
+//!
+//! * [`auth`] — bearer header or the cookie the page sets; 401 otherwise.
+//! * [`api`] — sessions, messages (command receipts), commands.
+//! * [`sse`] — the event stream with `Last-Event-ID` resume and snapshots.
+//! * [`page`] — the static page compiled into the binary.
+
+pub mod api;
+pub mod auth;
+pub mod page;
+pub mod sse;
+
+use crate::backend::Backend;
+use crate::hub::Hub;
+use axum::Router;
+use axum::routing::{get, post};
+use std::collections::HashSet;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Settings of the web surface.
+#[derive(Clone, Debug)]
+pub struct WebConfig {
+    /// The secret every `/api/` request must present.
+    pub token: String,
+    /// A reconnecting client more than this many events behind gets one
+    /// snapshot instead of the events.
+    pub snapshot_after: usize,
+    /// Interval of SSE keep-alive comments.
+    pub keep_alive: Duration,
+}
+
+impl WebConfig {
+    /// Defaults around `token`: snapshot past 1,000 events, keep-alive
+    /// every 15 s.
+    pub fn new(token: impl Into<String>) -> WebConfig {
+        WebConfig {
+            token: token.into(),
+            snapshot_after: 1_000,
+            keep_alive: Duration::from_secs(15),
+        }
+    }
+}
+
+/// What every handler shares.
+pub struct AppState {
+    pub(crate) backend: Arc<dyn Backend>,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) config: WebConfig,
+    /// Sessions with a command running in this process.
+    pub(crate) busy: Mutex<HashSet<String>>,
+    pub(crate) receipts: AtomicU64,
+}
+
+/// The router of `latch serve` over `backend`.
+pub fn router(backend: Arc<dyn Backend>, config: WebConfig) -> Router {
+    let hub = Arc::new(Hub::new(
+        backend.store().clone(),
+        backend.workspace().to_string(),
+    ));
+    let state = Arc::new(AppState {
+        backend,
+        hub,
+        config,
+        busy: Mutex::new(HashSet::new()),
+        receipts: AtomicU64::new(0),
+    });
+    let api = Router::new()
+        .route("/sessions", get(api::list).post(api::create))
+        .route("/sessions/{id}", get(api::show))
+        .route("/sessions/{id}/messages", post(api::message))
+        .route("/sessions/{id}/resume", post(api::resume))
+        .route("/sessions/{id}/compact", post(api::compact))
+        .route("/sessions/{id}/context", get(api::context))
+        .route("/sessions/{id}/recall", get(api::recall))
+        .route("/sessions/{id}/events", get(sse::events))
+        .fallback(api::not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::require,
+        ));
+    Router::new()
+        .route("/", get(page::index))
+        .route("/app.js", get(page::script))
+        .route("/app.css", get(page::style))
+        .nest("/api", api)
+        .with_state(state)
+}
+
+/// Serve `backend` on `listener` until the process ends.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    backend: Arc<dyn Backend>,
+    config: WebConfig,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(backend, config)).await
+}

@@ -1,0 +1,171 @@
+//! `GET /api/sessions/{id}/events`: the session's event stream.
+//!
+//! Every committed event goes out as `event: event` with `id: <seq>`;
+//! transient messages (`delta`: streamed text, reasoning reported, retries;
+//! `turn`: a command receipt's outcome) go out without an id. A client that
+//! reconnects with `Last-Event-ID` (or `?after=` for polyfills) gets every
+//! committed event after it, then live ones, with no gap and no duplicate.
+//! One more than [`super::WebConfig::snapshot_after`] events behind gets one
+//! `event: snapshot` (`id:` its seq) carrying the reducers' state at that
+//! seq instead. Keep-alive comments go out at the configured interval.
+
+use super::AppState;
+use super::api::{ApiError, known};
+use crate::hub::Out;
+use crate::{log, view};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use latch_kernel::StoredEvent;
+use serde_json::json;
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::Arc;
+use tokio::sync::{broadcast, mpsc};
+
+/// Where a client resumes: `Last-Event-ID`, else `?after=`, else 0.
+fn resume_point(headers: &HeaderMap, q: &HashMap<String, String>) -> Result<u64, ApiError> {
+    let raw = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string)
+        .or_else(|| q.get("after").cloned());
+    match raw {
+        None => Ok(0),
+        Some(r) if r.trim().is_empty() => Ok(0),
+        Some(r) => r.trim().parse().map_err(|_| {
+            ApiError(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "Last-Event-ID / ?after= must be the seq of the last event received, not `{r}`"
+                ),
+            )
+        }),
+    }
+}
+
+fn durable(e: &StoredEvent) -> Event {
+    let data = json!({ "seq": e.seq, "session": e.session, "time_ms": e.time_ms, "event": e.kind });
+    Event::default()
+        .id(e.seq.to_string())
+        .event("event")
+        .data(data.to_string())
+}
+
+/// The handler.
+pub async fn events(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Result<impl IntoResponse, ApiError> {
+    let after = resume_point(&headers, &q)?;
+    {
+        let st = state.clone();
+        let id = id.clone();
+        tokio::task::spawn_blocking(move || known(&st, &id).map(drop))
+            .await
+            .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))??;
+    }
+    // Subscribe before the catch-up read: what the read misses arrives here.
+    let rx = state.hub.subscribe(&id);
+    let (tx, out) = mpsc::channel::<Event>(256);
+    tokio::spawn(pump(state.clone(), id, after, rx, tx));
+    let stream = futures_util::stream::unfold(out, |mut out| async move {
+        out.recv().await.map(|e| (Ok::<_, Infallible>(e), out))
+    });
+    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(state.config.keep_alive)))
+}
+
+/// Send catch-up (or a snapshot) after `last`, then live messages, until
+/// the client goes away.
+async fn pump(
+    state: Arc<AppState>,
+    id: String,
+    mut last: u64,
+    mut rx: broadcast::Receiver<Arc<Out>>,
+    tx: mpsc::Sender<Event>,
+) {
+    if catch_up(&state, &id, &mut last, &tx).await.is_err() {
+        return;
+    }
+    loop {
+        let message = tokio::select! {
+            m = rx.recv() => m,
+            _ = tx.closed() => return,
+        };
+        let event = match message {
+            Ok(m) => match &*m {
+                Out::Event(e) if e.seq <= last => continue,
+                Out::Event(e) => {
+                    last = e.seq;
+                    durable(e)
+                }
+                Out::Transient(name, data) => Event::default().event(*name).data(data.to_string()),
+            },
+            Err(broadcast::error::RecvError::Lagged(_)) => {
+                // Too slow for the channel: read what was missed from the store.
+                if catch_up(&state, &id, &mut last, &tx).await.is_err() {
+                    return;
+                }
+                continue;
+            }
+            Err(broadcast::error::RecvError::Closed) => return,
+        };
+        if tx.send(event).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Send what the store holds after `last`: the events, or one snapshot
+/// when there are more than the configured limit.
+async fn catch_up(
+    state: &Arc<AppState>,
+    id: &str,
+    last: &mut u64,
+    tx: &mpsc::Sender<Event>,
+) -> Result<(), ()> {
+    let st = state.clone();
+    let sid = id.to_string();
+    let from = *last;
+    let read = tokio::task::spawn_blocking(move || {
+        let store = st.backend.store();
+        let ws = st.backend.workspace();
+        let events = log::catch_up(store, &sid, ws, from)?;
+        if events.len() <= st.config.snapshot_after {
+            return Ok::<_, latch_kernel::StoreError>(Err(events));
+        }
+        let surface = log::surface_of(store, &sid, ws, st.hub.live_since(&sid))?;
+        Ok(Ok(surface))
+    })
+    .await;
+    match read {
+        Ok(Ok(Err(events))) => {
+            for e in &events {
+                *last = e.seq;
+                tx.send(durable(e)).await.map_err(drop)?;
+            }
+            Ok(())
+        }
+        Ok(Ok(Ok(surface))) => {
+            let seq = surface.durable().watermark.max(*last);
+            *last = seq;
+            let data = json!({ "seq": seq, "state": view::state(&surface) });
+            let event = Event::default()
+                .id(seq.to_string())
+                .event("snapshot")
+                .data(data.to_string());
+            tx.send(event).await.map_err(drop)
+        }
+        Ok(Err(e)) => {
+            let data = json!({ "error": format!("reading the store failed: {e}") });
+            let _ = tx
+                .send(Event::default().event("error").data(data.to_string()))
+                .await;
+            Err(())
+        }
+        Err(_) => Err(()),
+    }
+}

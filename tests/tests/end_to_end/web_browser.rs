@@ -1,0 +1,157 @@
+//! The page in a real browser: Debian's headless Chromium driven over
+//! WebDriver (chromedriver, `fantoccini`). Send a task from the page, see
+//! streamed text and tool rows, close the page mid-turn, open it again and
+//! see the finished turn, including what happened while it was closed. The
+//! test saves a screenshot to `target/web-page.png`.
+
+use super::{Served, project, runtime, serve};
+use fantoccini::{Client, ClientBuilder, Locator};
+use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// chromedriver on a free port; killed on drop.
+struct Driver(Child, u16);
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn driver() -> Driver {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let child = Command::new("chromedriver")
+        .arg(format!("--port={port}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect(
+            "chromedriver is missing: apt-get install -y chromium chromium-driver (.ci/run does)",
+        );
+    let started = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "chromedriver did not start"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Driver(child, port)
+}
+
+async fn browser(port: u16, profile: &std::path::Path) -> Client {
+    let args = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--window-size=1400,900",
+        &format!("--user-data-dir={}", profile.display()),
+    ];
+    let mut caps = serde_json::Map::new();
+    caps.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({ "args": args, "binary": "/usr/bin/chromium" }),
+    );
+    ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+        .capabilities(caps)
+        .connect(&format!("http://127.0.0.1:{port}"))
+        .await
+        .expect("cannot start headless Chromium through chromedriver")
+}
+
+/// Poll `script` (a JS expression) until it is true.
+async fn until(c: &Client, what: &str, script: &str) {
+    let started = Instant::now();
+    loop {
+        let v = c
+            .execute(&format!("return !!({script});"), vec![])
+            .await
+            .unwrap();
+        if v == serde_json::Value::Bool(true) {
+            return;
+        }
+        if started.elapsed() > Duration::from_secs(60) {
+            let body = c
+                .execute("return document.body.innerText;", vec![])
+                .await
+                .unwrap();
+            panic!("timed out waiting for {what}; the page shows:\n{body}");
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+const TRANSCRIPT: &str = "document.getElementById('transcript').innerText";
+
+#[test]
+fn the_page_streams_a_turn_survives_closing_and_shows_it_finished() {
+    let rt = runtime();
+    let ws = project();
+    let provider = rt
+        .block_on(FakeServer::start(Script::new([
+            ScriptedTurn::text("Reading the file first.")
+                .with_tool_call("read_file", r#"{"path":"src/math.sh"}"#),
+            ScriptedTurn::text("Fixing the operator.").with_tool_call(
+                "edit_file",
+                r#"{"path":"src/math.sh","old_string":"$1 - $2","new_string":"$1 + $2"}"#,
+            ),
+            ScriptedTurn::text("Running the slow check.")
+                .with_tool_call("shell", r#"{"command":"sleep 4; echo slow check passed"}"#),
+            ScriptedTurn::text("All done: add now adds."),
+        ])))
+        .unwrap();
+    let served: Served = serve(ws.path(), &provider, &[]);
+    let drv = driver();
+    let profile = tempfile::tempdir().unwrap();
+    rt.block_on(async {
+        let id = served.new_session().await;
+        let c = browser(drv.1, profile.path()).await;
+        let page = format!("{}/?token={}#{id}", served.base, served.token);
+        c.goto(&page).await.unwrap();
+        until(&c, "the live stream", "document.getElementById('status').innerText.startsWith('live')").await;
+
+        let input = c.find(Locator::Css("#input")).await.unwrap();
+        input.send_keys("fix add").await.unwrap();
+        c.find(Locator::Css("#send")).await.unwrap().click().await.unwrap();
+
+        // Streamed text and tool rows, with the edit's diff.
+        until(&c, "streamed text", "Number(document.body.dataset.streamed || 0) > 0").await;
+        until(&c, "the read_file row", &format!("{TRANSCRIPT}.includes('read_file')")).await;
+        until(&c, "the diff", "document.querySelector('.diff .added') !== null").await;
+        until(&c, "the slow shell row, pending", "[...document.querySelectorAll('.tool')].some(r => r.innerText.includes('[pending] shell'))").await;
+
+        // Close the page mid-turn: a new tab, the page's tab closed.
+        let old = c.window().await.unwrap();
+        let tab = c.new_window(true).await.unwrap();
+        c.switch_to_window(old).await.unwrap();
+        c.close_window().await.unwrap();
+        c.switch_to_window(tab.handle).await.unwrap();
+        assert!(
+            !served.committed(&id).is_empty(),
+            "the turn had committed events before the page closed"
+        );
+        tokio::time::sleep(Duration::from_secs(6)).await;
+
+        // Reopen: the finished turn, including what happened while closed.
+        c.goto(&page).await.unwrap();
+        until(&c, "the finished turn", &format!("{TRANSCRIPT}.includes('All done: add now adds.')")).await;
+        until(&c, "the shell row, done", "[...document.querySelectorAll('.tool')].some(r => r.innerText.includes('[done] shell') && r.innerText.includes('slow check passed'))").await;
+        until(&c, "the activity, ready", "document.getElementById('activity').innerText === 'ready'").await;
+        let png = c.screenshot().await.unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/web-page.png");
+        std::fs::write(&path, &png).unwrap();
+        assert!(png.starts_with(b"\x89PNG"));
+        c.close().await.unwrap();
+    });
+}
