@@ -1,6 +1,7 @@
-use super::{config, node, npm_server};
+use super::{TestSandbox, config, node, npm_server};
 use latch_mcp::{McpServers, ServerConfig, ServerState};
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn everything() -> ServerConfig {
@@ -19,7 +20,8 @@ fn two_stdio_servers_list_their_tools_in_a_stable_order_and_answer() {
         ("fs", filesystem(&allowed)),
         ("everything", everything()),
     ]);
-    let mut servers = McpServers::start(&cfg, &allowed).unwrap();
+    let sandbox = TestSandbox::new(&allowed);
+    let mut servers = McpServers::start(&cfg, &allowed, &sandbox).unwrap();
     eprintln!(
         "start-up of two stdio MCP servers (concurrently): {} ms",
         servers.start_time().as_millis()
@@ -50,7 +52,7 @@ fn two_stdio_servers_list_their_tools_in_a_stable_order_and_answer() {
     assert!(echo.read_only, "echo is annotated read-only");
     assert!(!servers.tool("mcp__fs__write_file").unwrap().read_only);
     // The same servers list the same tools, byte for byte.
-    let again = McpServers::start(&cfg, &allowed).unwrap();
+    let again = McpServers::start(&cfg, &allowed, &sandbox).unwrap();
     assert_eq!(servers.tools(), again.tools());
 
     let out = servers
@@ -103,7 +105,8 @@ fn a_killed_server_keeps_its_tools_and_calls_fail_clearly_until_it_reconnects() 
     let allowed = dir.path().canonicalize().unwrap().join("allowed");
     std::fs::create_dir_all(&allowed).unwrap();
     let cfg = config(vec![("fs", filesystem(&allowed))]);
-    let mut servers = McpServers::start(&cfg, dir.path()).unwrap();
+    let sandbox = TestSandbox::new(dir.path());
+    let mut servers = McpServers::start(&cfg, dir.path(), &sandbox).unwrap();
     let before = servers.tools().to_vec();
     assert!(!before.is_empty());
     let pid = servers.pid("fs").expect("a stdio server has a pid");
@@ -171,7 +174,8 @@ fn a_server_that_fails_to_start_is_named_with_its_stderr_tail() {
         ("everything", everything()),
         ("missing", missing),
     ]);
-    let mut servers = McpServers::start(&cfg, dir.path()).unwrap();
+    let sandbox = TestSandbox::new(dir.path());
+    let mut servers = McpServers::start(&cfg, dir.path(), &sandbox).unwrap();
     let failures: Vec<String> = servers
         .start_failures()
         .iter()
@@ -233,8 +237,9 @@ fn streamable_http_against_server_everything() {
         enabled: true,
         ..Default::default()
     };
+    let sandbox = TestSandbox::new(Path::new("."));
     let mut servers =
-        McpServers::start(&config(vec![("web", server)]), std::path::Path::new(".")).unwrap();
+        McpServers::start(&config(vec![("web", server)]), Path::new("."), &sandbox).unwrap();
     assert!(
         servers.start_failures().is_empty(),
         "{:?}",
