@@ -135,6 +135,16 @@ impl StderrTail {
     }
 }
 
+/// Make ring rustls's process-wide crypto provider (once), so the HTTP
+/// client can build its TLS configuration for `https://` URLs; a provider
+/// another part of the process installed first is kept.
+fn install_tls_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
 /// How a sandbox reads in messages: "`workspace-write`, network off".
 fn describe(sandbox: &Sandbox) -> String {
     if sandbox.mode() == SandboxMode::FullAccess {
@@ -292,6 +302,7 @@ impl Server {
             Transport::Http { url, headers } => {
                 // No process, no stderr.
                 self.tail.close();
+                install_tls_provider();
                 let mut map = HashMap::new();
                 for (k, v) in headers {
                     let name = http::HeaderName::try_from(k.as_str())

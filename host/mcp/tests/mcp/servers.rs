@@ -262,3 +262,57 @@ impl Drop for KillOnDrop {
         let _ = self.0.wait();
     }
 }
+
+#[test]
+fn https_urls_are_spoken_with_tls_and_a_failure_names_the_server_and_the_url() {
+    // A closed port, and a listener that answers in plain HTTP where a TLS
+    // handshake is expected.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let plain_port = plain.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in plain.incoming().flatten() {
+            use std::io::Write;
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    let https = |port: u16| ServerConfig {
+        url: Some(format!("https://127.0.0.1:{port}/mcp")),
+        enabled: true,
+        startup_timeout_ms: Some(10_000),
+        ..Default::default()
+    };
+    let sandbox = TestSandbox::new(Path::new("."));
+    let servers = McpServers::start(
+        &config(vec![
+            ("closed", https(closed)),
+            ("plain", https(plain_port)),
+        ]),
+        Path::new("."),
+        &sandbox,
+    )
+    .unwrap();
+    let failures: Vec<String> = servers
+        .start_failures()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    eprintln!("{failures:#?}");
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(
+        failures[0].contains("MCP server `closed` failed to start")
+            && failures[0].contains(&format!("https://127.0.0.1:{closed}/mcp")),
+        "{}",
+        failures[0]
+    );
+    assert!(
+        failures[1].contains("MCP server `plain` failed to start")
+            && failures[1].contains(&format!("https://127.0.0.1:{plain_port}/mcp")),
+        "{}",
+        failures[1]
+    );
+}
