@@ -3,6 +3,7 @@
 //! keys are refused, and [`McpConfig::check`] names the server and the key
 //! that is wrong and how to fix it.
 
+use latch_sandbox::SandboxMode;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -37,8 +38,17 @@ pub struct ServerConfig {
     /// Variables added to its environment.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// The sandbox a stdio server runs in: `read-only`, `workspace-write`
+    /// or `full-access` (default: the session's `[sandbox] mode`). A server
+    /// that writes outside the workspace (a cache such as `~/.npm` for
+    /// `npx`, or a directory it serves) needs `full-access` or the
+    /// directory in `[sandbox] writable_roots`.
+    pub sandbox: Option<SandboxMode>,
+    /// Whether a stdio server may use the network (default: the session's
+    /// `[sandbox] network`). A server that calls a remote API needs it.
+    pub network: Option<bool>,
     /// The endpoint of a streamable-HTTP server, e.g.
-    /// `http://127.0.0.1:3001/mcp` (plain HTTP: the client has no TLS yet).
+    /// `http://127.0.0.1:3001/mcp` or `https://mcp.example.com/mcp`.
     pub url: Option<String>,
     /// HTTP headers sent with every request (e.g. `Authorization`).
     #[serde(default)]
@@ -120,18 +130,21 @@ impl ServerConfig {
                 })
             }
             (None, Some(url)) => {
-                if url.starts_with("https://") {
+                if !url.starts_with("http://") && !url.starts_with("https://") {
                     return Err(err(format!(
-                        "`{url}`: this build's MCP client speaks plain http:// only (no TLS \
-                         yet); use an http:// endpoint on a trusted host or a local proxy"
+                        "`url` must start with http:// or https:// (got `{url}`)"
                     )));
-                }
-                if !url.starts_with("http://") {
-                    return Err(err(format!("`url` must start with http:// (got `{url}`)")));
                 }
                 if !self.args.is_empty() || !self.env.is_empty() {
                     return Err(err(
                         "`args` and `env` apply to `command` servers only".into(),
+                    ));
+                }
+                if self.sandbox.is_some() || self.network.is_some() {
+                    return Err(err(
+                        "`sandbox` and `network` apply to `command` servers only (Latch runs \
+                         no process for a `url` server); remove them"
+                            .into(),
                     ));
                 }
                 for (k, v) in &self.headers {
@@ -219,9 +232,15 @@ mod tests {
         assert!(s.transport("x").unwrap_err().message.contains("not both"));
         s.command = None;
         s.url = Some("ftp://a".into());
-        assert!(s.transport("x").unwrap_err().message.contains("http://"));
+        assert!(s.transport("x").unwrap_err().message.contains("https://"));
         s.url = Some("https://a/mcp".into());
-        assert!(s.transport("x").unwrap_err().message.contains("no TLS"));
+        assert!(
+            matches!(s.transport("x"), Ok(Transport::Http { url, .. }) if url == "https://a/mcp")
+        );
+        s.network = Some(true);
+        let e = s.transport("x").unwrap_err();
+        assert!(e.message.contains("`command` servers only"), "{e}");
+        s.network = None;
         s.url = Some("http://a/mcp".into());
         s.headers.insert("bad header".into(), "v".into());
         assert!(s.transport("x").unwrap_err().message.contains("bad header"));

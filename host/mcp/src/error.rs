@@ -8,12 +8,19 @@ pub enum McpError {
     Config(#[from] crate::config::ConfigError),
     /// The server did not start (spawn, handshake or tool listing failed or
     /// timed out); `stderr_tail` is the end of what a stdio server printed.
-    #[error("MCP server `{server}` failed to start: {message}{}", tail(.stderr_tail))]
+    #[error(
+        "MCP server `{server}` failed to start: {message}{}{}",
+        confined(.server, .sandbox),
+        tail(.stderr_tail)
+    )]
     Start {
         /// The server.
         server: String,
         /// What went wrong.
         message: String,
+        /// The sandbox a confined stdio server ran in (e.g.
+        /// "`workspace-write`, network off"); none when it ran unconfined.
+        sandbox: Option<String>,
         /// The last lines of its standard error (stdio servers).
         stderr_tail: String,
     },
@@ -82,6 +89,19 @@ impl McpError {
             McpError::Timeout { .. } => "timeout",
             McpError::Call { .. } => "call",
         }
+    }
+}
+
+/// The note of a start failure inside the sandbox: what confined it and how
+/// to give the server more.
+fn confined(server: &str, sandbox: &Option<String>) -> String {
+    match sandbox {
+        None => String::new(),
+        Some(sandbox) => format!(
+            "\n  it ran in the command sandbox ({sandbox}); a server that must write outside \
+             the workspace or reach the network needs `sandbox = \"full-access\"`, \
+             `network = true` or a `[sandbox] writable_roots` entry (see [mcp.servers.{server}])"
+        ),
     }
 }
 

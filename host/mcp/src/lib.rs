@@ -4,7 +4,8 @@
 //!   or `url` + `headers` (streamable HTTP), checked with errors that name
 //!   the server.
 //! * [`spawn`] — the one function that makes a stdio server's process
-//!   ([`stdio_command`]); a command sandbox wraps it there.
+//!   ([`stdio_command`]), confined there by the session's command sandbox
+//!   (`latch-sandbox`; a server's own `sandbox` and `network` adjust it).
 //! * [`McpServers`] — the session's servers, started together at session
 //!   start; their tools as `mcp__SERVER__TOOL` in a byte-stable order, kept
 //!   for the session when a server disconnects (calls then fail clearly and

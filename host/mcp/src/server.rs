@@ -1,10 +1,12 @@
-//! One configured MCP server: its connection (rmcp), the tools it listed
-//! when it started (kept for the whole session, whatever happens to the
-//! connection), the tail of its stderr, and reconnection.
+//! One configured MCP server: its connection (rmcp), the sandbox a stdio
+//! server runs in, the tools it listed when it started (kept for the whole
+//! session, whatever happens to the connection), the tail of its stderr,
+//! and reconnection.
 
 use crate::config::{ServerConfig, Transport};
 use crate::error::McpError;
 use crate::spawn::stdio_command;
+use latch_sandbox::{Sandbox, SandboxMode};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
@@ -133,11 +135,41 @@ impl StderrTail {
     }
 }
 
+/// Make ring rustls's process-wide crypto provider (once), so the HTTP
+/// client can build its TLS configuration for `https://` URLs; a provider
+/// another part of the process installed first is kept.
+fn install_tls_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+}
+
+/// How a sandbox reads in messages: "`workspace-write`, network off".
+fn describe(sandbox: &Sandbox) -> String {
+    if sandbox.mode() == SandboxMode::FullAccess {
+        return "`full-access`".into();
+    }
+    format!(
+        "`{}`, network {}",
+        sandbox.mode(),
+        if sandbox.policy().network {
+            "on"
+        } else {
+            "off"
+        }
+    )
+}
+
 /// One configured server.
 pub(crate) struct Server {
     pub(crate) name: String,
     config: ServerConfig,
     workspace: PathBuf,
+    /// The sandbox a stdio server runs in (the session's, adjusted by the
+    /// server's own settings); none for a `url` server, or when it could not
+    /// be set up (the start failure says why).
+    sandbox: Option<Sandbox>,
     /// The tools listed when it started, fixed for the session.
     pub(crate) tools: Vec<ServerTool>,
     link: Link,
@@ -147,14 +179,21 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    /// Start `name`: spawn or connect, initialize, list its tools, all
-    /// within the start-up timeout. A failure is kept as the server's
-    /// state, never returned: the session goes on without it.
-    pub(crate) async fn start(name: String, config: ServerConfig, workspace: &Path) -> Server {
+    /// Start `name`: spawn (a stdio server confined by `sandbox`, adjusted
+    /// by its own `sandbox` and `network`) or connect, initialize, list its
+    /// tools, all within the start-up timeout. A failure is kept as the
+    /// server's state, never returned: the session goes on without it.
+    pub(crate) async fn start(
+        name: String,
+        config: ServerConfig,
+        workspace: &Path,
+        sandbox: &Sandbox,
+    ) -> Server {
         let mut server = Server {
             name,
             config,
             workspace: workspace.to_path_buf(),
+            sandbox: None,
             tools: Vec::new(),
             link: Link::Disabled,
             tail: StderrTail::default(),
@@ -162,6 +201,20 @@ impl Server {
         };
         if !server.config.enabled {
             return server;
+        }
+        if server.config.command.is_some() {
+            match sandbox.adjusted(server.config.sandbox, server.config.network) {
+                Ok(sandbox) => server.sandbox = Some(sandbox),
+                Err(e) => {
+                    server.link = Link::Failed(McpError::Start {
+                        server: server.name.clone(),
+                        message: e.to_string(),
+                        sandbox: None,
+                        stderr_tail: String::new(),
+                    });
+                    return server;
+                }
+            }
         }
         let started = Instant::now();
         server.link = match server.connect().await {
@@ -181,8 +234,18 @@ impl Server {
         McpError::Start {
             server: self.name.clone(),
             message,
+            sandbox: self
+                .sandbox
+                .as_ref()
+                .filter(|s| s.mode() != SandboxMode::FullAccess)
+                .map(describe),
             stderr_tail: self.tail.text(),
         }
+    }
+
+    /// The sandbox it runs in, for listings; none for a `url` server.
+    pub(crate) fn sandbox_label(&self) -> Option<String> {
+        self.sandbox.as_ref().map(describe)
     }
 
     /// Connect, initialize and list the tools within the start-up timeout.
@@ -201,9 +264,13 @@ impl Server {
     async fn connect_inner(&self) -> Result<(Client, Option<u32>, Vec<ServerTool>), String> {
         let transport = self.config.transport(&self.name).map_err(|e| e.message)?;
         let (client, pid) = match &transport {
-            Transport::Stdio { command, .. } => {
-                let cmd = stdio_command(&transport, &self.workspace)
-                    .ok_or_else(|| "not a stdio server".to_string())?;
+            Transport::Stdio { command, args, env } => {
+                let sandbox = self
+                    .sandbox
+                    .as_ref()
+                    .ok_or_else(|| "its sandbox is not set up".to_string())?;
+                let cmd = stdio_command(command, args, env, &self.workspace, sandbox)
+                    .map_err(|e| e.to_string())?;
                 self.tail.1.store(false, Ordering::SeqCst);
                 let (process, stderr) = TokioChildProcess::builder(cmd)
                     .stderr(std::process::Stdio::piped())
@@ -235,6 +302,7 @@ impl Server {
             Transport::Http { url, headers } => {
                 // No process, no stderr.
                 self.tail.close();
+                install_tls_provider();
                 let mut map = HashMap::new();
                 for (k, v) in headers {
                     let name = http::HeaderName::try_from(k.as_str())

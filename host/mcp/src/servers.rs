@@ -6,6 +6,7 @@ use crate::config::McpConfig;
 use crate::content::{CallOutcome, outcome_of};
 use crate::error::McpError;
 use crate::server::{Server, ServerState};
+use latch_sandbox::Sandbox;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::path::Path;
@@ -44,6 +45,9 @@ pub struct ServerStatus {
     pub tools: Vec<ExposedTool>,
     /// How long its start took.
     pub start_time: Duration,
+    /// The sandbox a stdio server runs in (e.g. "`workspace-write`, network
+    /// off"); none for a `url` server.
+    pub sandbox: Option<String>,
 }
 
 /// The session's MCP servers.
@@ -76,10 +80,16 @@ pub fn exposed_name(server: &str, tool: &str) -> String {
 }
 
 impl McpServers {
-    /// Start every enabled server of `config` at once, in `workspace`. Never
-    /// fails as a whole: a server that fails to start is kept with its
-    /// error (see [`McpServers::start_failures`]) and has no tools.
-    pub fn start(config: &McpConfig, workspace: &Path) -> Result<McpServers, McpError> {
+    /// Start every enabled server of `config` at once, in `workspace`; a
+    /// stdio server runs confined by `sandbox` (the session's), adjusted by
+    /// its own `sandbox` and `network` settings. Never fails as a whole: a
+    /// server that fails to start is kept with its error (see
+    /// [`McpServers::start_failures`]) and has no tools.
+    pub fn start(
+        config: &McpConfig,
+        workspace: &Path,
+        sandbox: &Sandbox,
+    ) -> Result<McpServers, McpError> {
         config.check()?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
@@ -89,13 +99,13 @@ impl McpServers {
             .map_err(|e| McpError::Start {
                 server: "*".into(),
                 message: format!("cannot start the MCP runtime: {e}"),
+                sandbox: None,
                 stderr_tail: String::new(),
             })?;
         let started = Instant::now();
-        let servers =
-            runtime.block_on(futures::future::join_all(config.servers.iter().map(
-                |(name, server)| Server::start(name.clone(), server.clone(), workspace),
-            )));
+        let servers = runtime.block_on(futures::future::join_all(config.servers.iter().map(
+            |(name, server)| Server::start(name.clone(), server.clone(), workspace, sandbox),
+        )));
         let start_time = started.elapsed();
         let mut tools = Vec::new();
         for server in &servers {
@@ -161,6 +171,7 @@ impl McpServers {
                 state: server.state(),
                 tools,
                 start_time: server.start_time,
+                sandbox: server.sandbox_label(),
             });
         }
         out

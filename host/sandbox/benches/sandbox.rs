@@ -41,7 +41,7 @@ fn bench(c: &mut Criterion) {
             SandboxPolicy {
                 mode,
                 network,
-                writable_roots: Vec::new(),
+                ..SandboxPolicy::default()
             },
             ws.path(),
             "bench",

@@ -113,7 +113,7 @@ pub fn self_test(
     let policy = SandboxPolicy {
         mode: SandboxMode::WorkspaceWrite,
         network: false,
-        writable_roots: Vec::new(),
+        ..SandboxPolicy::default()
     };
     let mut sandbox = Sandbox::new(policy, workspace, &format!("check-{}", std::process::id()))?;
     if let Some(h) = home {
@@ -149,9 +149,7 @@ pub fn self_test(
         results.push(result);
     }
     let _ = std::fs::remove_file(&outside);
-    if let Some(dir) = sandbox.temp_dir() {
-        let _ = std::fs::remove_dir_all(dir);
-    }
+    let _ = sandbox.remove_temp_dir();
     Ok(results)
 }
 

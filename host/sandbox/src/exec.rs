@@ -10,10 +10,15 @@
 //! 3. sets `no_new_privs` and restricts itself with the Landlock ruleset
 //!    built in the parent.
 //!
+//! In the parent it sets `TMPDIR` to the session's temp dir and drops the
+//! variables whose names look secret from the command's environment
+//! ([`crate::env`]). The temp dir lives until [`Sandbox::remove_temp_dir`].
+//!
 //! Namespaces, mounts and Landlock domains are inherited by every
 //! descendant and none can be left: a process spawned from a backgrounded
 //! shell is as confined as the shell.
 
+use crate::env;
 use crate::error::SandboxError;
 use crate::landlock;
 use crate::mode::SandboxMode;
@@ -32,6 +37,10 @@ use std::sync::OnceLock;
 pub struct Sandbox {
     policy: SandboxPolicy,
     workspace: PathBuf,
+    session: String,
+    /// The session's temp dir (`/tmp/latch-SESSION`), created by a confined
+    /// mode; its path is known in every mode so [`Sandbox::remove_temp_dir`]
+    /// finds what a stricter sibling (see [`Sandbox::adjusted`]) created.
     temp_dir: Option<PathBuf>,
     home: Option<PathBuf>,
     abi: u32,
@@ -45,9 +54,10 @@ impl Sandbox {
             policy: SandboxPolicy {
                 mode: SandboxMode::FullAccess,
                 network: true,
-                writable_roots: Vec::new(),
+                ..SandboxPolicy::default()
             },
             workspace: PathBuf::new(),
+            session: String::new(),
             temp_dir: None,
             home: None,
             abi: 0,
@@ -62,10 +72,16 @@ impl Sandbox {
         workspace: &Path,
         session: &str,
     ) -> Result<Sandbox, SandboxError> {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
         if policy.mode == SandboxMode::FullAccess {
             return Ok(Sandbox {
                 policy,
-                ..Sandbox::full_access()
+                workspace: std::fs::canonicalize(workspace)
+                    .unwrap_or_else(|_| workspace.to_path_buf()),
+                session: session.to_string(),
+                temp_dir: Some(session_temp_dir(session)),
+                home,
+                abi: 0,
             });
         }
         let mode = policy.mode;
@@ -75,11 +91,7 @@ impl Sandbox {
             what: format!("the workspace {}", workspace.display()),
             source,
         })?;
-        let safe: String = session
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .collect();
-        let temp_dir = std::env::temp_dir().join(format!("latch-{safe}"));
+        let temp_dir = session_temp_dir(session);
         create_private_dir(&temp_dir).map_err(|source| SandboxError::Setup {
             mode,
             what: format!("the session temp dir {}", temp_dir.display()),
@@ -88,8 +100,9 @@ impl Sandbox {
         let sandbox = Sandbox {
             policy,
             workspace,
+            session: session.to_string(),
             temp_dir: Some(temp_dir),
-            home: std::env::var_os("HOME").map(PathBuf::from),
+            home,
             abi,
         };
         if sandbox.needs_namespaces() {
@@ -109,6 +122,40 @@ impl Sandbox {
             })?;
         }
         Ok(sandbox)
+    }
+
+    /// This session's sandbox with another `mode` and/or `network` setting
+    /// (an MCP server's own `sandbox` and `network`); the same workspace,
+    /// temp dir, home and passed-through variables. `None` keeps the
+    /// session's setting.
+    pub fn adjusted(
+        &self,
+        mode: Option<SandboxMode>,
+        network: Option<bool>,
+    ) -> Result<Sandbox, SandboxError> {
+        let mut policy = self.policy.clone();
+        policy.mode = mode.unwrap_or(policy.mode);
+        policy.network = network.unwrap_or(policy.network);
+        if policy == self.policy {
+            return Ok(self.clone());
+        }
+        let mut sandbox = Sandbox::new(policy, &self.workspace, &self.session)?;
+        sandbox.home = self.home.clone();
+        Ok(sandbox)
+    }
+
+    /// Remove the session's temp dir and everything in it. Call it once
+    /// nothing confined by this sandbox (or an [`adjusted`](Self::adjusted)
+    /// sibling) still runs. True when there was a directory to remove.
+    pub fn remove_temp_dir(&self) -> std::io::Result<bool> {
+        let Some(dir) = &self.temp_dir else {
+            return Ok(false);
+        };
+        match std::fs::remove_dir_all(dir) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 
     /// Hide the secrets under `home` instead of `$HOME` (tests, and hosts
@@ -131,7 +178,9 @@ impl Sandbox {
     /// The session's temp dir (`TMPDIR` of every command); none under
     /// `full-access`.
     pub fn temp_dir(&self) -> Option<&Path> {
-        self.temp_dir.as_deref()
+        self.temp_dir
+            .as_deref()
+            .filter(|_| self.policy.mode != SandboxMode::FullAccess)
     }
 
     /// The Landlock ABI in use (0 under `full-access`).
@@ -150,10 +199,12 @@ impl Sandbox {
         Ok(cmd)
     }
 
-    /// Confine `cmd`: set `TMPDIR` to the session's temp dir and install the
-    /// steps that run in the child before `exec`. A failure of those steps
-    /// makes the spawn fail with the kernel's error. Under `full-access`
-    /// nothing changes.
+    /// Confine `cmd`: set `TMPDIR` to the session's temp dir, remove from
+    /// its environment the variables of Latch's whose names look secret
+    /// ([`crate::env`]; variables set on `cmd` itself and the policy's
+    /// `env_passthrough` stay), and install the steps that run in the child
+    /// before `exec`. A failure of those steps makes the spawn fail with the
+    /// kernel's error. Under `full-access` nothing changes.
     pub fn apply(&self, cmd: &mut Command) -> Result<(), SandboxError> {
         let mode = self.policy.mode;
         if mode == SandboxMode::FullAccess {
@@ -199,6 +250,18 @@ impl Sandbox {
         }
         let child = ChildSteps::new(unshare, ruleset, pinned, protected);
         cmd.env("TMPDIR", &temp_dir);
+        let hidden = env::hidden(
+            std::env::vars_os().map(|(name, _)| name),
+            &self.policy.env_passthrough,
+        );
+        for name in hidden {
+            let set_here = cmd
+                .get_envs()
+                .any(|(set, value)| set == name.as_os_str() && value.is_some());
+            if !set_here {
+                cmd.env_remove(name);
+            }
+        }
         // SAFETY: `enter` runs in the forked child before exec and makes only
         // async-signal-safe system calls (unshare, open, write, close, mount,
         // prctl, landlock_restrict_self) on data prepared in the parent; it
@@ -352,6 +415,16 @@ fn mount_flags(path: &Path) -> libc::c_ulong {
         }
     }
     flags
+}
+
+/// `/tmp/latch-SESSION` (characters other than ASCII letters and digits
+/// become `-`).
+fn session_temp_dir(session: &str) -> PathBuf {
+    let safe: String = session
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    std::env::temp_dir().join(format!("latch-{safe}"))
 }
 
 fn create_private_dir(dir: &Path) -> std::io::Result<()> {

@@ -6,6 +6,8 @@
 //!   `full-access`) and [`ApprovalMode`] (`never`, `on-request`,
 //!   `untrusted`, `edits`).
 //! * [`rules`] — the policy as data: readable, writable and protected paths.
+//! * [`env`] — the variables a confined command does not inherit (names
+//!   that look secret, unless passed through).
 //! * [`landlock`] — the kernel's Landlock ABI and the ruleset.
 //! * `exec` — [`Sandbox`]: namespaces, mounts and Landlock applied to a
 //!   [`std::process::Command`] before it spawns.
@@ -27,6 +29,7 @@
 
 pub mod approval;
 pub mod check;
+pub mod env;
 mod error;
 mod exec;
 pub mod landlock;

@@ -18,6 +18,9 @@ pub struct SandboxPolicy {
     /// More directories commands may write in `workspace-write` (e.g. a
     /// cache such as `~/.cargo/registry`).
     pub writable_roots: Vec<PathBuf>,
+    /// Variables a confined command keeps although their names look secret
+    /// (`[sandbox] env_passthrough`; see [`crate::env`]).
+    pub env_passthrough: Vec<String>,
 }
 
 /// Paths under the home directory a sandboxed command may never read:

@@ -5,7 +5,7 @@
 //! skill list to the engine as an extension source of every request (the
 //! session context's extension slot, priced in `extension-tokens`).
 
-use super::{Agent, ToolSet};
+use super::{Agent, AgentError, ToolSet};
 use latch_engine_sdk::estimate::estimate;
 use latch_engine_sdk::types::{EstimatorProfile, ExtensionSource, ToolCall, ToolResult};
 use latch_kernel::bound_tool_output;
@@ -99,10 +99,38 @@ impl ToolSet for ExtendedTools {
     }
 
     fn shutdown(&mut self) {
-        self.base.shutdown();
+        // The MCP servers end first: the base removes the session's temp
+        // dir, which a confined server uses as its `TMPDIR`.
         if let Some(mcp) = self.mcp.as_mut() {
             mcp.shutdown();
         }
+        self.base.shutdown();
+    }
+
+    fn use_sandbox(&mut self, policy: &latch_sandbox::SandboxPolicy) -> Result<(), AgentError> {
+        self.base.use_sandbox(policy)
+    }
+
+    fn preview(&self, call: &ToolCall) -> Option<latch_tools::Preview> {
+        if self.is_extension(&call.name) {
+            return None;
+        }
+        self.base.preview(call)
+    }
+
+    fn execute_escalated(&mut self, call: &ToolCall) -> ToolResult {
+        if self.is_extension(&call.name) {
+            return self.execute(call);
+        }
+        self.base.execute_escalated(call)
+    }
+}
+
+impl ExtendedTools {
+    /// True for `load_skill` (when offered) and the MCP tools.
+    fn is_extension(&self, name: &str) -> bool {
+        (name == LOAD_SKILL && !self.skills.is_empty())
+            || self.mcp.as_ref().is_some_and(|m| m.handles(name))
     }
 }
 

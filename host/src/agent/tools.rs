@@ -69,5 +69,23 @@ impl ToolSet for StandardTools {
         self.ctx
             .processes()
             .kill_all(std::time::Duration::from_secs(2));
+        // The session's temp dir goes with the tool set, unless a managed
+        // process outlived the kill and may still use it.
+        let running = self
+            .ctx
+            .processes()
+            .list(self.ctx.session())
+            .iter()
+            .filter(|p| p.exit.is_none())
+            .count();
+        if running > 0 {
+            tracing::warn!(
+                "{running} managed process(es) still run; the session temp dir stays for them"
+            );
+            return;
+        }
+        if let Err(e) = self.ctx.sandbox().remove_temp_dir() {
+            tracing::warn!("could not remove the session temp dir: {e}");
+        }
     }
 }

@@ -11,6 +11,7 @@ use anyhow::Context;
 use latch_engine_sdk::types::{ExtensionSource, ModelProfile};
 use latch_kernel::SessionRecord;
 use latch_mcp::{McpServers, McpTools};
+use latch_sandbox::Sandbox;
 use latch_tools::skills::{self, Catalog, Discovery};
 use std::path::Path;
 
@@ -31,7 +32,7 @@ pub fn skill_catalog(config: &Config, discovery: &Discovery, model: &ModelProfil
 
 /// `base` with `load_skill` and the configured MCP servers' tools, and the
 /// extension sources of every request (the skill list). The MCP servers
-/// start here, at session start.
+/// start here, at session start, in the session's command sandbox.
 pub fn attach(
     env: &Env,
     session: &SessionRecord,
@@ -46,7 +47,16 @@ pub fn attach(
     let mcp = if config.mcp.servers.is_empty() {
         None
     } else {
-        let servers = McpServers::start(&config.mcp, &env.workspace)?;
+        // The servers run in the sandbox the session's commands run in (the
+        // agent builds the same policy for its tools, see
+        // `setup::permissions`); a server's own `sandbox`/`network` adjust it.
+        let sandbox = Sandbox::new(
+            config.sandbox.policy(&env.workspace, env.sandbox),
+            &env.workspace,
+            &session.id,
+        )
+        .context("cannot set up the sandbox the MCP servers run in")?;
+        let servers = McpServers::start(&config.mcp, &env.workspace, &sandbox)?;
         for failure in servers.start_failures() {
             eprintln!("warning: {failure}\n  the session goes on without it");
         }

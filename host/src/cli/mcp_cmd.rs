@@ -1,14 +1,17 @@
 //! `latch mcp list`: every configured MCP server started as a session
-//! would start it, with its state, start-up time and tools; and the
-//! tool-schema tokens per server behind `/context`.
+//! would start it (in the same sandbox), with its state, start-up time,
+//! sandbox and tools; and the tool-schema tokens per server behind
+//! `/context`.
 
 use super::GlobalArgs;
 use super::render::terminal_safe;
 use crate::config::Config;
+use anyhow::Context;
 use latch_engine_sdk::estimate;
 use latch_engine_sdk::types::EstimatorProfile;
 use latch_mcp::{McpServers, ServerState};
 use latch_provider::ToolSchema;
+use latch_sandbox::Sandbox;
 use std::path::Path;
 
 /// The label of the tools that are not an MCP server's.
@@ -72,8 +75,21 @@ pub fn list(global: &GlobalArgs, workspace: &Path, json: bool) -> anyhow::Result
         );
         return Ok(0);
     }
-    let mut servers = McpServers::start(&config.mcp, &workspace)?;
+    // The sandbox a session would run the servers in (`--sandbox` over
+    // `[sandbox]`), with a temp dir of its own removed afterwards.
+    let sandbox = Sandbox::new(
+        config.sandbox.policy(&workspace, global.sandbox),
+        &workspace,
+        &format!("mcp-list-{}", std::process::id()),
+    )
+    .context("cannot set up the sandbox the MCP servers run in")?;
+    let mut servers = McpServers::start(&config.mcp, &workspace, &sandbox)?;
     let statuses = servers.statuses();
+    servers.shutdown();
+    drop(servers);
+    if let Err(e) = sandbox.remove_temp_dir() {
+        eprintln!("warning: could not remove the sandbox temp dir: {e}");
+    }
     let profile = EstimatorProfile::Anthropic;
     if json {
         let out: Vec<serde_json::Value> = statuses
@@ -84,6 +100,7 @@ pub fn list(global: &GlobalArgs, workspace: &Path, json: bool) -> anyhow::Result
                     "state": state_name(&s.state),
                     "error": match &s.state { ServerState::Failed { error } => Some(error.clone()), _ => None },
                     "start_ms": s.start_time.as_millis() as u64,
+                    "sandbox": s.sandbox,
                     "tools": s.tools.iter().map(|t| serde_json::json!({
                         "name": t.name, "tool": t.tool, "read_only": t.read_only,
                         "description": t.description,
@@ -109,11 +126,15 @@ pub fn list(global: &GlobalArgs, workspace: &Path, json: bool) -> anyhow::Result
             .map(|t| estimate(profile, &serde_json::to_string(t).unwrap_or_default()) as u64)
             .sum();
         println!(
-            "{}  {}  started in {} ms  {} tools ≈{tokens} schema tokens",
+            "{}  {}  started in {} ms  {} tools ≈{tokens} schema tokens{}",
             terminal_safe(&s.name, 60),
             state_name(&s.state),
             s.start_time.as_millis(),
-            s.tools.len()
+            s.tools.len(),
+            s.sandbox
+                .as_deref()
+                .map(|b| format!("  sandbox {b}"))
+                .unwrap_or_default()
         );
         if let ServerState::Failed { error } = &s.state {
             println!("  {}", terminal_safe(error, 4_000).replace('\n', "\n  "));

@@ -1,7 +1,8 @@
-//! `[permissions]` and `[sandbox]`: when the user is asked and what
-//! commands may touch. Unknown keys and unknown mode names are refused with
+//! `[permissions]` and `[sandbox]`: when the user is asked, what commands
+//! may touch and which secret-looking variables they keep. Unknown keys and unknown mode names are refused with
 //! the key, its line and the valid choices.
 
+use latch_provider::ProviderKind;
 use latch_sandbox::{ApprovalMode, SandboxMode, SandboxPolicy};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -32,6 +33,45 @@ pub struct SandboxConfig {
     /// directory).
     #[serde(default)]
     pub writable_roots: Vec<PathBuf>,
+    /// Variables sandboxed commands keep although their names look secret
+    /// (contain `KEY`, `SECRET`, `TOKEN`, `PASSWORD` or `CREDENTIAL`); the
+    /// provider keys Latch itself reads are never passed through.
+    #[serde(default, deserialize_with = "passthrough")]
+    pub env_passthrough: Vec<String>,
+}
+
+/// The variables Latch reads provider keys from: never passed to a
+/// sandboxed command.
+pub fn provider_key_vars() -> Vec<&'static str> {
+    let mut vars: Vec<&'static str> = [
+        ProviderKind::Anthropic,
+        ProviderKind::OpenAi,
+        ProviderKind::OpenAiCompatible,
+    ]
+    .into_iter()
+    .map(ProviderKind::api_key_env)
+    .collect();
+    vars.dedup();
+    vars
+}
+
+fn passthrough<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    for name in &names {
+        if name.is_empty() || name.contains('=') || name.contains('\0') {
+            return Err(serde::de::Error::custom(format!(
+                "[sandbox] env_passthrough: `{name}` is not a variable name"
+            )));
+        }
+        if provider_key_vars().contains(&name.as_str()) {
+            return Err(serde::de::Error::custom(format!(
+                "[sandbox] env_passthrough: `{name}` is the provider key Latch itself uses; \
+                 sandboxed commands never see it. Remove it, and give a command that needs a \
+                 key a variable of its own"
+            )));
+        }
+    }
+    Ok(names)
 }
 
 impl SandboxConfig {
@@ -49,6 +89,7 @@ impl SandboxConfig {
                     Err(_) => workspace.join(p),
                 })
                 .collect(),
+            env_passthrough: self.env_passthrough.clone(),
         }
     }
 }
@@ -80,6 +121,36 @@ mod tests {
             p.writable_roots,
             vec![Path::new("/w/cache"), Path::new("/opt/x")]
         );
+    }
+
+    #[test]
+    fn env_passthrough_reaches_the_policy_and_never_names_a_provider_key() {
+        let c = Config::parse(
+            "[sandbox]\nenv_passthrough = [\"NPM_TOKEN\"]\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        let p = c.sandbox.policy(Path::new("/w"), None);
+        assert_eq!(p.env_passthrough, ["NPM_TOKEN"]);
+        for key in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"] {
+            let err = Config::parse(
+                &format!("[sandbox]\nenv_passthrough = [\"{key}\"]\n"),
+                Path::new("c.toml"),
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(
+                err.contains(key) && err.contains("provider key") && err.contains("line 2"),
+                "{err}"
+            );
+        }
+        let err = Config::parse(
+            "[sandbox]\nenv_passthrough = [\"A=B\"]\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("not a variable name"), "{err}");
     }
 
     #[test]

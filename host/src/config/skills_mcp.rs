@@ -60,6 +60,8 @@ catalog_percent = 3
 command = "node"
 args = ["server.js", "stdio"]
 env = { A = "1" }
+sandbox = "full-access"
+network = true
 [mcp.servers.remote]
 url = "http://127.0.0.1:3001/mcp"
 headers = { Authorization = "Bearer x" }
@@ -68,6 +70,22 @@ headers = { Authorization = "Bearer x" }
         assert_eq!(c.skills.catalog_percent, 3);
         assert_eq!(c.mcp.servers.len(), 2);
         assert!(c.mcp.check().is_ok());
+        let everything = &c.mcp.servers["everything"];
+        assert_eq!(
+            (everything.sandbox, everything.network),
+            (Some(latch_sandbox::SandboxMode::FullAccess), Some(true))
+        );
+        assert_eq!(c.mcp.servers["remote"].sandbox, None);
+        let err = Config::parse(
+            "[mcp.servers.x]\ncommand = \"node\"\nsandbox = \"danger\"\n",
+            Path::new("c.toml"),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("danger") && err.contains("workspace-write") && err.contains("line 3"),
+            "{err}"
+        );
         let err = Config::parse("[mcp.servers.x]\ncomand = \"node\"\n", Path::new("c.toml"))
             .unwrap_err()
             .to_string();

@@ -1,10 +1,13 @@
-//! `latch skills` and `latch mcp list` through the binary, and a `run`
-//! whose model calls a tool of a real MCP server from npm (installed by
-//! `.ci/run` into `.ci/cache/npm`).
+//! `latch skills` and `latch mcp list` through the binary, a `run` whose
+//! model calls a tool of a real MCP server from npm (installed by
+//! `.ci/run` into `.ci/cache/npm`), and a `run` with skills and MCP
+//! attached whose `shell` still runs in the session's sandbox: no secret
+//! variables, no writes outside, its temp dir removed at the end.
 
 use super::{at, latch, runtime};
+use latch_kernel::{EventKind, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 fn npm_server(package: &str) -> PathBuf {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -118,5 +121,90 @@ fn run_calls_an_mcp_tool_and_reports_a_server_that_failed_to_start() {
         "{stderr}"
     );
     assert!(stdout.contains("Echo: through the CLI"), "{stdout}");
+    rt.block_on(server.shutdown());
+}
+
+fn shell_output(ws: &Path) -> String {
+    let store = Store::open(latch_kernel::default_store_path(ws)).unwrap();
+    let key = ws.canonicalize().unwrap().display().to_string();
+    let session = &store.list_sessions(&key).unwrap()[0];
+    store
+        .events(&session.id, 0, u64::MAX, 100_000)
+        .unwrap()
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::ToolResult(r) if r.name == "shell" => Some(r.content),
+            _ => None,
+        })
+        .expect("the shell call has a result")
+}
+
+#[test]
+fn a_run_with_skills_and_mcp_keeps_shell_sandboxed_without_secrets_and_cleans_its_temp_dir() {
+    let rt = runtime();
+    let ws = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let escape = outside.path().join("escape.txt");
+    let command = format!(
+        "env | grep '^LATCH_T_' | sort; echo \"tmp=$TMPDIR\"; echo x > \"$TMPDIR/scratch\"; \
+         echo x > {}",
+        escape.display()
+    );
+    let server = rt
+        .block_on(FakeServer::start(Script::new([
+            ScriptedTurn::tool_call(
+                "shell",
+                serde_json::json!({ "command": command }).to_string(),
+            ),
+            ScriptedTurn::text("Looked."),
+        ])))
+        .unwrap();
+    write(
+        ws.path().join(".latch/skills/release/SKILL.md"),
+        "---\nname: release\ndescription: Cut a release of this project.\n---\nSteps.\n",
+    );
+    write(
+        ws.path().join(".latch/config.toml"),
+        &format!(
+            "[sandbox]\nenv_passthrough = [\"LATCH_T_PASSED_TOKEN\"]\n\n\
+             [mcp.servers.everything]\ncommand = \"node\"\nargs = [\"{}\", \"stdio\"]\n",
+            npm_server("server-everything").display()
+        ),
+    );
+    let out = latch(ws.path())
+        .args(at(&server))
+        .args(["run", "--json", "look around"])
+        .env("LATCH_T_SERVICE_API_KEY", "sk-hidden")
+        .env("LATCH_T_PASSED_TOKEN", "passed")
+        .env("LATCH_T_PLAIN", "plain")
+        .env("OPENAI_API_KEY", "sk-provider")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown = shell_output(ws.path());
+    assert!(
+        shown.contains("LATCH_T_PASSED_TOKEN=passed\nLATCH_T_PLAIN=plain\n"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("sk-hidden") && !shown.contains("sk-provider"),
+        "{shown}"
+    );
+    assert!(shown.contains("Permission denied"), "{shown}");
+    assert!(!escape.exists(), "the sandbox refused the write outside");
+    let tmp = shown
+        .lines()
+        .find_map(|l| l.strip_prefix("tmp="))
+        .expect("the command printed its TMPDIR");
+    assert!(tmp.contains("latch-"), "{shown}");
+    assert!(
+        !Path::new(tmp).exists(),
+        "the session temp dir {tmp} is removed when the run ends"
+    );
     rt.block_on(server.shutdown());
 }

@@ -5,11 +5,13 @@
 //! the write's possible mutation committed before it runs (staling a
 //! passed validation), and a server killed mid-session: its schemas stay,
 //! the next request's tool prefix is byte-identical and the call fails
-//! clearly.
+//! clearly. The agent and the servers run in the default command sandbox
+//! (`workspace-write`, network off), as a CLI session's do, and the
+//! session's temp dir is gone when the agent shuts down.
 
 use latch::agent::extended::ExtendedTools;
 use latch::agent::tools::StandardTools;
-use latch::agent::{Agent, AgentOptions};
+use latch::agent::{Agent, AgentOptions, Permissions};
 use latch::cli::mcp_cmd::tool_tokens_by_server;
 use latch::engine::runtime::EngineSource;
 use latch::engine::{ComponentEngine, EngineRuntime, LoadedComponent, SandboxLimits};
@@ -18,6 +20,7 @@ use latch_kernel::{EventKind, Store};
 use latch_mcp::{McpConfig, McpServers, McpTools, ServerConfig};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
 use latch_provider::{Provider, ProviderConfig, ProviderKind, RetryPolicy};
+use latch_sandbox::{ApprovalMode, Sandbox, SandboxPolicy};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -90,6 +93,10 @@ fn mcp_tools_run_through_the_loop_commit_mutations_first_and_survive_a_killed_se
     std::fs::create_dir_all(&allowed).unwrap();
     let target = allowed.join("note.txt");
     let write_args = serde_json::json!({"path": target, "content": "from MCP"}).to_string();
+    let outside = tempfile::tempdir().unwrap();
+    let escape = outside.path().join("escape.txt");
+    let escape_args =
+        serde_json::json!({"command": format!("echo x > {}", escape.display())}).to_string();
     let io = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -97,7 +104,9 @@ fn mcp_tools_run_through_the_loop_commit_mutations_first_and_survive_a_killed_se
         .unwrap();
     let server = io
         .block_on(FakeServer::start(Script::new([
-            // Turn 1: a passed validation, an echo, then a write.
+            // Turn 1: a shell write outside the workspace (refused by the
+            // sandbox), a passed validation, an echo, then a write.
+            ScriptedTurn::tool_call("shell", escape_args.clone()),
             ScriptedTurn::tool_call(
                 "validate",
                 r#"{"command":"true","requirement":"checks pass"}"#,
@@ -118,8 +127,10 @@ fn mcp_tools_run_through_the_loop_commit_mutations_first_and_survive_a_killed_se
             &ModelProfile::with_defaults("anthropic", "test-model"),
         )
         .unwrap();
+    let sandbox = Sandbox::new(SandboxPolicy::default(), &ws, &session.id).unwrap();
+    let temp_dir = sandbox.temp_dir().unwrap().to_path_buf();
     let started = Instant::now();
-    let servers = McpServers::start(&config(&allowed), &ws).unwrap();
+    let servers = McpServers::start(&config(&allowed), &ws, &sandbox).unwrap();
     eprintln!(
         "per-session start-up of two stdio MCP servers: {} ms",
         started.elapsed().as_millis()
@@ -161,6 +172,11 @@ fn mcp_tools_run_through_the_loop_commit_mutations_first_and_survive_a_killed_se
         AgentOptions {
             mode: "run".into(),
             max_tokens: 4_096,
+            permissions: Some(Permissions {
+                approval: ApprovalMode::OnRequest,
+                sandbox: SandboxPolicy::default(),
+                port: None,
+            }),
             ..AgentOptions::default()
         },
     )
@@ -177,6 +193,10 @@ fn mcp_tools_run_through_the_loop_commit_mutations_first_and_survive_a_killed_se
 
     agent.run_turn("write the note", &mut |_| {}).unwrap();
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "from MCP");
+    assert!(
+        !escape.exists(),
+        "the built-in shell runs in the session's sandbox beside the MCP tools"
+    );
     let events = store.events(&session.id, 0, u64::MAX, 10_000).unwrap();
     let seq_of = |pred: &dyn Fn(&EventKind) -> bool| {
         events
@@ -274,6 +294,15 @@ fn mcp_tools_run_through_the_loop_commit_mutations_first_and_survive_a_killed_se
         "{}",
         failed.content
     );
+    assert!(
+        temp_dir.is_dir(),
+        "the session temp dir exists while it runs"
+    );
     drop(agent);
+    assert!(
+        !temp_dir.exists(),
+        "the session temp dir {} is removed when the agent shuts down",
+        temp_dir.display()
+    );
     io.block_on(server.shutdown());
 }

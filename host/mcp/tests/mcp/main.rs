@@ -2,12 +2,51 @@
 //! (`@modelcontextprotocol/server-everything` and
 //! `@modelcontextprotocol/server-filesystem`, installed by `.ci/run` into
 //! `.ci/cache/npm`): stdio and streamable HTTP, the byte-stable tool list,
-//! results, a server that fails to start, and a server killed mid-session.
+//! results, a server that fails to start, and a server killed mid-session,
+//! all with stdio servers in the default command sandbox
+//! (`workspace-write`, network off); and what that sandbox refuses a
+//! server unless its own `sandbox` setting allows it.
 
+mod sandboxed;
 mod servers;
 
 use latch_mcp::{McpConfig, ServerConfig};
-use std::path::PathBuf;
+use latch_sandbox::{Sandbox, SandboxPolicy};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The default sandbox of a session in `workspace` (`workspace-write`,
+/// network off), with a temp dir of its own removed when the test ends.
+pub struct TestSandbox(pub Sandbox);
+
+impl TestSandbox {
+    /// A fresh one.
+    pub fn new(workspace: &Path) -> TestSandbox {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let session = format!(
+            "mcp-test-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        );
+        TestSandbox(
+            Sandbox::new(SandboxPolicy::default(), workspace, &session)
+                .expect("this machine enforces the default sandbox"),
+        )
+    }
+}
+
+impl std::ops::Deref for TestSandbox {
+    type Target = Sandbox;
+    fn deref(&self) -> &Sandbox {
+        &self.0
+    }
+}
+
+impl Drop for TestSandbox {
+    fn drop(&mut self) {
+        let _ = self.0.remove_temp_dir();
+    }
+}
 
 /// The entry script of an npm MCP server package. Missing packages fail the
 /// test loudly: CI installs them (`.ci/run`).

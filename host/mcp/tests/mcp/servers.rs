@@ -1,6 +1,7 @@
-use super::{config, node, npm_server};
+use super::{TestSandbox, config, node, npm_server};
 use latch_mcp::{McpServers, ServerConfig, ServerState};
 use std::io::{BufRead, BufReader};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn everything() -> ServerConfig {
@@ -19,7 +20,8 @@ fn two_stdio_servers_list_their_tools_in_a_stable_order_and_answer() {
         ("fs", filesystem(&allowed)),
         ("everything", everything()),
     ]);
-    let mut servers = McpServers::start(&cfg, &allowed).unwrap();
+    let sandbox = TestSandbox::new(&allowed);
+    let mut servers = McpServers::start(&cfg, &allowed, &sandbox).unwrap();
     eprintln!(
         "start-up of two stdio MCP servers (concurrently): {} ms",
         servers.start_time().as_millis()
@@ -50,7 +52,7 @@ fn two_stdio_servers_list_their_tools_in_a_stable_order_and_answer() {
     assert!(echo.read_only, "echo is annotated read-only");
     assert!(!servers.tool("mcp__fs__write_file").unwrap().read_only);
     // The same servers list the same tools, byte for byte.
-    let again = McpServers::start(&cfg, &allowed).unwrap();
+    let again = McpServers::start(&cfg, &allowed, &sandbox).unwrap();
     assert_eq!(servers.tools(), again.tools());
 
     let out = servers
@@ -103,7 +105,8 @@ fn a_killed_server_keeps_its_tools_and_calls_fail_clearly_until_it_reconnects() 
     let allowed = dir.path().canonicalize().unwrap().join("allowed");
     std::fs::create_dir_all(&allowed).unwrap();
     let cfg = config(vec![("fs", filesystem(&allowed))]);
-    let mut servers = McpServers::start(&cfg, dir.path()).unwrap();
+    let sandbox = TestSandbox::new(dir.path());
+    let mut servers = McpServers::start(&cfg, dir.path(), &sandbox).unwrap();
     let before = servers.tools().to_vec();
     assert!(!before.is_empty());
     let pid = servers.pid("fs").expect("a stdio server has a pid");
@@ -171,7 +174,8 @@ fn a_server_that_fails_to_start_is_named_with_its_stderr_tail() {
         ("everything", everything()),
         ("missing", missing),
     ]);
-    let mut servers = McpServers::start(&cfg, dir.path()).unwrap();
+    let sandbox = TestSandbox::new(dir.path());
+    let mut servers = McpServers::start(&cfg, dir.path(), &sandbox).unwrap();
     let failures: Vec<String> = servers
         .start_failures()
         .iter()
@@ -233,8 +237,9 @@ fn streamable_http_against_server_everything() {
         enabled: true,
         ..Default::default()
     };
+    let sandbox = TestSandbox::new(Path::new("."));
     let mut servers =
-        McpServers::start(&config(vec![("web", server)]), std::path::Path::new(".")).unwrap();
+        McpServers::start(&config(vec![("web", server)]), Path::new("."), &sandbox).unwrap();
     assert!(
         servers.start_failures().is_empty(),
         "{:?}",
@@ -256,4 +261,58 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+#[test]
+fn https_urls_are_spoken_with_tls_and_a_failure_names_the_server_and_the_url() {
+    // A closed port, and a listener that answers in plain HTTP where a TLS
+    // handshake is expected.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let plain = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let plain_port = plain.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut conn in plain.incoming().flatten() {
+            use std::io::Write;
+            let _ = conn.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    let https = |port: u16| ServerConfig {
+        url: Some(format!("https://127.0.0.1:{port}/mcp")),
+        enabled: true,
+        startup_timeout_ms: Some(10_000),
+        ..Default::default()
+    };
+    let sandbox = TestSandbox::new(Path::new("."));
+    let servers = McpServers::start(
+        &config(vec![
+            ("closed", https(closed)),
+            ("plain", https(plain_port)),
+        ]),
+        Path::new("."),
+        &sandbox,
+    )
+    .unwrap();
+    let failures: Vec<String> = servers
+        .start_failures()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    eprintln!("{failures:#?}");
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(
+        failures[0].contains("MCP server `closed` failed to start")
+            && failures[0].contains(&format!("https://127.0.0.1:{closed}/mcp")),
+        "{}",
+        failures[0]
+    );
+    assert!(
+        failures[1].contains("MCP server `plain` failed to start")
+            && failures[1].contains(&format!("https://127.0.0.1:{plain_port}/mcp")),
+        "{}",
+        failures[1]
+    );
 }

@@ -30,7 +30,7 @@ fn sandbox(f: &Fixture, mode: SandboxMode, network: bool) -> Sandbox {
     let policy = SandboxPolicy {
         mode,
         network,
-        writable_roots: Vec::new(),
+        ..SandboxPolicy::default()
     };
     Sandbox::new(policy, f.ws.path(), "test-session").expect("this machine enforces the mode")
 }
@@ -343,4 +343,107 @@ fn the_self_test_refuses_all_three_probes() {
     }
     let caps = check::capabilities();
     assert!(caps.landlock_abi.unwrap() >= 1 && caps.namespaces.is_ok());
+}
+
+#[test]
+fn confined_commands_do_not_inherit_secret_looking_variables() {
+    const NAME: &str = "confined_commands_do_not_inherit_secret_looking_variables";
+    if std::env::var_os("LATCH_TEST_FOO_API_KEY").is_none() {
+        // The variables must be in this process's own environment (what a
+        // command inherits): re-run this test alone in a child with them.
+        let o = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env("LATCH_TEST_FOO_API_KEY", "sk-parent")
+            .env("LATCH_TEST_GITHUB_TOKEN", "ghp-parent")
+            .env("LATCH_TEST_PLAIN", "visible")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("ENV-CHECKED"),
+            "{}",
+            text(&o)
+        );
+        return;
+    }
+    let f = fixture();
+    let show = "env | grep '^LATCH_TEST_' | sort";
+    let seen = |sb: &Sandbox, own: Option<(&str, &str)>| {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c").arg(show).current_dir(f.ws.path());
+        if let Some((k, v)) = own {
+            cmd.env(k, v);
+        }
+        let o = sb.command(cmd).unwrap().output().unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly] {
+        assert_eq!(
+            seen(&sandbox(&f, mode, false), None),
+            "LATCH_TEST_PLAIN=visible\n",
+            "{mode} hides the secret-looking variables"
+        );
+    }
+    let passing = Sandbox::new(
+        SandboxPolicy {
+            env_passthrough: vec!["LATCH_TEST_FOO_API_KEY".into()],
+            ..SandboxPolicy::default()
+        },
+        f.ws.path(),
+        "env-test",
+    )
+    .unwrap();
+    assert_eq!(
+        seen(&passing, None),
+        "LATCH_TEST_FOO_API_KEY=sk-parent\nLATCH_TEST_PLAIN=visible\n",
+        "a passed-through name stays"
+    );
+    assert_eq!(
+        seen(
+            &sandbox(&f, SandboxMode::WorkspaceWrite, false),
+            Some(("LATCH_TEST_GITHUB_TOKEN", "set-on-the-command"))
+        ),
+        "LATCH_TEST_GITHUB_TOKEN=set-on-the-command\nLATCH_TEST_PLAIN=visible\n",
+        "a variable set on the command itself stays"
+    );
+    assert_eq!(
+        seen(&sandbox(&f, SandboxMode::FullAccess, true), None),
+        "LATCH_TEST_FOO_API_KEY=sk-parent\nLATCH_TEST_GITHUB_TOKEN=ghp-parent\nLATCH_TEST_PLAIN=visible\n",
+        "full-access changes nothing"
+    );
+    let _ = passing.remove_temp_dir();
+    println!("ENV-CHECKED");
+}
+
+#[test]
+fn an_adjusted_sibling_shares_the_temp_dir_and_removing_it_takes_everything() {
+    let f = fixture();
+    let session = format!("adjust-{}", std::process::id());
+    let strict = Sandbox::new(SandboxPolicy::default(), f.ws.path(), &session).unwrap();
+    let dir = strict.temp_dir().unwrap().to_path_buf();
+    assert!(dir.is_dir());
+    let o = sh(
+        &strict,
+        f.ws.path(),
+        "mkdir -p \"$TMPDIR/a/b\" && echo x > \"$TMPDIR/a/b/f\"",
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    // The same session with full access (an MCP server's `sandbox =
+    // "full-access"`) writes outside; without a change it is the same.
+    let free = strict
+        .adjusted(Some(SandboxMode::FullAccess), None)
+        .unwrap();
+    assert_eq!(free.mode(), SandboxMode::FullAccess);
+    let out = f.outside.path().join("free.txt");
+    let o = sh(&free, f.ws.path(), &format!("echo x > {}", out.display()));
+    assert!(o.status.success() && out.exists(), "{}", text(&o));
+    let same = strict.adjusted(None, Some(false)).unwrap();
+    assert_eq!(same.policy(), strict.policy());
+    let networked = strict.adjusted(None, Some(true)).unwrap();
+    assert!(networked.policy().network);
+    assert_eq!(networked.temp_dir(), Some(dir.as_path()));
+    // The full-access sibling knows the temp dir too, and removes it all.
+    assert!(free.remove_temp_dir().unwrap());
+    assert!(!dir.exists());
+    assert!(!strict.remove_temp_dir().unwrap(), "already gone");
 }

@@ -1,0 +1,62 @@
+//! The environment a sandboxed command inherits: Latch's own, minus every
+//! variable whose name looks like a secret ([`SECRET_MARKERS`], compared
+//! case-insensitively: `ANTHROPIC_API_KEY`, `GITHUB_TOKEN`, `PGPASSWORD`,
+//! …) unless the policy passes it through (`[sandbox] env_passthrough`).
+//! Like Codex's default shell environment policy: a command the model runs
+//! never reads the user's keys from its environment by accident.
+
+use std::ffi::{OsStr, OsString};
+
+/// Parts of a variable name that mark it as a secret.
+pub const SECRET_MARKERS: &[&str] = &["KEY", "SECRET", "TOKEN", "PASSWORD", "CREDENTIAL"];
+
+/// True when `name` contains one of [`SECRET_MARKERS`], in any case.
+pub fn looks_secret(name: &OsStr) -> bool {
+    let upper = name.to_string_lossy().to_ascii_uppercase();
+    SECRET_MARKERS.iter().any(|m| upper.contains(m))
+}
+
+/// The names among `names` a sandboxed command must not inherit: those
+/// that look secret and are not in `passthrough` (exact names).
+pub fn hidden(names: impl IntoIterator<Item = OsString>, passthrough: &[String]) -> Vec<OsString> {
+    names
+        .into_iter()
+        .filter(|n| looks_secret(n) && !passthrough.iter().any(|p| OsStr::new(p) == n.as_os_str()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secret_looking_names_are_hidden_unless_passed_through() {
+        let names = [
+            "ANTHROPIC_API_KEY",
+            "OPENAI_API_KEY",
+            "github_token",
+            "PGPASSWORD",
+            "AWS_SECRET_ACCESS_KEY",
+            "GOOGLE_APPLICATION_CREDENTIALS",
+            "PATH",
+            "HOME",
+            "CARGO_HOME",
+            "FOO_API_KEY",
+        ]
+        .map(OsString::from);
+        let passthrough = vec!["FOO_API_KEY".to_string()];
+        let hidden = hidden(names, &passthrough);
+        assert_eq!(
+            hidden,
+            [
+                "ANTHROPIC_API_KEY",
+                "OPENAI_API_KEY",
+                "github_token",
+                "PGPASSWORD",
+                "AWS_SECRET_ACCESS_KEY",
+                "GOOGLE_APPLICATION_CREDENTIALS",
+            ]
+            .map(OsString::from)
+        );
+    }
+}
