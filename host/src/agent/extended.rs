@@ -98,6 +98,33 @@ impl ToolSet for ExtendedTools {
         self.base.on_resume();
     }
 
+    fn use_cancel(&mut self, cancel: latch_tools::Cancel) {
+        self.base.use_cancel(cancel);
+    }
+
+    // The base tools' sandbox and approval hooks hold for the composed set:
+    // without them an agent with skills or MCP servers would run commands
+    // unsandboxed and never ask.
+    fn use_sandbox(
+        &mut self,
+        policy: &latch_sandbox::SandboxPolicy,
+    ) -> Result<(), super::AgentError> {
+        self.base.use_sandbox(policy)
+    }
+
+    fn preview(&self, call: &ToolCall) -> Option<latch_tools::Preview> {
+        self.base.preview(call)
+    }
+
+    fn execute_escalated(&mut self, call: &ToolCall) -> ToolResult {
+        if let Some(mcp) = self.mcp.as_mut()
+            && mcp.handles(&call.name)
+        {
+            return mcp.execute(call);
+        }
+        self.base.execute_escalated(call)
+    }
+
     fn shutdown(&mut self) {
         self.base.shutdown();
         if let Some(mcp) = self.mcp.as_mut() {
