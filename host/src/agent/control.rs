@@ -3,19 +3,25 @@
 //!
 //! A [`TurnControl`] is a cheap handle shared between the agent (which runs
 //! the turn on its own thread) and a surface. An interrupt drops the
-//! provider stream in flight and stops before the next tool call; the turn
+//! provider stream in flight, kills the process group of a command a tool
+//! call runs in the foreground (through the tools' [`latch_tools::Cancel`],
+//! which the interrupt sets; the call answers as interrupted) and stops
+//! before the next tool call; the turn
 //! then answers every call left without a result as interrupted and commits
 //! `RunInterrupted`, so the history stays protocol-safe. A steering message
 //! is appended as the user's message at the next safe boundary, where every
 //! earlier call has its result.
+//!
+//! A surface that answers permission requests its own way (the terminal
+//! UI's modal) installs its [`DecisionPort`] with
+//! [`Agent::set_decision_port`].
 
 use super::repair::INTERRUPTED_RESULT;
-use super::{Agent, AgentError, AgentEvent};
+use super::{Agent, AgentError, AgentEvent, DecisionPort};
 use latch_engine_sdk::types::{Part, ToolResult};
 use latch_kernel::EventKind;
 use std::collections::VecDeque;
 use std::future::Future;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
@@ -25,7 +31,8 @@ const INTERRUPT_POLL: Duration = Duration::from_millis(10);
 
 #[derive(Debug, Default)]
 struct Shared {
-    interrupt: AtomicBool,
+    /// The interrupt request; the tools' cancel signal is this same flag.
+    interrupt: latch_tools::Cancel,
     steering: Mutex<VecDeque<String>>,
 }
 
@@ -39,12 +46,12 @@ impl TurnControl {
     /// Stop the running turn at once (no effect when none runs: the next
     /// turn clears the request when it starts).
     pub fn interrupt(&self) {
-        self.shared.interrupt.store(true, Ordering::SeqCst);
+        self.shared.interrupt.cancel();
     }
 
     /// True when an interrupt was requested for the running turn.
     pub fn is_interrupted(&self) -> bool {
-        self.shared.interrupt.load(Ordering::SeqCst)
+        self.shared.interrupt.is_cancelled()
     }
 
     /// Queue `text` as the user's next message, delivered at the running
@@ -67,7 +74,13 @@ impl TurnControl {
     }
 
     fn clear_interrupt(&self) {
-        self.shared.interrupt.store(false, Ordering::SeqCst);
+        self.shared.interrupt.reset();
+    }
+
+    /// The signal that kills the tools' foreground commands: set by
+    /// [`TurnControl::interrupt`], cleared when the next turn starts.
+    pub(crate) fn tool_cancel(&self) -> latch_tools::Cancel {
+        self.shared.interrupt.clone()
     }
 
     /// Resolves once an interrupt is requested.
@@ -82,6 +95,20 @@ impl Agent {
     /// The handle that interrupts and steers this agent's turns.
     pub fn control(&self) -> TurnControl {
         self.control.clone()
+    }
+
+    /// Ask `port` from now on when a tool call needs the user's approval
+    /// (a surface that answers in its own way, e.g. the terminal UI's
+    /// modal). An agent built without an approval policy asks nobody;
+    /// then nothing changes and this returns false.
+    pub fn set_decision_port(&mut self, port: Arc<dyn DecisionPort>) -> bool {
+        match self.options.permissions.as_mut() {
+            Some(p) => {
+                p.port = Some(port);
+                true
+            }
+            None => false,
+        }
     }
 
     /// A new turn starts: an interrupt meant for an earlier one is void.

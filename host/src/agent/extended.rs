@@ -98,6 +98,10 @@ impl ToolSet for ExtendedTools {
         self.base.on_resume();
     }
 
+    fn use_cancel(&mut self, cancel: latch_tools::Cancel) {
+        self.base.use_cancel(cancel);
+    }
+
     fn shutdown(&mut self) {
         // The MCP servers end first: the base removes the session's temp
         // dir, which a confined server uses as its `TMPDIR`.
@@ -107,6 +111,9 @@ impl ToolSet for ExtendedTools {
         self.base.shutdown();
     }
 
+    // The base tools' sandbox and approval hooks hold for the composed set:
+    // without them an agent with skills or MCP servers would run commands
+    // unsandboxed and never ask.
     fn use_sandbox(&mut self, policy: &latch_sandbox::SandboxPolicy) -> Result<(), AgentError> {
         self.base.use_sandbox(policy)
     }

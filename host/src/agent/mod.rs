@@ -119,6 +119,10 @@ pub trait ToolSet: Send {
     fn execute_escalated(&mut self, call: &ToolCall) -> ToolResult {
         self.execute(call)
     }
+    /// Kill running foreground commands when `cancel` is set (called once,
+    /// when the agent is built: the agent's [`TurnControl`] sets it on an
+    /// interrupt). A tool set that runs no commands ignores it.
+    fn use_cancel(&mut self, _cancel: latch_tools::Cancel) {}
 }
 
 /// One session's agent.
@@ -179,6 +183,8 @@ impl Agent {
         if let Some(p) = &options.permissions {
             tools.use_sandbox(&p.sandbox)?;
         }
+        let control = TurnControl::default();
+        tools.use_cancel(control.tool_cancel());
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -216,7 +222,7 @@ impl Agent {
             runtime,
             engine_tainted: None,
             delegation: None,
-            control: TurnControl::default(),
+            control,
             permission_log: None,
             extensions: Vec::new(),
             extension_tokens: 0,

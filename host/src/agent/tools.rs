@@ -65,6 +65,10 @@ impl ToolSet for StandardTools {
         latch_tools::execute(&outside, call).result
     }
 
+    fn use_cancel(&mut self, cancel: latch_tools::Cancel) {
+        self.ctx = self.ctx.clone().with_cancel(cancel);
+    }
+
     fn shutdown(&mut self) {
         self.ctx
             .processes()

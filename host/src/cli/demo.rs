@@ -214,22 +214,38 @@ pub fn demo(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
 }
 
 /// `latch demo --tui`: the demo played in the terminal UI, which stays open
-/// on the finished session until the user quits (`q` or `/exit`). Only the
-/// single-agent demo plays in the UI for now.
+/// on the finished session until the user quits (`q` or `/exit`); `team`
+/// plays the parent and its two children, with the agents and the GROUP
+/// block in the sidebar.
 pub fn demo_tui(
     scenario: Option<Scenario>,
     keep: bool,
     store: Option<&Path>,
 ) -> anyhow::Result<i32> {
-    if let Some(Scenario::Team) = scenario {
-        anyhow::bail!(
-            "`latch demo team --tui` is not available yet: run `latch demo team` (line output) or `latch demo --tui`"
-        );
-    }
-    let rig = DemoRig::start(write_project, demo_script(), store)?;
+    let team = matches!(scenario, Some(Scenario::Team));
+    // The team demo: its children run on workers of their own; their
+    // reports, the agent tree and the GROUP block reach the screen from the
+    // log as they commit.
+    let (rig, task, name) = if team {
+        (
+            DemoRig::start(
+                super::demo_team::write_team_project,
+                super::demo_team::team_script(),
+                store,
+            )?,
+            super::demo_team::TEAM_TASK,
+            "demo team",
+        )
+    } else {
+        (
+            DemoRig::start(write_project, demo_script(), store)?,
+            DEMO_TASK,
+            "demo",
+        )
+    };
     let session = new_session(&rig.env, &rig.provider)?;
     let title = format!(
-        "demo {} · scripted {} · builtin:continuity",
+        "{name} {} · scripted {} · builtin:continuity",
         session.id, rig.provider.model
     );
     let agent = build_agent(&rig.env, session, &rig.provider, "demo")?;
@@ -237,7 +253,7 @@ pub fn demo_tui(
         agent,
         rig.env.workspace_key(),
         title,
-        Some(DEMO_TASK.to_string()),
+        Some(task.to_string()),
         true,
     )?;
     rig.io.block_on(rig.server.shutdown());

@@ -16,6 +16,7 @@ pub mod serve_cmd;
 pub mod session_cmd;
 pub mod setup;
 pub mod skills_cmd;
+pub mod tui_approve;
 pub mod tui_cmd;
 
 use clap::{Args, Parser, Subcommand};

@@ -3,6 +3,7 @@
 //! order, with the workspace-wide events of other sessions and the
 //! children's reports) and every streamed delta to the screen; the screen's
 //! interrupts and steering go straight to the agent's [`TurnControl`], its
+//! permission answers straight to the [`TuiApprover`] the agent asks, its
 //! other commands to the agent thread.
 //!
 //! `latch` on a terminal, `latch resume` on a terminal and `latch demo
@@ -11,9 +12,11 @@
 use super::GlobalArgs;
 use super::render;
 use super::setup::{self, Env};
+use super::tui_approve::TuiApprover;
 use crate::agent::{Agent, AgentError, AgentEvent, TurnControl};
-use latch_kernel::{Store, StoredEvent};
-use latch_surface::{Delta, Surface};
+use latch_kernel::group::{GroupPort, present};
+use latch_kernel::{SessionRecord, Store, StoredEvent};
+use latch_surface::{Delta, GroupView, Surface};
 use latch_tui::{Command, Input, UiState};
 use std::io::IsTerminal;
 use std::path::Path;
@@ -52,6 +55,16 @@ pub fn catch_up(
     events.sort_by_key(|e| e.seq);
     events.dedup_by_key(|e| e.seq);
     Ok(events)
+}
+
+/// The GROUP block of a child session: its group lives in its root's log,
+/// which the child's own events do not carry. `None` for a root session
+/// (its surface reduces the block from its own events) and when the root
+/// has no group.
+pub fn child_group(store: &Store, session: &SessionRecord) -> Option<GroupView> {
+    let root = session.parent.as_deref()?;
+    let state = store.replay(root).ok()?;
+    GroupView::from_present(&present::view(&state))
 }
 
 /// The session's surface as the log says it now.
@@ -94,7 +107,7 @@ pub fn chat(
 /// Open the screen on `agent`'s session; `first` is submitted at once.
 /// Returns when the user leaves, after the agent stopped.
 pub fn open(
-    agent: Agent,
+    mut agent: Agent,
     workspace: String,
     title: String,
     first: Option<String>,
@@ -103,10 +116,14 @@ pub fn open(
     let store = agent.store().clone();
     let session = agent.session().id.clone();
     let mut surface = surface_of(&store, &session, &workspace)?;
+    surface.set_group(child_group(&store, agent.session()));
     surface.go_live();
     let mut state = UiState::new(surface, title);
     state.quit_on_q = quit_on_q;
     let control = agent.control();
+    // Approvals are answered in the modal (never on the raw-mode terminal).
+    let (approver, answers) = TuiApprover::new(control.clone());
+    agent.set_decision_port(Arc::new(approver));
     let (in_tx, in_rx) = mpsc::channel();
     let (op_tx, op_rx) = mpsc::channel();
     let seen = state.surface.durable().watermark;
@@ -131,6 +148,9 @@ pub fn open(
     let result = latch_tui::run(state, in_rx, move |command| match command {
         Command::Interrupt => ui_control.interrupt(),
         Command::Steer(text) => ui_control.steer(text),
+        Command::Permission { call_id, answer } => {
+            let _ = answers.send((call_id, answer));
+        }
         other => {
             let _ = ops.send(other);
         }
@@ -197,14 +217,24 @@ impl AgentThread {
                     Err(e) => self.notice(format!("/recall failed: {e}")),
                 },
                 Command::Sessions => self.sessions(),
-                Command::Group => self.send(Input::Popup {
-                    title: "/group".into(),
-                    lines: vec!["this session has no agent group".into()],
-                }),
-                Command::Permission(_) => self.notice("no permission request is waiting".into()),
+                Command::Group => {
+                    let lines =
+                        match super::group_cmd::group_text(&self.store, self.agent.session()) {
+                            Ok(text) => super::group_cmd::printable(&text)
+                                .lines()
+                                .map(str::to_string)
+                                .collect(),
+                            Err(e) => vec![format!("cannot read the group: {e}")],
+                        };
+                    self.send(Input::Popup {
+                        title: "/group".into(),
+                        lines,
+                    });
+                }
                 Command::Exit => break,
-                // Handled on the screen's thread through the turn control.
-                Command::Interrupt | Command::Steer(_) => {}
+                // Handled on the screen's thread through the turn control
+                // and the approver.
+                Command::Interrupt | Command::Steer(_) | Command::Permission { .. } => {}
             }
         }
     }
@@ -275,6 +305,9 @@ impl AgentThread {
         {
             self.seen = last.seq;
             self.send(Input::Events(events));
+        }
+        if self.agent.session().parent.is_some() {
+            self.send(Input::Group(child_group(&self.store, self.agent.session())));
         }
     }
 

@@ -12,6 +12,7 @@ use crate::slots::{GroupView, PermissionPrompt};
 use crate::transcript::Transcript;
 use crate::usage::Usage;
 use latch_engine_sdk::types::{CanonicalState, ContextReport, Part};
+use latch_kernel::group::{GroupState, present};
 use latch_kernel::{EventKind, KernelState, StoredEvent};
 
 /// What a reason says when a run found open in the log has no live process
@@ -43,9 +44,12 @@ pub struct Durable {
     pub open_calls: Vec<(String, String)>,
     /// Child agents.
     pub children: Children,
-    /// The GROUP block (an extension point; see [`crate::slots`]).
+    /// The GROUP block, reduced from the group events of the session's
+    /// log (see [`crate::slots`]).
     pub group: Option<GroupView>,
-    /// The pending permission prompt (an extension point).
+    /// The permission request waiting for a decision, from the session's
+    /// `permission_requested` event until its decision or the call's
+    /// result commits.
     pub permission: Option<PermissionPrompt>,
 }
 
@@ -54,6 +58,8 @@ pub struct Durable {
 pub struct Surface {
     durable: Durable,
     kernel: KernelState,
+    /// The group of which the session is the lead (its group events).
+    groups: GroupState,
     transient: Transient,
     /// Set when a live process drives the session: phases opened after this
     /// sequence number are live, earlier ones are not.
@@ -82,6 +88,7 @@ impl Surface {
                 permission: None,
             },
             kernel,
+            groups: GroupState::default(),
             transient: Transient::default(),
             live_since: None,
             report: None,
@@ -123,6 +130,11 @@ impl Surface {
             d.usage.apply(e.seq, &e.kind);
             d.children.apply_parent(e.seq, &e.kind);
             phase(d, e.seq, &e.kind);
+            permission(d, e.seq, &e.kind);
+            if let EventKind::Group(_) = &e.kind {
+                self.groups.apply(e);
+                d.group = GroupView::from_present(&present::view(&self.groups));
+            }
             if matches!(
                 e.kind,
                 EventKind::AssistantMessage { .. }
@@ -155,12 +167,14 @@ impl Surface {
         self.report = Some(report);
     }
 
-    /// Fill (or clear) the GROUP block.
+    /// Fill (or clear) the GROUP block (for a session whose group lives in
+    /// another session's log: a child's group is its root's).
     pub fn set_group(&mut self, group: Option<GroupView>) {
         self.durable.group = group;
     }
 
-    /// Show (or clear) a permission prompt.
+    /// Show (or clear) a permission prompt by hand (the log's own requests
+    /// fill it as they commit).
     pub fn set_permission(&mut self, prompt: Option<PermissionPrompt>) {
         self.durable.permission = prompt;
     }
@@ -188,9 +202,20 @@ impl Surface {
         }
     }
 
+    /// The permission request a live process is waiting on: the pending
+    /// one, when it was asked after the surface went live (a request found
+    /// open in the log has nobody waiting on it; resuming denies it). A
+    /// prompt set by hand (sequence number 0) counts as live.
+    pub fn live_permission(&self) -> Option<&PermissionPrompt> {
+        self.durable
+            .permission
+            .as_ref()
+            .filter(|p| p.seq == 0 || self.live_since.is_some_and(|since| p.seq > since))
+    }
+
     /// What the session is doing now, for a status line.
     pub fn activity(&self) -> Activity {
-        if let Some(p) = &self.durable.permission {
+        if let Some(p) = self.live_permission() {
             return Activity::AwaitingPermission(p.tool.clone());
         }
         match &self.durable.phase {
@@ -253,6 +278,27 @@ fn phase(d: &mut Durable, seq: u64, event: &EventKind) {
                 d.phase = tools_or_request(run, &d.open_calls);
             }
         }
+        _ => {}
+    }
+}
+
+/// The permission prompt after one of the session's own events: a request
+/// opens it; its decision, the call's result or the run's end closes it.
+fn permission(d: &mut Durable, seq: u64, event: &EventKind) {
+    let open = d.permission.as_ref().map(|p| p.call_id.clone());
+    let closes = |call: &str| open.as_deref() == Some(call);
+    match event {
+        EventKind::PermissionRequested(r) => {
+            d.permission = Some(PermissionPrompt::from_request(seq, r));
+        }
+        EventKind::PermissionGranted { call_id, .. }
+        | EventKind::PermissionDenied { call_id, .. }
+            if closes(call_id) =>
+        {
+            d.permission = None;
+        }
+        EventKind::ToolResult(r) if closes(&r.call_id) => d.permission = None,
+        EventKind::RunFinished { .. } | EventKind::RunInterrupted { .. } => d.permission = None,
         _ => {}
     }
 }

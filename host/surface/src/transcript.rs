@@ -2,13 +2,14 @@
 //! renders in order.
 //!
 //! User turns, committed assistant text, tool calls with their results
-//! (edits carry a unified diff), notifications, denials, validations,
+//! (edits carry a unified diff), notifications, permission decisions (a
+//! grant as a notification, a denial as a denied item), denials, validations,
 //! certification attempts, child spawns, and dividers for `/compact`,
 //! cache-epoch rotations and interrupted runs. Bookkeeping events (kernel
 //! context text, file observations, usage) are not transcript items.
 
 use latch_engine_sdk::types::{Part, ToolCall, ToolResult};
-use latch_kernel::{CertificationOutcome, EventKind, Outcome};
+use latch_kernel::{CertificationOutcome, EventKind, GrantScope, Outcome};
 use std::collections::HashMap;
 
 /// How a tool result that answers an interrupted call begins (the host's
@@ -259,6 +260,31 @@ impl Transcript {
                 child: child.clone(),
                 role: role.clone(),
                 task: task.clone(),
+            }),
+            EventKind::PermissionGranted {
+                subject, by, scope, ..
+            } => self.items.push(Item::Notification {
+                seq,
+                source: "permission".into(),
+                text: format!(
+                    "allowed `{subject}` {} (by {})",
+                    match scope {
+                        GrantScope::Once => "once",
+                        GrantScope::Session => "for this session",
+                    },
+                    by.label()
+                ),
+            }),
+            EventKind::PermissionDenied {
+                tool,
+                subject,
+                by,
+                reason,
+                ..
+            } => self.items.push(Item::Denied {
+                seq,
+                tool: tool.clone(),
+                reason: format!("`{subject}` denied by {}: {reason}", by.label()),
             }),
             EventKind::RunInterrupted { reason } => self.items.push(Item::Divider {
                 seq,

@@ -10,10 +10,10 @@ use latch_kernel::EventKind;
 pub struct RequestUsage {
     /// Sequence number of the usage event.
     pub seq: u64,
-    /// Input tokens (reported).
-    pub input_tokens: u64,
-    /// Output tokens (reported).
-    pub output_tokens: u64,
+    /// Input tokens (reported), when the provider reported them.
+    pub input_tokens: Option<u64>,
+    /// Output tokens (reported), when the provider reported them.
+    pub output_tokens: Option<u64>,
     /// Tokens read from the provider's cache (reported), when known.
     pub cache_read_tokens: Option<u64>,
     /// Tokens written to the cache (reported), when known.
@@ -40,6 +40,9 @@ pub struct Usage {
     requests: Vec<RequestUsage>,
     input: u64,
     output: u64,
+    /// Requests that reported input (output) tokens.
+    input_reported: u64,
+    output_reported: u64,
     read: u64,
     miss: u64,
     /// Requests whose cache reads and misses were both reported.
@@ -60,11 +63,15 @@ impl Usage {
         } = event
         {
             // A provider that did not report a count adds nothing to the
-            // totals (the per-request record keeps 0 for it).
-            let (input_tokens, output_tokens) =
-                (input_tokens.unwrap_or(0), output_tokens.unwrap_or(0));
-            self.input += input_tokens;
-            self.output += output_tokens;
+            // totals, and the request's record keeps it unknown.
+            if let Some(n) = input_tokens {
+                self.input += n;
+                self.input_reported += 1;
+            }
+            if let Some(n) = output_tokens {
+                self.output += n;
+                self.output_reported += 1;
+            }
             if let (Some(r), Some(m)) = (cache_read_tokens, cache_miss_tokens) {
                 self.read += r;
                 self.miss += m;
@@ -72,8 +79,8 @@ impl Usage {
             }
             self.requests.push(RequestUsage {
                 seq,
-                input_tokens,
-                output_tokens,
+                input_tokens: *input_tokens,
+                output_tokens: *output_tokens,
                 cache_read_tokens: *cache_read_tokens,
                 cache_creation_tokens: *cache_creation_tokens,
                 cache_miss_tokens: *cache_miss_tokens,
@@ -92,9 +99,19 @@ impl Usage {
         self.requests.last()
     }
 
-    /// Input and output tokens over the session.
+    /// Input and output tokens over the session (what was reported; a
+    /// request that reported none adds nothing).
     pub fn totals(&self) -> (u64, u64) {
         (self.input, self.output)
+    }
+
+    /// Input and output tokens over the session, each unknown (`None`)
+    /// when no request reported it.
+    pub fn reported_totals(&self) -> (Option<u64>, Option<u64>) {
+        (
+            (self.input_reported > 0).then_some(self.input),
+            (self.output_reported > 0).then_some(self.output),
+        )
     }
 
     /// Measured provider cache hit rate over the requests that reported

@@ -2,7 +2,8 @@
 //! against the scripted provider. Type a task, see the streamed text and
 //! the tool row, press Esc while the next request is in flight, see the
 //! interrupted marker, leave, resume in a new process and see the same
-//! transcript.
+//! transcript. Under `--approval untrusted` a command waits for the
+//! permission modal, and `y` runs it.
 
 use super::{latch, project};
 use latch_provider::fake::{FakeServer, Script, ScriptStep, ScriptedTurn};
@@ -127,6 +128,37 @@ fn transcript(screen: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// The `latch` command line for `workspace` against `server`, with its
+/// environment, as one shell line (`env` takes its `-u` options before the
+/// assignments); `extra` goes before the provider flags.
+fn latch_line(workspace: &std::path::Path, server: &FakeServer, extra: &[&str]) -> String {
+    let cmd = latch(workspace);
+    let mut line = String::from("env");
+    for (k, v) in cmd.get_envs() {
+        if v.is_none() {
+            line.push_str(&format!(" -u {}", k.to_string_lossy()));
+        }
+    }
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            line.push_str(&format!(
+                " {}='{}'",
+                k.to_string_lossy(),
+                v.to_string_lossy()
+            ));
+        }
+    }
+    line.push_str(&format!(" '{}'", cmd.get_program().to_string_lossy()));
+    for a in cmd.get_args().chain(extra.iter().map(std::ffi::OsStr::new)) {
+        line.push_str(&format!(" '{}'", a.to_string_lossy()));
+    }
+    line.push_str(&format!(
+        " --provider openai-compatible --base-url '{}' --model local",
+        server.openai_base_url()
+    ));
+    line
+}
+
 #[test]
 fn type_stream_interrupt_and_resume_in_a_terminal() {
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -144,32 +176,7 @@ fn type_stream_interrupt_and_resume_in_a_terminal() {
     });
     let server = rt.block_on(FakeServer::start(script)).unwrap();
     let ws = project();
-    let cmd = latch(ws.path());
-    // The same program, workspace and environment, as one shell line.
-    // (`env` takes its `-u` options before the assignments.)
-    let mut line = String::from("env");
-    for (k, v) in cmd.get_envs() {
-        if v.is_none() {
-            line.push_str(&format!(" -u {}", k.to_string_lossy()));
-        }
-    }
-    for (k, v) in cmd.get_envs() {
-        if let Some(v) = v {
-            line.push_str(&format!(
-                " {}='{}'",
-                k.to_string_lossy(),
-                v.to_string_lossy()
-            ));
-        }
-    }
-    line.push_str(&format!(" '{}'", cmd.get_program().to_string_lossy()));
-    for a in cmd.get_args() {
-        line.push_str(&format!(" '{}'", a.to_string_lossy()));
-    }
-    line.push_str(&format!(
-        " --provider openai-compatible --base-url '{}' --model local",
-        server.openai_base_url()
-    ));
+    let line = latch_line(ws.path(), &server, &[]);
 
     let tmux = Tmux::new();
     tmux.start("live", &line);
@@ -237,4 +244,48 @@ fn type_stream_interrupt_and_resume_in_a_terminal() {
         .with_kernel(&session.id, |k| k.unfinished().clone())
         .unwrap();
     assert!(!open.open_run && open.open_calls.is_empty(), "{open:?}");
+}
+
+#[test]
+fn a_command_under_untrusted_approval_waits_for_the_modal() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let script = Script::new([
+        ScriptedTurn::tool_call("shell", r#"{"command":"echo made > made.txt"}"#),
+        ScriptedTurn::text("Made it."),
+    ]);
+    let server = rt.block_on(FakeServer::start(script)).unwrap();
+    let ws = project();
+    let line = latch_line(ws.path(), &server, &["--approval", "untrusted"]);
+    let tmux = Tmux::new();
+    tmux.start("ask", &line);
+    tmux.wait_for("ask", &["message · /help", "ready"]);
+    tmux.text("ask", "make the file");
+    tmux.keys("ask", &["Enter"]);
+    let asked = tmux.wait_for(
+        "ask",
+        &[
+            "shell wants to run:",
+            "echo made > made.txt",
+            "y allow once",
+            "waiting for permission: shell",
+        ],
+    );
+    assert!(
+        !ws.path().join("made.txt").exists(),
+        "nothing runs before the answer:\n{}",
+        asked.join("\n")
+    );
+    tmux.keys("ask", &["y"]);
+    tmux.wait_for("ask", &["Made it.", "allowed `echo made > made.txt` once"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("made.txt")).unwrap(),
+        "made\n"
+    );
+    tmux.text("ask", "/exit");
+    tmux.keys("ask", &["Enter"]);
+    drop(tmux);
 }

@@ -55,8 +55,18 @@ pub(crate) fn validate(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErro
         )?
         .generation
     };
-    let run = run_foreground(ctx.workspace(), command, timeout, ctx.sandbox())
-        .map_err(|e| ToolError::io(format!("sh -c {command:?}"), e))?;
+    let run = run_foreground(
+        ctx.workspace(),
+        command,
+        timeout,
+        ctx.sandbox(),
+        ctx.cancel(),
+    )
+    .map_err(|e| ToolError::io(format!("sh -c {command:?}"), e))?;
+    // Stopped by the user: no verdict, so no evidence either way.
+    if let Some(answer) = run.interrupted_answer() {
+        return Ok(Reply::error(answer));
+    }
     let exit_code = if run.timed_out { None } else { run.exit_code };
     let mut output = run.output.clone();
     if run.timed_out {

@@ -42,6 +42,7 @@ pub use latch_sandbox::Sandbox;
 pub use policy::{DenyRule, hard_deny, is_read_only};
 pub use preview::{Preview, preview};
 pub use process::{ProcessExit, ProcessInfo, ProcessTable, StartError};
+pub use run::Cancel;
 pub use spec::{ToolSpec, schemas, spec_of};
 
 use args::Args;
@@ -69,6 +70,7 @@ pub struct ToolContext {
     processes: ProcessTable,
     default_timeout: Duration,
     sandbox: Arc<Sandbox>,
+    cancel: Cancel,
 }
 
 impl ToolContext {
@@ -98,6 +100,7 @@ impl ToolContext {
             processes: ProcessTable::new(),
             default_timeout: DEFAULT_TIMEOUT,
             sandbox: Arc::new(Sandbox::full_access()),
+            cancel: Cancel::new(),
         })
     }
 
@@ -124,6 +127,17 @@ impl ToolContext {
     /// The sandbox commands run in.
     pub fn sandbox(&self) -> &Sandbox {
         &self.sandbox
+    }
+
+    /// Stop foreground commands when `cancel` is set (see [`Cancel`]).
+    pub fn with_cancel(mut self, cancel: Cancel) -> ToolContext {
+        self.cancel = cancel;
+        self
+    }
+
+    /// The signal that stops foreground commands.
+    pub fn cancel(&self) -> &Cancel {
+        &self.cancel
     }
 
     /// Use `timeout` when a `shell` or `validate` call gives none.

@@ -1,6 +1,8 @@
 //! Running `sh -c` commands: output capture (head and tail of the combined
 //! stdout and stderr), foreground runs with a timeout that kills the whole
-//! process group, and the process-group plumbing managed processes share.
+//! process group, the [`Cancel`] signal that kills a foreground run's group
+//! at once when the user interrupts the turn, and the process-group
+//! plumbing managed processes share.
 //!
 //! Commands never outlive Latch. Every command's process group holds a
 //! watchdog on the *lifeline*, a pipe whose only write end Latch holds for
@@ -15,6 +17,7 @@ use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -35,6 +38,41 @@ fn lifeline() -> Option<&'static (PipeReader, PipeWriter)> {
     static LIFELINE: OnceLock<Option<(PipeReader, PipeWriter)>> = OnceLock::new();
     LIFELINE.get_or_init(|| std::io::pipe().ok()).as_ref()
 }
+
+/// The cancel signal of the commands tool calls run in the foreground
+/// (`shell`, `validate`): once it is set, a running command's whole process
+/// group is killed at once and the call answers as interrupted. A surface
+/// sets it when the user interrupts the turn; the agent clears it when the
+/// next turn starts. Clones share one signal. Background (managed)
+/// processes are not affected: they are stopped with `process_kill`.
+#[derive(Clone, Debug, Default)]
+pub struct Cancel(Arc<AtomicBool>);
+
+impl Cancel {
+    /// A signal that is not set.
+    pub fn new() -> Cancel {
+        Cancel::default()
+    }
+
+    /// Set the signal: running foreground commands are killed.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Clear the signal (a new turn starts).
+    pub fn reset(&self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+
+    /// True once the signal is set (until it is cleared).
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// How the answer of a foreground command the user interrupted begins (the
+/// surfaces show such a call as interrupted).
+pub(crate) const INTERRUPTED: &str = "interrupted: the user stopped the turn";
 
 /// Bytes of the beginning of an output that a capture keeps.
 const HEAD_BYTES: usize = 64 * 1024;
@@ -234,6 +272,8 @@ pub(crate) struct RunOutput {
     pub(crate) signal: Option<i32>,
     /// True when the timeout killed it.
     pub(crate) timed_out: bool,
+    /// True when the [`Cancel`] signal killed it.
+    pub(crate) interrupted: bool,
     /// Combined stdout and stderr (head and tail when long).
     pub(crate) output: String,
     /// Wall-clock time.
@@ -243,12 +283,31 @@ pub(crate) struct RunOutput {
 impl RunOutput {
     /// True when the command exited with status 0.
     pub(crate) fn success(&self) -> bool {
-        self.exit_code == Some(0) && !self.timed_out
+        self.exit_code == Some(0) && !self.timed_out && !self.interrupted
+    }
+
+    /// For a run the [`Cancel`] signal killed: the call's answer, which
+    /// begins with [`INTERRUPTED`] and keeps the output captured so far.
+    pub(crate) fn interrupted_answer(&self) -> Option<String> {
+        self.interrupted.then(|| {
+            let mut out = format!(
+                "{INTERRUPTED} after {}, and the command's process group was killed. Any \
+                 effect it had is in the workspace; check and re-run it if needed.",
+                human_duration(self.elapsed)
+            );
+            if !self.output.is_empty() {
+                out.push_str("\noutput so far:\n");
+                out.push_str(&self.output);
+            }
+            out
+        })
     }
 
     /// `exit code 0`, `timed out after 2.0s and was killed`, ...
     pub(crate) fn status_line(&self, timeout: Duration) -> String {
-        if self.timed_out {
+        if self.interrupted {
+            "interrupted by the user and killed".to_string()
+        } else if self.timed_out {
             format!("timed out after {} and was killed", human_duration(timeout))
         } else if let Some(c) = self.exit_code {
             format!("exit code {c}")
@@ -276,12 +335,14 @@ fn exit_parts(status: ExitStatus) -> (Option<i32>, Option<i32>) {
 }
 
 /// Run `command` in the foreground in `sandbox`; kill its process group
-/// after `timeout`. Processes it leaves behind are stopped when it exits.
+/// after `timeout`, or as soon as `cancel` is set. Processes it leaves
+/// behind are stopped when it exits.
 pub(crate) fn run_foreground(
     dir: &Path,
     command: &str,
     timeout: Duration,
     sandbox: &Sandbox,
+    cancel: &Cancel,
 ) -> std::io::Result<RunOutput> {
     let start = Instant::now();
     let Spawned {
@@ -292,14 +353,18 @@ pub(crate) fn run_foreground(
     let pgid = child.id();
     let deadline = start + timeout;
     let mut nap = Duration::from_millis(2);
-    let (status, timed_out) = loop {
+    let (status, timed_out, interrupted) = loop {
         if let Some(status) = child.try_wait()? {
-            break (status, false);
+            break (status, false, false);
+        }
+        if cancel.is_cancelled() {
+            kill_group(pgid);
+            break (child.wait()?, false, true);
         }
         let now = Instant::now();
         if now >= deadline {
             kill_group(pgid);
-            break (child.wait()?, true);
+            break (child.wait()?, true, false);
         }
         std::thread::sleep(nap.min(deadline - now));
         nap = (nap * 2).min(Duration::from_millis(25));
@@ -308,9 +373,14 @@ pub(crate) fn run_foreground(
     let (exit_code, signal) = exit_parts(status);
     let output = lock(&capture).text();
     Ok(RunOutput {
-        exit_code: if timed_out { None } else { exit_code },
+        exit_code: if timed_out || interrupted {
+            None
+        } else {
+            exit_code
+        },
         signal,
         timed_out,
+        interrupted,
         output,
         elapsed: start.elapsed(),
     })

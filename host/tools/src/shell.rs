@@ -52,8 +52,17 @@ pub(crate) fn shell(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> 
             Some(command.to_string()),
         )?;
     }
-    let run = run_foreground(ctx.workspace(), command, timeout, ctx.sandbox())
-        .map_err(|e| ToolError::io(format!("sh -c {command:?}"), e))?;
+    let run = run_foreground(
+        ctx.workspace(),
+        command,
+        timeout,
+        ctx.sandbox(),
+        ctx.cancel(),
+    )
+    .map_err(|e| ToolError::io(format!("sh -c {command:?}"), e))?;
+    if let Some(answer) = run.interrupted_answer() {
+        return Ok(Reply::error(answer));
+    }
     let mut out = run.output.clone();
     if !out.is_empty() && !out.ends_with('\n') {
         out.push('\n');

@@ -37,18 +37,20 @@ pub enum Input {
     Unsent(Vec<String>),
     /// The GROUP block (filled by the groups feature).
     Group(Option<GroupView>),
-    /// A permission request (filled by the permissions feature).
+    /// A permission prompt set by hand (the log's own requests fill the
+    /// modal as they commit).
     Permission(Option<PermissionPrompt>),
 }
 
 /// The user's answer to a permission prompt.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PermissionAnswer {
     /// Allow this once (`y`).
     Allow,
-    /// Deny (`n`).
-    Deny,
-    /// Allow this and the same from now on (`a`).
+    /// Deny (`n`, or `r` and a reason the model reads).
+    Deny(Option<String>),
+    /// Allow this and the same command (or path) for the rest of the
+    /// session (`a`).
     Always,
 }
 
@@ -71,8 +73,14 @@ pub enum Command {
     Group,
     /// `/sessions`.
     Sessions,
-    /// Answer the permission prompt.
-    Permission(PermissionAnswer),
+    /// Answer the permission prompt of a tool call.
+    Permission {
+        /// The call the prompt is about (an answer for another call is
+        /// stale and ignored).
+        call_id: String,
+        /// The answer.
+        answer: PermissionAnswer,
+    },
     /// Leave.
     Exit,
 }

@@ -22,9 +22,67 @@ pub const KEY_HELP: &[&str] = &[
     "Tab            complete a slash command",
 ];
 
+/// The permission modal's keys (see [`MODAL_HELP`]).
+pub const MODAL_HELP: &str =
+    "y allow once · a always (this session) · n deny · r deny with a reason";
+
 /// Handle a pasted text.
 pub fn on_paste(state: &mut UiState, text: &str) {
-    state.composer.insert(text);
+    if state.modal().is_some()
+        && let Some(reason) = state.deny_reason.as_mut()
+    {
+        reason.push_str(&text.replace('\n', " "));
+    } else {
+        state.composer.insert(text);
+    }
+}
+
+/// A key while the permission modal of `call_id` is up: `y`, `a`, `n` (or
+/// Esc) answer; `r` opens a reason line for a denial (Enter sends it, Esc
+/// goes back).
+fn modal_key(state: &mut UiState, call_id: String, code: KeyCode) -> Vec<Command> {
+    let answer = match state.deny_reason.as_mut() {
+        Some(reason) => match code {
+            KeyCode::Enter => {
+                let reason = state.deny_reason.take().unwrap_or_default();
+                let reason = reason.trim();
+                Some(PermissionAnswer::Deny(
+                    (!reason.is_empty()).then(|| reason.to_string()),
+                ))
+            }
+            KeyCode::Esc => {
+                state.deny_reason = None;
+                None
+            }
+            KeyCode::Backspace => {
+                reason.pop();
+                None
+            }
+            KeyCode::Char(c) => {
+                reason.push(c);
+                None
+            }
+            _ => None,
+        },
+        None => match code {
+            KeyCode::Char('y') => Some(PermissionAnswer::Allow),
+            KeyCode::Char('a') => Some(PermissionAnswer::Always),
+            KeyCode::Char('n') | KeyCode::Esc => Some(PermissionAnswer::Deny(None)),
+            KeyCode::Char('r') => {
+                state.deny_reason = Some(String::new());
+                None
+            }
+            _ => None,
+        },
+    };
+    match answer {
+        Some(answer) => {
+            state.answered = Some(call_id.clone());
+            state.deny_reason = None;
+            vec![Command::Permission { call_id, answer }]
+        }
+        None => Vec::new(),
+    }
 }
 
 /// Handle a key; the commands it emits, in order.
@@ -37,20 +95,12 @@ pub fn on_key(state: &mut UiState, key: KeyEvent) -> Vec<Command> {
     if !(ctrl && key.code == KeyCode::Char('c')) {
         state.exit_armed = false;
     }
-    if state.surface.durable().permission.is_some() {
-        let answer = match key.code {
-            KeyCode::Char('y') => Some(PermissionAnswer::Allow),
-            KeyCode::Char('n') | KeyCode::Esc => Some(PermissionAnswer::Deny),
-            KeyCode::Char('a') => Some(PermissionAnswer::Always),
-            _ => None,
-        };
-        if let Some(a) = answer {
-            state.surface.set_permission(None);
-            return vec![Command::Permission(a)];
-        }
-        if !(ctrl && key.code == KeyCode::Char('c')) {
-            return Vec::new();
-        }
+    if let Some(call_id) = state.modal().map(|p| p.call_id.clone())
+        && !(ctrl && key.code == KeyCode::Char('c'))
+    {
+        // The modal takes every key but Ctrl-C, which interrupts the turn
+        // (the waiting request is then denied as interrupted).
+        return modal_key(state, call_id, key.code);
     }
     if state.popup.is_some() && !ctrl {
         if matches!(key.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q')) {

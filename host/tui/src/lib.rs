@@ -27,5 +27,8 @@ pub mod widgets;
 
 pub use app::run;
 pub use event::{Command, Input, PermissionAnswer};
+/// The terminal library the keys come from (its key types drive
+/// [`keys::on_key`]).
+pub use ratatui::crossterm;
 pub use state::{Popup, UiState};
-pub use widgets::draw;
+pub use widgets::{draw, snapshot};

@@ -3,7 +3,7 @@
 
 use crate::composer::Composer;
 use crate::event::Input;
-use latch_surface::Surface;
+use latch_surface::{PermissionPrompt, Surface};
 
 /// Terminals narrower than this drop the sidebar behind a key.
 pub const SIDEBAR_MIN_WIDTH: u16 = 100;
@@ -45,6 +45,11 @@ pub struct UiState {
     pub quit_on_q: bool,
     /// The user asked to leave.
     pub quit: bool,
+    /// The call whose permission prompt the user answered: its modal stays
+    /// closed while the decision commits.
+    pub answered: Option<String>,
+    /// The reason typed for a denial (`r` in the modal), while it is typed.
+    pub deny_reason: Option<String>,
     /// Session, model and engine, for the status line.
     pub title: String,
 }
@@ -65,6 +70,8 @@ impl UiState {
             exit_armed: false,
             quit_on_q: false,
             quit: false,
+            answered: None,
+            deny_reason: None,
             title: title.into(),
         }
     }
@@ -112,6 +119,14 @@ impl UiState {
             Input::Group(g) => self.surface.set_group(g),
             Input::Permission(p) => self.surface.set_permission(p),
         }
+    }
+
+    /// The permission modal to show: the request the live process waits
+    /// on, unless the user already answered it.
+    pub fn modal(&self) -> Option<&PermissionPrompt> {
+        self.surface
+            .live_permission()
+            .filter(|p| self.answered.as_deref() != Some(p.call_id.as_str()))
     }
 
     /// True when the sidebar shows beside the transcript at `width`.

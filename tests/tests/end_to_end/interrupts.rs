@@ -1,7 +1,9 @@
 //! Interrupts and steering in the agent loop, against the real store, the
 //! embedded ContinuityEngine and the local wire-format server: an interrupt
 //! drops the provider stream at once and leaves a protocol-safe log; one
-//! between tool calls answers the rest as interrupted; a message typed
+//! between tool calls answers the rest as interrupted; one while a command
+//! runs kills its process group at once and answers its call as
+//! interrupted; a message typed
 //! while a turn runs is appended at the next safe boundary and reaches the
 //! next request.
 
@@ -241,6 +243,120 @@ fn steering_is_appended_at_the_next_safe_boundary() {
     let second = rig.server.requests()[1].body.to_string();
     assert!(second.contains("also check beta"), "{second}");
     assert!(control.take_steering().is_empty(), "delivered once");
+    rig.assert_protocol_safe();
+    drop(agent);
+}
+
+/// True while a process group `pgid` has a process in it.
+fn group_alive(pgid: &str) -> bool {
+    std::process::Command::new("kill")
+        .args(["-0", "--", &format!("-{pgid}")])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn an_interrupt_kills_a_running_command_and_answers_its_call_as_interrupted() {
+    // The command writes its process group (its shell's pid leads it),
+    // says it started, and would then run for half a minute.
+    let rig = rig(Script::new([
+        ScriptedTurn::text("Waiting.").with_tool_call(
+            "shell",
+            r#"{"command":"echo $$ > pgid.txt; echo started; sleep 30; echo never"}"#,
+        ),
+        ScriptedTurn::text("too late"),
+    ]));
+    let mut agent = rig.agent();
+    let control = agent.control();
+    let pgid_file = rig.ws.join("pgid.txt");
+    let interrupted_at = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let at = interrupted_at.clone();
+    let mut observer = |e: AgentEvent| {
+        if let AgentEvent::Committed {
+            event: EventKind::AssistantMessage { .. },
+            ..
+        } = e
+        {
+            // Interrupt once the command runs.
+            let (control, at, file) = (control.clone(), at.clone(), pgid_file.clone());
+            std::thread::spawn(move || {
+                let deadline = Instant::now() + Duration::from_secs(20);
+                while !file.exists() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                std::thread::sleep(Duration::from_millis(200));
+                *at.lock().unwrap() = Some(Instant::now());
+                control.interrupt();
+            });
+        }
+    };
+    let result = agent.run_turn("wait for it", &mut observer);
+    let waited = interrupted_at
+        .lock()
+        .unwrap()
+        .expect("interrupted")
+        .elapsed();
+    assert!(matches!(result, Err(AgentError::Interrupted)), "{result:?}");
+    assert!(
+        waited < Duration::from_secs(3),
+        "the turn ended {waited:?} after the interrupt; the running command was not stopped"
+    );
+    let pgid = std::fs::read_to_string(rig.ws.join("pgid.txt")).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while group_alive(pgid.trim()) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        !group_alive(pgid.trim()),
+        "the command's process group was killed"
+    );
+    let results: Vec<ToolResult> = rig
+        .events()
+        .into_iter()
+        .filter_map(|e| match e {
+            EventKind::ToolResult(r) => Some(r),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(results.len(), 1, "{results:?}");
+    let r = &results[0];
+    assert!(
+        r.is_error
+            && r.content
+                .starts_with("interrupted: the user stopped the turn"),
+        "{r:?}"
+    );
+    assert!(
+        r.content.contains("started") && !r.content.contains("never"),
+        "{r:?}"
+    );
+    // Every surface shows the call as interrupted.
+    let surface = latch_surface::Surface::replay(
+        &rig.session.id,
+        &rig.store.all_events(&rig.session.id).unwrap(),
+    );
+    assert!(
+        surface
+            .durable()
+            .transcript
+            .items()
+            .iter()
+            .any(|i| matches!(
+                i,
+                latch_surface::Item::Tool(t) if t.status == latch_surface::ToolStatus::Interrupted
+            ))
+    );
+    assert_eq!(
+        rig.server.requests().len(),
+        1,
+        "no request after the interrupt"
+    );
+    assert!(matches!(
+        rig.events().last(),
+        Some(EventKind::RunInterrupted { .. })
+    ));
     rig.assert_protocol_safe();
     drop(agent);
 }

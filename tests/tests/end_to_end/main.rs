@@ -35,6 +35,9 @@
 //! * [`trust`] — every attack of a hostile engine through the command line:
 //!   provenance, kernel-context poisoning and bloat, terminal injection,
 //!   suite detection, host-call bounds.
+//! * [`tui_modal`] — the terminal UI's permission modal: the command or
+//!   diff on screen, and `y` / `a` / `r` + a reason answering the real
+//!   agent through the TUI's approver.
 //! * [`web`] — `latch serve` over real HTTP and SSE: auth, bind, turns,
 //!   `Last-Event-ID` resume, snapshots, restart mid-turn.
 
@@ -57,4 +60,5 @@ mod recall;
 mod sandbox;
 mod skills;
 mod trust;
+mod tui_modal;
 mod web;

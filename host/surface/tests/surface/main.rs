@@ -4,6 +4,7 @@
 //! restart, at every prefix of the log.
 
 mod logs;
+mod slots;
 
 use latch_kernel::{EventKind, StoredEvent};
 use latch_surface::{Activity, ChildView, Delta, DividerKind, Item, Phase, Surface, ToolStatus};

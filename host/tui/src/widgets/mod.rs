@@ -9,8 +9,8 @@ pub mod transcript;
 pub mod wrap;
 
 use crate::state::UiState;
-use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout};
+use ratatui::{Frame, Terminal};
 
 /// Width of the sidebar beside the transcript.
 pub const SIDEBAR_WIDTH: u16 = 38;
@@ -43,4 +43,17 @@ pub fn draw(frame: &mut Frame, state: &UiState) {
     status::render_input(frame, input, state);
     status::render_status(frame, status_area, state);
     overlay::render(frame, main, state);
+}
+
+/// The screen as text rows, drawn at `width`×`height` on ratatui's test
+/// backend (for tests and golden checks; no terminal is touched).
+pub fn snapshot(state: &UiState, width: u16, height: u16) -> Vec<String> {
+    let Ok(mut terminal) = Terminal::new(ratatui::backend::TestBackend::new(width, height));
+    if terminal.draw(|f| draw(f, state)).is_err() {
+        return Vec::new();
+    }
+    let buf = terminal.backend().buffer();
+    (0..height)
+        .map(|y| (0..width).map(|x| buf[(x, y)].symbol()).collect())
+        .collect()
 }

@@ -10,17 +10,21 @@ use ratatui::widgets::{Block, Clear, Paragraph, Wrap};
 
 /// Draw whichever overlay is open over `area`.
 pub fn render(frame: &mut Frame, area: Rect, state: &UiState) {
-    if let Some(p) = &state.surface.durable().permission {
+    if let Some(p) = state.modal() {
+        let heading = if p.action.is_empty() {
+            format!("{} wants to run:", p.tool)
+        } else {
+            p.action.clone()
+        };
         let mut lines = vec![
-            Line::styled(
-                format!("{} wants to run:", p.tool),
-                Style::new().add_modifier(Modifier::BOLD),
-            ),
+            Line::styled(heading, Style::new().add_modifier(Modifier::BOLD)),
             Line::raw(p.subject.clone()),
             Line::raw(""),
         ];
         lines.extend(p.detail.iter().map(|l| {
-            let color = if l.starts_with('+') {
+            let color = if l.starts_with("+++") || l.starts_with("---") || l.starts_with("@@") {
+                Color::Cyan
+            } else if l.starts_with('+') {
                 Color::Green
             } else if l.starts_with('-') {
                 Color::Red
@@ -29,17 +33,31 @@ pub fn render(frame: &mut Frame, area: Rect, state: &UiState) {
             };
             Line::styled(l.clone(), Style::new().fg(color))
         }));
-        lines.push(Line::raw(""));
+        if !p.detail.is_empty() {
+            lines.push(Line::raw(""));
+        }
         if !p.reason.is_empty() {
             lines.push(Line::styled(
-                p.reason.clone(),
+                format!("asked because {}", p.reason),
                 Style::new().fg(Color::DarkGray),
             ));
         }
-        lines.push(Line::styled(
-            "y allow · n deny · a always allow",
-            Style::new().fg(Color::Yellow),
-        ));
+        match &state.deny_reason {
+            Some(reason) => {
+                lines.push(Line::styled(
+                    format!("deny — reason for the model: {reason}▏"),
+                    Style::new().fg(Color::Yellow),
+                ));
+                lines.push(Line::styled(
+                    "Enter denies · Esc goes back",
+                    Style::new().fg(Color::Yellow),
+                ));
+            }
+            None => lines.push(Line::styled(
+                crate::keys::MODAL_HELP,
+                Style::new().fg(Color::Yellow),
+            )),
+        }
         boxed(frame, area, " permission ", lines);
     } else if let Some(p) = &state.popup {
         let mut lines: Vec<Line> = p.lines.iter().map(|l| Line::raw(l.clone())).collect();

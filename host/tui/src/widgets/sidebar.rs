@@ -38,6 +38,14 @@ fn heading(out: &mut Vec<Line<'static>>, text: &str) {
     ));
 }
 
+/// How a figure the provider did not report shows: never as 0.
+pub const UNKNOWN: &str = "–";
+
+/// A reported figure, or [`UNKNOWN`].
+fn known(n: Option<u64>) -> String {
+    n.map_or_else(|| UNKNOWN.to_string(), |n| n.to_string())
+}
+
 /// Most entries of one kind the sidebar lists (the newest).
 pub const MAX_ENTRIES: usize = 6;
 
@@ -146,21 +154,27 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
     out.push(Line::raw(format!("workspace generation {}", d.generation)));
 
     heading(&mut out, "USAGE");
-    let (input, output) = d.usage.totals();
+    let (input, output) = d.usage.reported_totals();
     out.push(Line::raw(format!(
-        "{} requests · {input} in · {output} out",
-        d.usage.requests().len()
+        "{} requests · {} in · {} out",
+        d.usage.requests().len(),
+        known(input),
+        known(output)
     )));
     if let Some(last) = d.usage.last() {
+        out.push(Line::raw(format!(
+            "last: {} in · {} out",
+            known(last.input_tokens),
+            known(last.output_tokens)
+        )));
         let prefix = last
             .estimated_prefix_tokens
             .map(|p| format!("≈{p}"))
-            .unwrap_or_else(|| "unknown".into());
-        let read = last
-            .cache_read_tokens
-            .map(|r| r.to_string())
-            .unwrap_or_else(|| "unknown".into());
-        out.push(Line::raw(format!("last: prefix {prefix} · read {read}")));
+            .unwrap_or_else(|| UNKNOWN.into());
+        out.push(Line::raw(format!(
+            "prefix {prefix} · read {}",
+            known(last.cache_read_tokens)
+        )));
     }
     out.push(Line::raw(match d.usage.hit_rate() {
         Some(h) => format!("cache hit rate {:.1}%", h * 100.0),

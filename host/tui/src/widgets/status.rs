@@ -37,7 +37,7 @@ pub fn render_input(frame: &mut Frame, area: Rect, state: &UiState) {
     let col = before.rsplit('\n').next().unwrap_or("").width() as u16;
     let top = row.saturating_sub(inner.height.saturating_sub(1));
     frame.render_widget(Paragraph::new(lines).block(block).scroll((top, 0)), area);
-    if state.popup.is_none() && state.surface.durable().permission.is_none() {
+    if state.popup.is_none() && state.modal().is_none() {
         frame.set_cursor_position(Position {
             x: inner.x + col.min(inner.width.saturating_sub(1)),
             y: inner.y + row - top,

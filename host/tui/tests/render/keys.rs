@@ -106,6 +106,8 @@ fn a_permission_prompt_is_a_modal_with_the_command() {
         subject: "rm -rf target".into(),
         detail: vec!["-old line".into(), "+new line".into()],
         reason: "writes outside the workspace".into(),
+        call_id: "k9".into(),
+        ..PermissionPrompt::default()
     })));
     let rows = screen(&state, 120, 40);
     let all = rows.join("\n");
@@ -113,7 +115,7 @@ fn a_permission_prompt_is_a_modal_with_the_command() {
         all.contains("shell wants to run:") && all.contains("rm -rf target"),
         "{all}"
     );
-    assert!(all.contains("y allow · n deny · a always allow"), "{all}");
+    assert!(all.contains(latch_tui::keys::MODAL_HELP), "{all}");
     assert!(
         rows[39].contains("waiting for permission: shell"),
         "{}",
@@ -124,9 +126,48 @@ fn a_permission_prompt_is_a_modal_with_the_command() {
     assert!(state.composer.is_empty());
     assert_eq!(
         on_key(&mut state, key(KeyCode::Char('y'))),
-        [Command::Permission(PermissionAnswer::Allow)]
+        [Command::Permission {
+            call_id: "k9".into(),
+            answer: PermissionAnswer::Allow
+        }]
     );
     assert!(!screen(&state, 120, 40).join("\n").contains("wants to run"));
+    // Answered: keys go to the composer again.
+    on_key(&mut state, key(KeyCode::Char('y')));
+    assert_eq!(state.composer.text(), "y");
+}
+
+#[test]
+fn r_in_the_modal_denies_with_a_reason_the_user_types() {
+    let mut state = demo_state();
+    state.input(Input::Permission(Some(PermissionPrompt {
+        tool: "shell".into(),
+        subject: "make deploy".into(),
+        call_id: "k1".into(),
+        ..PermissionPrompt::default()
+    })));
+    assert!(on_key(&mut state, key(KeyCode::Char('r'))).is_empty());
+    typed(&mut state, "not on a friday");
+    on_key(&mut state, key(KeyCode::Backspace));
+    typed(&mut state, "y");
+    let all = screen(&state, 80, 24).join("\n");
+    assert!(
+        all.contains("reason for the model: not on a friday"),
+        "{all}"
+    );
+    // Esc leaves the reason line, not the modal.
+    on_key(&mut state, key(KeyCode::Esc));
+    assert!(state.deny_reason.is_none() && state.modal().is_some());
+    on_key(&mut state, key(KeyCode::Char('r')));
+    typed(&mut state, "use the staging target");
+    assert_eq!(
+        on_key(&mut state, key(KeyCode::Enter)),
+        [Command::Permission {
+            call_id: "k1".into(),
+            answer: PermissionAnswer::Deny(Some("use the staging target".into()))
+        }]
+    );
+    assert!(state.modal().is_none() && state.composer.is_empty());
 }
 
 #[test]

@@ -123,3 +123,35 @@ fn a_resize_reflows_the_transcript() {
         assert!(rows.iter().all(|r| r.chars().count() == w as usize));
     }
 }
+
+#[test]
+fn usage_the_provider_did_not_report_shows_as_unknown_never_zero() {
+    let usage = |input, output| EventKind::ProviderUsage {
+        input_tokens: input,
+        output_tokens: output,
+        cache_read_tokens: None,
+        cache_creation_tokens: None,
+        cache_miss_tokens: None,
+        common_prefix_tokens: None,
+        reasoning_tokens: None,
+        estimated_input_tokens: None,
+        provider: None,
+        model: None,
+    };
+    let event = |seq, kind| StoredEvent {
+        seq,
+        session: "s".into(),
+        time_ms: 0,
+        kind,
+    };
+    let mut surface = Surface::new("s");
+    surface.apply(&event(1, usage(None, None)));
+    let state = UiState::new(surface.clone(), "s");
+    let all = screen(&state, 120, 40).join("\n");
+    assert!(all.contains("1 requests · – in · – out"), "{all}");
+    assert!(all.contains("last: – in · – out"), "{all}");
+    surface.apply(&event(2, usage(Some(900), None)));
+    let all = screen(&UiState::new(surface, "s"), 120, 40).join("\n");
+    assert!(all.contains("2 requests · 900 in · – out"), "{all}");
+    assert!(all.contains("last: 900 in · – out"), "{all}");
+}
