@@ -5,7 +5,7 @@
 //! skill list to the engine as an extension source of every request (the
 //! session context's extension slot, priced in `extension-tokens`).
 
-use super::{Agent, ToolSet};
+use super::{Agent, AgentError, ToolSet};
 use latch_engine_sdk::estimate::estimate;
 use latch_engine_sdk::types::{EstimatorProfile, ExtensionSource, ToolCall, ToolResult};
 use latch_kernel::bound_tool_output;
@@ -39,6 +39,12 @@ impl ExtendedTools {
             profile,
             mcp,
         }
+    }
+
+    /// True for the calls this wrapper answers itself (`load_skill`, MCP).
+    fn handles_itself(&self, name: &str) -> bool {
+        (name == LOAD_SKILL && !self.skills.is_empty())
+            || self.mcp.as_ref().is_some_and(|m| m.handles(name))
     }
 
     /// The MCP tools, when servers are configured.
@@ -96,6 +102,26 @@ impl ToolSet for ExtendedTools {
 
     fn on_resume(&mut self) {
         self.base.on_resume();
+    }
+
+    // The base tools' sandbox and approval hooks hold through the wrapper:
+    // without them every command would run unconfined and unasked.
+    fn use_sandbox(&mut self, policy: &latch_sandbox::SandboxPolicy) -> Result<(), AgentError> {
+        self.base.use_sandbox(policy)
+    }
+
+    fn preview(&self, call: &ToolCall) -> Option<latch_tools::Preview> {
+        if self.handles_itself(&call.name) {
+            return None;
+        }
+        self.base.preview(call)
+    }
+
+    fn execute_escalated(&mut self, call: &ToolCall) -> ToolResult {
+        if self.handles_itself(&call.name) {
+            return self.execute(call);
+        }
+        self.base.execute_escalated(call)
     }
 
     fn shutdown(&mut self) {
