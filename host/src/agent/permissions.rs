@@ -90,6 +90,15 @@ fn denial(call: &ToolCall, text: String) -> EventKind {
 pub const INTERRUPTED_DENIAL: &str = "denied: this call waited for the user's approval when Latch stopped, so it never ran. Ask again if it is still needed.";
 
 impl Agent {
+    /// Let `port` decide this agent's permission requests from now on: a
+    /// surface that asks its user (the web page). Children keep theirs.
+    /// No effect on an agent built without permission settings.
+    pub fn set_decision_port(&mut self, port: Arc<dyn DecisionPort>) {
+        if let Some(p) = self.options.permissions.as_mut() {
+            p.port = Some(port);
+        }
+    }
+
     /// Decide `call` before it runs (see the module docs).
     pub(crate) fn permit(
         &mut self,
