@@ -14,7 +14,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use latch_engine_sdk::types::{ContextReport, Event, ModelProfile};
 use latch_kernel::{EventKind, SessionRecord, Store};
 use latch_web::backend::Sink;
-use latch_web::{Backend, BackendError, Signal, WebConfig};
+use latch_web::{Approvals, Backend, BackendError, Signal, WebConfig};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -25,6 +25,7 @@ struct Committer {
     store: Arc<Store>,
     workspace: String,
     per_turn: usize,
+    approvals: Approvals,
 }
 
 fn unsupported() -> BackendError {
@@ -69,6 +70,12 @@ impl Backend for Committer {
     fn recall(&self, _: &str, _: &str, _: u32) -> Result<Vec<Event>, BackendError> {
         Err(unsupported())
     }
+    fn interrupt(&self, _: &str) -> Result<(), BackendError> {
+        Err(unsupported())
+    }
+    fn approvals(&self) -> &Approvals {
+        &self.approvals
+    }
 }
 
 struct Bench {
@@ -103,6 +110,7 @@ fn start(per_turn: usize, snapshot_after: usize, prefill: usize) -> Bench {
         store: store.clone(),
         workspace,
         per_turn,
+        approvals: Approvals::new(),
     });
     let mut config = WebConfig::new(TOKEN);
     config.snapshot_after = snapshot_after;

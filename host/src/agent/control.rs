@@ -17,7 +17,7 @@
 //! [`Agent::set_decision_port`].
 
 use super::repair::INTERRUPTED_RESULT;
-use super::{Agent, AgentError, AgentEvent, DecisionPort};
+use super::{Agent, AgentError, AgentEvent};
 use latch_engine_sdk::types::{Part, ToolResult};
 use latch_kernel::EventKind;
 use std::collections::VecDeque;
@@ -95,20 +95,6 @@ impl Agent {
     /// The handle that interrupts and steers this agent's turns.
     pub fn control(&self) -> TurnControl {
         self.control.clone()
-    }
-
-    /// Ask `port` from now on when a tool call needs the user's approval
-    /// (a surface that answers in its own way, e.g. the terminal UI's
-    /// modal). An agent built without an approval policy asks nobody;
-    /// then nothing changes and this returns false.
-    pub fn set_decision_port(&mut self, port: Arc<dyn DecisionPort>) -> bool {
-        match self.options.permissions.as_mut() {
-            Some(p) => {
-                p.port = Some(port);
-                true
-            }
-            None => false,
-        }
     }
 
     /// A new turn starts: an interrupt meant for an earlier one is void.

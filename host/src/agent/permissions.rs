@@ -90,6 +90,21 @@ fn denial(call: &ToolCall, text: String) -> EventKind {
 pub const INTERRUPTED_DENIAL: &str = "denied: this call waited for the user's approval when Latch stopped, so it never ran. Ask again if it is still needed.";
 
 impl Agent {
+    /// Let `port` decide this agent's permission requests from now on: a
+    /// surface that asks its user in its own way (the terminal UI's modal,
+    /// the web page). Children keep theirs. An agent built without
+    /// permission settings asks nobody; then nothing changes and this
+    /// returns false.
+    pub fn set_decision_port(&mut self, port: Arc<dyn DecisionPort>) -> bool {
+        match self.options.permissions.as_mut() {
+            Some(p) => {
+                p.port = Some(port);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Decide `call` before it runs (see the module docs).
     pub(crate) fn permit(
         &mut self,

@@ -3,18 +3,21 @@
 //! Wires [`latch_web`] to the same agent API the CLI uses: each session's
 //! [`Agent`] is built once per process (resuming it settles what an earlier
 //! process left) and runs turns on the server's blocking threads, so a page
-//! that closes never cancels a run.
+//! that closes never cancels a run. The page interrupts a turn through the
+//! agent's [`TurnControl`] and answers its permission requests through a
+//! [`DecisionPort`] ([`WebApprover`]) that waits on the server's
+//! [`Approvals`].
 
 use super::GlobalArgs;
 use super::setup::{self, Env, ProviderChoice};
-use crate::agent::{Agent, AgentEvent};
+use crate::agent::{Agent, AgentError, AgentEvent, Decision, DecisionPort, TurnControl};
 use anyhow::Context;
 use clap::Args;
 use latch_engine_sdk::types::{ContextReport, Event};
-use latch_kernel::{SessionRecord, Store};
+use latch_kernel::{PermissionRequest, SessionRecord, Store};
 use latch_surface::Delta;
 use latch_web::backend::Sink;
-use latch_web::{Backend, BackendError, Signal, WebConfig};
+use latch_web::{Answer, Approvals, Backend, BackendError, Signal, WebConfig};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::IpAddr;
@@ -44,6 +47,35 @@ pub struct AgentBackend {
     provider: ProviderChoice,
     workspace: String,
     agents: Mutex<HashMap<String, Arc<Mutex<Agent>>>>,
+    /// Each built agent's turn control, reachable while its turn runs
+    /// (the agent itself is locked by the turn).
+    controls: Mutex<HashMap<String, TurnControl>>,
+    approvals: Arc<Approvals>,
+}
+
+/// The web page as a session's decision port: a request waits until the
+/// page answers it (`POST /api/sessions/{id}/permissions/{call_id}`) or
+/// the turn is interrupted, which denies it.
+pub struct WebApprover {
+    approvals: Arc<Approvals>,
+    session: String,
+    control: TurnControl,
+}
+
+/// What the model reads when the user interrupted the turn while a
+/// request waited.
+pub const INTERRUPTED_WAIT: &str = "the user interrupted the turn before answering";
+
+impl DecisionPort for WebApprover {
+    fn decide(&self, request: &PermissionRequest) -> Decision {
+        let stop = || self.control.is_interrupted();
+        match self.approvals.wait(&self.session, &request.call_id, stop) {
+            Some(Answer::Allow) => Decision::Once,
+            Some(Answer::Always) => Decision::Session,
+            Some(Answer::Deny(reason)) => Decision::Deny(reason),
+            None => Decision::Deny(Some(INTERRUPTED_WAIT.into())),
+        }
+    }
 }
 
 impl AgentBackend {
@@ -57,6 +89,8 @@ impl AgentBackend {
             provider,
             workspace,
             agents: Mutex::new(HashMap::new()),
+            controls: Mutex::new(HashMap::new()),
+            approvals: Arc::new(Approvals::new()),
         })
     }
 
@@ -80,6 +114,16 @@ impl AgentBackend {
         let mut agent = setup::build_agent(&self.env, record, &self.provider, "web")
             .map_err(|e| BackendError::Failed(format!("{e:#}")))?;
         agent.resume(&mut observer(on)).map_err(failed)?;
+        let control = agent.control();
+        agent.set_decision_port(Arc::new(WebApprover {
+            approvals: self.approvals.clone(),
+            session: id.to_string(),
+            control: control.clone(),
+        }));
+        self.controls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string(), control);
         let agent = Arc::new(Mutex::new(agent));
         agents.insert(id.to_string(), agent.clone());
         Ok(agent)
@@ -129,10 +173,11 @@ impl Backend for AgentBackend {
 
     fn run_turn(&self, session: &str, text: &str, on: Sink<'_>) -> Result<(), BackendError> {
         self.with_agent(session, on, |agent, on| {
-            agent
-                .run_turn(text, &mut observer(on))
-                .map(drop)
-                .map_err(failed)
+            match agent.run_turn(text, &mut observer(on)) {
+                Ok(_) => Ok(()),
+                Err(e @ AgentError::Interrupted) => Err(BackendError::Interrupted(e.to_string())),
+                Err(e) => Err(failed(e)),
+            }
         })
     }
 
@@ -158,6 +203,24 @@ impl Backend for AgentBackend {
         self.with_agent(session, &mut |_| {}, |agent, _| {
             agent.recall(query, limit).map_err(failed)
         })
+    }
+
+    fn interrupt(&self, session: &str) -> Result<(), BackendError> {
+        // No agent yet: its turn has not started, and the server repeats
+        // the interrupt until the turn ends.
+        if let Some(control) = self
+            .controls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session)
+        {
+            control.interrupt();
+        }
+        Ok(())
+    }
+
+    fn approvals(&self) -> &Approvals {
+        &self.approvals
     }
 }
 

@@ -33,6 +33,7 @@
 #![warn(missing_docs)]
 
 pub mod activity;
+pub mod catch_up;
 pub mod children;
 pub mod slash;
 pub mod slots;
@@ -41,6 +42,7 @@ pub mod transcript;
 pub mod usage;
 
 pub use activity::{Activity, Delta, Phase};
+pub use catch_up::{catch_up, replay_live, surface_of};
 pub use children::{ChildView, Children};
 pub use slash::{SLASH_COMMANDS, Slash, SlashError, complete as complete_slash};
 pub use slots::{GroupView, PermissionPrompt};

@@ -5,6 +5,7 @@
 //! agent blocks; the server calls them on blocking threads, never on a
 //! request's task, so closing a page never cancels a run.
 
+use crate::approvals::Approvals;
 use latch_engine_sdk::types::{ContextReport, Event};
 use latch_kernel::{SessionRecord, Store};
 use latch_surface::Delta;
@@ -31,6 +32,9 @@ pub enum BackendError {
     /// The agent, engine, provider or store failed.
     #[error("{0}")]
     Failed(String),
+    /// The user interrupted the turn (it committed `run_interrupted`).
+    #[error("{0}")]
+    Interrupted(String),
 }
 
 /// The sink a command reports its signals to.
@@ -57,4 +61,11 @@ pub trait Backend: Send + Sync + 'static {
     fn context_report(&self, session: &str) -> Result<ContextReport, BackendError>;
     /// Recall original events for a query through the engine.
     fn recall(&self, session: &str, query: &str, limit: u32) -> Result<Vec<Event>, BackendError>;
+    /// Stop the session's running turn at once (not blocking): the stream
+    /// in flight is dropped, a permission wait ends denied, and the turn
+    /// commits `RunInterrupted` as it returns.
+    fn interrupt(&self, session: &str) -> Result<(), BackendError>;
+    /// Where the page's answers to permission requests go: the session's
+    /// decision port waits on it.
+    fn approvals(&self) -> &Approvals;
 }

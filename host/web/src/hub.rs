@@ -20,8 +20,8 @@ const CAPACITY: usize = 1_024;
 /// One message of a feed.
 #[derive(Clone, Debug)]
 pub enum Out {
-    /// A committed event (sent with `id: <seq>`).
-    Event(StoredEvent),
+    /// A committed event (sent with `id: <seq>`), boxed: events are large.
+    Event(Box<StoredEvent>),
     /// A transient message (sent without an id): its SSE event name and
     /// JSON data.
     Transient(&'static str, Value),
@@ -92,7 +92,7 @@ impl Hub {
                 Ok(events) => {
                     for e in events {
                         *mark = e.seq;
-                        let _ = feed.tx.send(Arc::new(Out::Event(e)));
+                        let _ = feed.tx.send(Arc::new(Out::Event(Box::new(e))));
                     }
                 }
                 Err(e) => tracing::warn!("web feed of {session}: {e}"),

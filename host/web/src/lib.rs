@@ -8,14 +8,17 @@
 //! nothing here writes to the store except through the backend's commands.
 //!
 //! * [`backend`] — the port the binary implements: sessions, turns, commands.
+//! * [`approvals`] — permission answers from the page to the waiting agent.
 //! * [`bind`] — the loopback-only bind rule.
-//! * [`log`] — what a session's surface reads from the store after a seq.
+//! * [`log`] — what the page shows of a session: the surface, its slots
+//!   filled, and the permission request it waits on.
 //! * [`hub`] — per-session fan-out of committed events and transient deltas.
 //! * [`view`] — the reducers' state as JSON (snapshots, the page's model).
 //! * [`server`] — the axum router: auth, the `/api/` routes, SSE, the page.
 
 #![warn(missing_docs)]
 
+pub mod approvals;
 pub mod backend;
 pub mod bind;
 pub mod hub;
@@ -23,6 +26,7 @@ pub mod log;
 pub mod server;
 pub mod view;
 
+pub use approvals::{Answer, Approvals};
 pub use backend::{Backend, BackendError, Signal};
 pub use bind::{BindError, check_bind};
 pub use server::{WebConfig, router, serve};

@@ -1,61 +1,117 @@
-//! What a session's surface reads from the store: its own events, the
-//! workspace-wide events of the other sessions of its workspace and its
-//! children's reports and deliveries, in sequence order.
+//! What the web surface shows of a session, read from the store: the
+//! shared reducers' surface ([`latch_surface::surface_of`]) with its two
+//! extension slots filled — the GROUP block from the kernel's group
+//! presentation ([`latch_kernel::group::present`]) and the permission
+//! prompt from the request the session's live run waits on — and that
+//! request itself, which the page answers.
+//!
+//! Every part is a function of the log up to the surface's watermark (and
+//! of whether this process drives the run), so a snapshot at a seq and the
+//! state a live page reduced to that seq agree.
 
-use latch_kernel::{Store, StoredEvent};
-use latch_surface::Surface;
+use latch_kernel::group::{GroupError, GroupPort, GroupState, present};
+use latch_kernel::{PermissionKind, PermissionLog, PermissionRequest, Store, StoredEvent};
+use latch_surface::{GroupView, PermissionPrompt, Surface};
 
-const PAGE: u32 = 2_000;
+pub use latch_surface::catch_up;
 
-/// The reducer input of `session` after `after`, ascending, without
-/// duplicates.
-pub fn catch_up(
-    store: &Store,
-    session: &str,
-    workspace: &str,
-    after: u64,
-) -> Result<Vec<StoredEvent>, latch_kernel::StoreError> {
-    let mut events = Vec::new();
-    let mut from = after;
-    loop {
-        let page = store.workspace_log(session, workspace, from, PAGE)?;
-        let full = page.len() == PAGE as usize;
-        from = page.last().map_or(from, |e| e.seq);
-        events.extend(page);
-        if !full {
-            break;
-        }
-    }
-    events.extend(store.agent_log(session, after)?);
-    events.sort_by_key(|e| e.seq);
-    events.dedup_by_key(|e| e.seq);
-    Ok(events)
+/// A session as the page sees it.
+#[derive(Clone, Debug)]
+pub struct Observed {
+    /// The reducers' surface, slots filled.
+    pub surface: Surface,
+    /// The permission request the live run waits on, if any: what
+    /// `POST /api/sessions/{id}/permissions/{call_id}` answers.
+    pub permission: Option<PermissionRequest>,
 }
 
-/// The surface of `session` as the log says it now. Runs opened after
-/// `live_since` are shown as driven by this process.
-pub fn surface_of(
+/// Observe `session` as the log says it now. Runs opened after
+/// `live_since` are driven by this process (see
+/// [`latch_surface::surface_of`]).
+pub fn observe(
     store: &Store,
     session: &str,
     workspace: &str,
     live_since: Option<u64>,
-) -> Result<Surface, latch_kernel::StoreError> {
-    let mut surface = Surface::new(session);
+) -> Result<Observed, GroupError> {
     let events = catch_up(store, session, workspace, 0)?;
-    let mut pending_live = live_since;
-    for e in &events {
-        if let Some(since) = pending_live
-            && e.seq > since
-        {
-            // Everything up to `since` is applied: runs opened from here on
-            // are this process's.
-            surface.go_live();
-            pending_live = None;
+    let mut surface = latch_surface::replay_live(session, &events, live_since);
+    let permission = waiting_request(&surface, session, &events);
+    surface.set_permission(permission.as_ref().map(prompt));
+    let root = store
+        .session(session)?
+        .parent
+        .unwrap_or_else(|| session.to_string());
+    surface.set_group(group_block(store, &root, surface.durable().watermark)?);
+    Ok(Observed {
+        surface,
+        permission,
+    })
+}
+
+/// The request the session's live run waits on: the latest one without a
+/// decision or a result. None when no run of this process is open (a
+/// request an earlier process left is denied as interrupted on resume, so
+/// nobody can answer it).
+pub fn waiting_request(
+    surface: &Surface,
+    session: &str,
+    events: &[StoredEvent],
+) -> Option<PermissionRequest> {
+    if !surface.run_is_live() {
+        return None;
+    }
+    let log = PermissionLog::replay(
+        events
+            .iter()
+            .filter(|e| e.session == session)
+            .map(|e| &e.kind),
+    );
+    log.pending().last().cloned()
+}
+
+/// The prompt the permission slot shows for `request`: the command, or the
+/// edit's diff in full, and why it is asked.
+pub fn prompt(request: &PermissionRequest) -> PermissionPrompt {
+    let mut detail: Vec<String> = match request.kind {
+        PermissionKind::Edit => request
+            .diff
+            .as_deref()
+            .map(|d| d.lines().map(str::to_string).collect())
+            .unwrap_or_default(),
+        PermissionKind::Command | PermissionKind::Escalation => {
+            request.command.iter().cloned().collect()
         }
-        surface.apply(e);
+    };
+    if let Some(why) = &request.model_reason {
+        detail.push(format!("the model says: {why}"));
     }
-    if pending_live.is_some() {
-        surface.go_live();
+    PermissionPrompt {
+        tool: request.tool.clone(),
+        subject: request.subject(),
+        detail,
+        reason: request.reason.clone(),
     }
-    Ok(surface)
+}
+
+/// The group of `root` as of `upto`.
+pub fn group_state(store: &Store, root: &str, upto: u64) -> Result<GroupState, GroupError> {
+    let events = store.group_log(root, 0)?;
+    Ok(GroupState::replay(events.iter().filter(|e| e.seq <= upto)))
+}
+
+/// The GROUP block of `root`'s group as of `upto` (None without a group):
+/// the `/group` text, its first line as the title.
+fn group_block(store: &Store, root: &str, upto: u64) -> Result<Option<GroupView>, GroupError> {
+    let state = group_state(store, root, upto)?;
+    if !state.exists() {
+        return Ok(None);
+    }
+    let text = present::render(&state);
+    let mut lines = text.lines().map(str::to_string);
+    let title = lines.next().unwrap_or_default();
+    Ok(Some(GroupView {
+        title,
+        lines: lines.collect(),
+    }))
 }

@@ -1,20 +1,23 @@
 //! The reducers' state as JSON: what a snapshot carries and what the page
-//! renders. A pure function of a [`Surface`]; the shape is documented in
+//! renders. A pure function of an [`Observed`] session; the shape is documented in
 //! the README's "Web surface" section.
 
-use latch_surface::{
-    Activity, DiffLine, DividerKind, Durable, Item, Phase, Surface, ToolRow, ToolStatus,
-};
+use crate::log::Observed;
+use latch_surface::{Activity, DiffLine, DividerKind, Durable, Item, Phase, ToolRow, ToolStatus};
 use serde_json::{Value, json};
 
-/// The whole state of a surface: its durable part, what it is doing now,
-/// streamed text not committed yet and the last `/context` report.
-pub fn state(s: &Surface) -> Value {
+/// The whole state of an observed session: its durable part, what it is
+/// doing now, streamed text not committed yet, the last `/context` report
+/// and the permission request waiting for an answer (with the `call_id`
+/// the answer names).
+pub fn state(o: &Observed) -> Value {
+    let s = &o.surface;
     json!({
         "durable": durable(s.durable()),
         "activity": activity(&s.activity()),
         "streaming": s.streaming(),
         "report": s.report(),
+        "permission": o.permission,
     })
 }
 

@@ -7,9 +7,12 @@
 //! closed mid-turn that cancels nothing, and a server killed mid-turn.
 //!
 //! * [`browser`] — the page in headless Chromium.
+//! * [`control`] — interrupts, permission answers and the group view.
 
 #[path = "web_browser.rs"]
 mod browser;
+#[path = "web_control.rs"]
+mod control;
 
 use latch_kernel::Store;
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};

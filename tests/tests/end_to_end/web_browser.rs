@@ -155,3 +155,57 @@ fn the_page_streams_a_turn_survives_closing_and_shows_it_finished() {
         c.close().await.unwrap();
     });
 }
+
+#[test]
+fn the_page_answers_a_permission_prompt_and_stops_a_turn() {
+    let rt = runtime();
+    let ws = project();
+    let provider = rt
+        .block_on(FakeServer::start(Script::new([
+            ScriptedTurn::text("Reading it first.")
+                .with_tool_call("read_file", r#"{"path":"src/math.sh"}"#),
+            ScriptedTurn::text("Fixing the operator.").with_tool_call(
+                "edit_file",
+                r#"{"path":"src/math.sh","old_string":"$1 - $2","new_string":"$1 + $2"}"#,
+            ),
+            ScriptedTurn::text("Checking it.")
+                .with_tool_call("shell", r#"{"command":"touch checked.txt"}"#),
+        ])))
+        .unwrap();
+    let served: Served = serve(ws.path(), &provider, &["--approval", "untrusted"]);
+    let drv = driver();
+    let profile = tempfile::tempdir().unwrap();
+    rt.block_on(async {
+        let id = served.new_session().await;
+        let c = browser(drv.1, profile.path()).await;
+        let page = format!("{}/?token={}#{id}", served.base, served.token);
+        c.goto(&page).await.unwrap();
+        until(&c, "the live stream", "document.getElementById('status').innerText.startsWith('live')").await;
+        let input = c.find(Locator::Css("#input")).await.unwrap();
+        input.send_keys("fix add").await.unwrap();
+        c.find(Locator::Css("#send")).await.unwrap().click().await.unwrap();
+
+        // The edit waits for the page: its prompt shows the diff and why.
+        until(&c, "the edit's prompt", "!document.getElementById('permission').hidden").await;
+        until(&c, "the diff in the prompt", "[...document.querySelectorAll('#permission .diff .added')].some(l => l.innerText.includes('$1 + $2'))").await;
+        until(&c, "why it asks", "document.getElementById('permission').innerText.includes('untrusted')").await;
+        until(&c, "the Stop button", "!document.getElementById('interrupt').hidden").await;
+        let png = c.screenshot().await.unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/web-permission.png");
+        std::fs::write(&path, &png).unwrap();
+        let math = ws.path().join("src/math.sh");
+        assert!(std::fs::read_to_string(&math).unwrap().contains("$1 - $2"));
+        c.find(Locator::Css("#permission-allow")).await.unwrap().click().await.unwrap();
+
+        // Allowed: the edit is made; the command asks next; Esc stops the
+        // turn while it waits, which denies it.
+        until(&c, "the command's prompt", "document.getElementById('permission').innerText.includes('touch checked.txt')").await;
+        assert!(std::fs::read_to_string(&math).unwrap().contains("$1 + $2"));
+        c.find(Locator::Css("#input")).await.unwrap().send_keys("\u{e00c}").await.unwrap();
+        until(&c, "the interruption", &format!("{TRANSCRIPT}.includes('interrupted')")).await;
+        until(&c, "the prompt gone", "document.getElementById('permission').hidden").await;
+        until(&c, "the Stop button gone", "document.getElementById('interrupt').hidden").await;
+        assert!(!ws.path().join("checked.txt").exists());
+        c.close().await.unwrap();
+    });
+}

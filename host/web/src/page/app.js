@@ -4,7 +4,7 @@
 // drop; transient deltas (streamed text) are shown until the commit lands.
 "use strict";
 
-const SLASH = ["/context", "/compact", "/recall ", "/resume"];
+const SLASH = ["/context", "/compact", "/recall ", "/resume", "/group", "/interrupt"];
 let current = null;     // session id
 let source = null;      // EventSource
 let lastSeq = 0;        // last durable seq rendered
@@ -102,13 +102,11 @@ function render(state) {
   lastSeq = Math.max(lastSeq, d.seq);
   const t = $("transcript");
   t.replaceChildren(...d.transcript.map(renderItem));
-  if (d.permission) {
-    const p = el("div", "item permission", "Permission needed: " + d.permission.tool + " " + d.permission.subject + " — " + d.permission.reason);
-    t.appendChild(p);
-  }
+  renderPermission(state.permission, d.permission);
   $("streaming").textContent = state.streaming || "";
   t.scrollTop = t.scrollHeight;
   $("activity").textContent = state.activity.label;
+  running(!["idle", "interrupted"].includes(state.activity.kind));
   const task = $("task");
   task.replaceChildren();
   Object.entries(d.task || {}).forEach(([k, v]) => {
@@ -130,6 +128,73 @@ function render(state) {
   const g = $("group");
   g.replaceChildren();
   if (d.group) { g.appendChild(el("div", "kv", d.group.title)); d.group.lines.forEach((l) => g.appendChild(el("div", "kv", l))); }
+}
+
+// The permission prompt: the command or the edit's diff in full, why it is
+// asked, and the three answers (a denial may carry a reason for the model).
+function renderPermission(request, prompt) {
+  const box = $("permission");
+  if (!request || !prompt) {
+    box.hidden = true;
+    box.replaceChildren();
+    delete box.dataset.request;
+    return;
+  }
+  if (box.dataset.request === request.call_id) return; // keep a reason being typed
+  box.dataset.request = request.call_id;
+  box.replaceChildren();
+  box.appendChild(el("div", "title", request.tool + " asks: " + prompt.subject));
+  const pre = el("pre", request.kind === "edit" ? "diff" : "command");
+  prompt.detail.forEach((line) => {
+    const k = request.kind !== "edit" ? "" : line.startsWith("+") && !line.startsWith("+++") ? "added"
+      : line.startsWith("-") && !line.startsWith("---") ? "removed" : line.startsWith("@@") ? "header" : "";
+    pre.appendChild(el("div", k, line));
+  });
+  box.appendChild(pre);
+  box.appendChild(el("div", "why", "asked because " + prompt.reason));
+  const reason = el("input", "reason");
+  reason.id = "permission-reason";
+  reason.placeholder = "reason for a denial (optional)";
+  const answer = (decision) => async () => {
+    box.querySelectorAll("button").forEach((b) => { b.disabled = true; });
+    try {
+      await api("/sessions/" + current + "/permissions/" + encodeURIComponent(request.call_id), {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ decision, reason: reason.value || null }),
+      });
+    } catch (_) {
+      box.querySelectorAll("button").forEach((b) => { b.disabled = false; });
+    }
+  };
+  const row = el("div", "answers");
+  [["allow", "Allow"], ["always", "Always (this session)"], ["deny", "Deny"]].forEach(([d, label]) => {
+    const b = el("button", "answer-" + d, label);
+    b.type = "button";
+    b.id = "permission-" + d;
+    b.addEventListener("click", answer(d));
+    row.appendChild(b);
+  });
+  row.appendChild(reason);
+  box.appendChild(row);
+  box.hidden = false;
+}
+
+async function interrupt() {
+  if (!current) return;
+  const r = await api("/sessions/" + current + "/interrupt", { method: "POST" });
+  status((r.stopped ? "interrupted · " : "stopping · ") + current);
+  scheduleRefresh();
+}
+
+async function showGroup() {
+  const g = await api("/sessions/" + current + "/group");
+  const box = $("group");
+  box.replaceChildren(...g.text.trimEnd().split("\n").map((l) => el("div", "kv", l)));
+}
+
+function running(on) {
+  $("interrupt").hidden = !on;
 }
 
 async function refresh() {
@@ -176,6 +241,8 @@ async function open(id) {
   source.addEventListener("turn", (e) => {
     const t = JSON.parse(e.data);
     if (t.state === "failed") notice("The turn failed: " + t.error);
+    if (t.state === "interrupted") notice("Interrupted: " + t.reason);
+    running(false);
     scheduleRefresh();
     loadSessions().catch(() => {});
   });
@@ -200,6 +267,12 @@ async function send(text) {
       notice(r.events.length + " event(s) recalled for “" + arg + "”");
     } else if (cmd === "/resume") {
       await api("/sessions/" + id + "/resume", { method: "POST" });
+    } else if (cmd === "/group") {
+      await showGroup();
+      return;
+    } else if (cmd === "/interrupt") {
+      await interrupt();
+      return;
     } else {
       notice("Unknown command " + cmd + ": try " + SLASH.join(" "));
     }
@@ -212,6 +285,7 @@ async function send(text) {
     body: JSON.stringify({ text }),
   });
   status("running · " + id);
+  running(true);
 }
 
 function complete() {
@@ -237,6 +311,11 @@ async function main() {
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
   });
   $("input").addEventListener("input", complete);
+  $("interrupt").addEventListener("click", () => interrupt().catch(() => {}));
+  // Esc stops the running turn, as in the terminal.
+  document.addEventListener("keydown", (e) => {
+    if (e.key === "Escape" && !$("interrupt").hidden) { e.preventDefault(); interrupt().catch(() => {}); }
+  });
   $("new-session").addEventListener("click", async () => {
     const s = await api("/sessions", { method: "POST" });
     await open(s.id);

@@ -5,18 +5,19 @@
 //! Commands run on blocking threads that no request owns, so closing the
 //! page or dropping the connection never cancels them.
 
-use super::AppState;
+use super::{AppState, Running};
 use crate::backend::{BackendError, Signal};
 use crate::{log, view};
 use axum::Json;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use latch_kernel::group::GroupError;
 use latch_kernel::{SessionRecord, StoreError};
 use latch_surface::Delta;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -37,6 +38,7 @@ impl From<BackendError> for ApiError {
             BackendError::NotFound(_) => StatusCode::NOT_FOUND,
             BackendError::BadRequest(_) => StatusCode::BAD_REQUEST,
             BackendError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            BackendError::Interrupted(_) => StatusCode::CONFLICT,
         };
         ApiError(status, e.to_string())
     }
@@ -48,10 +50,17 @@ impl From<StoreError> for ApiError {
     }
 }
 
-type ApiResult = Result<Response, ApiError>;
+impl From<GroupError> for ApiError {
+    fn from(e: GroupError) -> ApiError {
+        ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+    }
+}
+
+/// What a handler returns.
+pub(crate) type ApiResult = Result<Response, ApiError>;
 
 /// Run blocking work off the async workers.
-async fn blocking<T: Send + 'static>(
+pub(crate) async fn blocking<T: Send + 'static>(
     f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     tokio::task::spawn_blocking(f)
@@ -87,12 +96,14 @@ pub async fn list(State(state): State<Arc<AppState>>) -> ApiResult {
     let st = state.clone();
     let sessions =
         blocking(move || Ok(st.backend.store().list_sessions(st.backend.workspace())?)).await?;
-    let busy = state.busy.lock().unwrap_or_else(|p| p.into_inner()).clone();
-    fn nest(
-        s: &SessionRecord,
-        all: &[SessionRecord],
-        busy: &std::collections::HashSet<String>,
-    ) -> Value {
+    let busy: HashSet<String> = state
+        .busy
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .keys()
+        .cloned()
+        .collect();
+    fn nest(s: &SessionRecord, all: &[SessionRecord], busy: &HashSet<String>) -> Value {
         let mut kids: Vec<&SessionRecord> = all
             .iter()
             .filter(|c| c.parent.as_deref() == Some(s.id.as_str()))
@@ -121,13 +132,13 @@ pub async fn show(State(state): State<Arc<AppState>>, Path(id): Path<String>) ->
     let st = state.clone();
     let value = blocking(move || {
         known(&st, &id)?;
-        let surface = log::surface_of(
+        let observed = log::observe(
             st.backend.store(),
             &id,
             st.backend.workspace(),
             st.hub.live_since(&id),
         )?;
-        Ok(json!({ "session": id, "state": view::state(&surface) }))
+        Ok(json!({ "session": id, "state": view::state(&observed) }))
     })
     .await?;
     Ok(Json(value).into_response())
@@ -141,23 +152,34 @@ pub struct MessageBody {
 }
 
 /// Claim `id` for one command, or 409.
-fn claim(state: &AppState, id: &str) -> Result<(), ApiError> {
+fn claim(state: &AppState, id: &str, running: Running) -> Result<(), ApiError> {
     let mut busy = state.busy.lock().unwrap_or_else(|p| p.into_inner());
-    if !busy.insert(id.to_string()) {
+    if let Some(now) = busy.get(id) {
+        let what = match now {
+            Running::Turn { .. } => {
+                format!("a turn (POST /api/sessions/{id}/interrupt stops it)")
+            }
+            Running::Command => "a command".to_string(),
+        };
         return Err(ApiError(
             StatusCode::CONFLICT,
-            format!("session {id} is running a command; wait for its `turn` event and send again"),
+            format!("session {id} is running {what}; wait for its `turn` event and send again"),
         ));
     }
+    busy.insert(id.to_string(), running);
     Ok(())
 }
 
+/// The command of `id` ended: free the session, drop permission answers
+/// nobody took, wake whoever waits for the end (an interrupt).
 fn release(state: &AppState, id: &str) {
     state
         .busy
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .remove(id);
+    state.backend.approvals().forget(id);
+    state.released.notify_waiters();
 }
 
 /// The sink a command of `id` reports to: commits wake the feeds, deltas
@@ -207,8 +229,14 @@ pub async fn message(
         let id = id.clone();
         blocking(move || known(&st, &id).map(drop)).await?;
     }
-    claim(&state, &id)?;
     let receipt = format!("r{}", state.receipts.fetch_add(1, Ordering::Relaxed) + 1);
+    claim(
+        &state,
+        &id,
+        Running::Turn {
+            receipt: receipt.clone(),
+        },
+    )?;
     state.hub.mark_live(&id);
     let st = state.clone();
     let (sid, rid) = (id.clone(), receipt.clone());
@@ -218,6 +246,9 @@ pub async fn message(
         st.hub.committed();
         let done = match &result {
             Ok(()) => json!({ "receipt": rid, "state": "finished" }),
+            Err(BackendError::Interrupted(why)) => {
+                json!({ "receipt": rid, "state": "interrupted", "reason": why })
+            }
             Err(e) => json!({ "receipt": rid, "state": "failed", "error": e.to_string() }),
         };
         release(&st, &sid);
@@ -244,7 +275,7 @@ async fn command<T: Send + 'static>(
         let id = id.to_string();
         blocking(move || known(&st, &id).map(drop)).await?;
     }
-    claim(state, id)?;
+    claim(state, id, Running::Command)?;
     state.hub.mark_live(id);
     let st = state.clone();
     let sid = id.to_string();

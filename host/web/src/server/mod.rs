@@ -3,11 +3,16 @@
 //!
 //! * [`auth`] — bearer header or the cookie the page sets; 401 otherwise.
 //! * [`api`] — sessions, messages (command receipts), commands.
+//! * [`control`] — interrupting a running turn, answering its permission
+//!   requests.
+//! * [`group`] — the agent group view.
 //! * [`sse`] — the event stream with `Last-Event-ID` resume and snapshots.
 //! * [`page`] — the static page compiled into the binary.
 
 pub mod api;
 pub mod auth;
+pub mod control;
+pub mod group;
 pub mod page;
 pub mod sse;
 
@@ -15,7 +20,7 @@ use crate::backend::Backend;
 use crate::hub::Hub;
 use axum::Router;
 use axum::routing::{get, post};
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -44,13 +49,27 @@ impl WebConfig {
     }
 }
 
+/// What a session runs in this process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Running {
+    /// A turn, started by the message with this receipt.
+    Turn {
+        /// The message's command receipt.
+        receipt: String,
+    },
+    /// A short command (`/compact`, `/context`, recall, resume).
+    Command,
+}
+
 /// What every handler shares.
 pub struct AppState {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) config: WebConfig,
     /// Sessions with a command running in this process.
-    pub(crate) busy: Mutex<HashSet<String>>,
+    pub(crate) busy: Mutex<HashMap<String, Running>>,
+    /// Woken whenever a session's command ends.
+    pub(crate) released: tokio::sync::Notify,
     pub(crate) receipts: AtomicU64,
 }
 
@@ -64,7 +83,8 @@ pub fn router(backend: Arc<dyn Backend>, config: WebConfig) -> Router {
         backend,
         hub,
         config,
-        busy: Mutex::new(HashSet::new()),
+        busy: Mutex::new(HashMap::new()),
+        released: tokio::sync::Notify::new(),
         receipts: AtomicU64::new(0),
     });
     let api = Router::new()
@@ -75,6 +95,12 @@ pub fn router(backend: Arc<dyn Backend>, config: WebConfig) -> Router {
         .route("/sessions/{id}/compact", post(api::compact))
         .route("/sessions/{id}/context", get(api::context))
         .route("/sessions/{id}/recall", get(api::recall))
+        .route("/sessions/{id}/interrupt", post(control::interrupt))
+        .route(
+            "/sessions/{id}/permissions/{request}",
+            post(control::permission),
+        )
+        .route("/sessions/{id}/group", get(group::show))
         .route("/sessions/{id}/events", get(sse::events))
         .fallback(api::not_found)
         .layer(axum::middleware::from_fn_with_state(

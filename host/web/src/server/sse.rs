@@ -18,6 +18,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use latch_kernel::StoredEvent;
+use latch_kernel::group::GroupError;
 use serde_json::json;
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -135,10 +136,9 @@ async fn catch_up(
         let ws = st.backend.workspace();
         let events = log::catch_up(store, &sid, ws, from)?;
         if events.len() <= st.config.snapshot_after {
-            return Ok::<_, latch_kernel::StoreError>(Err(events));
+            return Ok::<_, GroupError>(Err(events));
         }
-        let surface = log::surface_of(store, &sid, ws, st.hub.live_since(&sid))?;
-        Ok(Ok(surface))
+        Ok(Ok(log::observe(store, &sid, ws, st.hub.live_since(&sid))?))
     })
     .await;
     match read {
@@ -149,10 +149,10 @@ async fn catch_up(
             }
             Ok(())
         }
-        Ok(Ok(Ok(surface))) => {
-            let seq = surface.durable().watermark.max(*last);
+        Ok(Ok(Ok(observed))) => {
+            let seq = observed.surface.durable().watermark.max(*last);
             *last = seq;
-            let data = json!({ "seq": seq, "state": view::state(&surface) });
+            let data = json!({ "seq": seq, "state": view::state(&observed) });
             let event = Event::default()
                 .id(seq.to_string())
                 .event("snapshot")
