@@ -13,7 +13,7 @@
 //! earlier call has its result.
 //!
 //! A surface that answers permission requests its own way (the terminal
-//! UI's modal) installs its [`DecisionPort`] with
+//! UI's modal) installs its [`super::DecisionPort`] with
 //! [`Agent::set_decision_port`].
 
 use super::repair::INTERRUPTED_RESULT;

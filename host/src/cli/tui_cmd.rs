@@ -23,38 +23,20 @@ use std::path::Path;
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, Sender};
 
-/// Events read per page when catching up.
-const PAGE: u32 = 5_000;
-
 /// True when both stdin and stdout are terminals (the TUI can run).
 pub fn on_terminal() -> bool {
     std::io::stdin().is_terminal() && std::io::stdout().is_terminal()
 }
 
-/// What a surface of `session` has not seen after `after`: its own events,
-/// the workspace-wide events of other sessions of `workspace` and its
-/// children's reports and deliveries, in sequence order.
+/// What a surface of `session` has not seen after `after` (the shared
+/// catch-up of every surface).
 pub fn catch_up(
     store: &Store,
     session: &str,
     workspace: &str,
     after: u64,
 ) -> anyhow::Result<Vec<StoredEvent>> {
-    let mut events = Vec::new();
-    let mut from = after;
-    loop {
-        let page = store.workspace_log(session, workspace, from, PAGE)?;
-        let full = page.len() == PAGE as usize;
-        from = page.last().map_or(from, |e| e.seq);
-        events.extend(page);
-        if !full {
-            break;
-        }
-    }
-    events.extend(store.agent_log(session, after)?);
-    events.sort_by_key(|e| e.seq);
-    events.dedup_by_key(|e| e.seq);
-    Ok(events)
+    Ok(latch_surface::catch_up(store, session, workspace, after)?)
 }
 
 /// The GROUP block of a child session: its group lives in its root's log,
@@ -67,12 +49,9 @@ pub fn child_group(store: &Store, session: &SessionRecord) -> Option<GroupView> 
     GroupView::from_present(&present::view(&state))
 }
 
-/// The session's surface as the log says it now.
+/// The session's surface as the log says it now (nothing shown live).
 pub fn surface_of(store: &Store, session: &str, workspace: &str) -> anyhow::Result<Surface> {
-    Ok(Surface::replay(
-        session,
-        &catch_up(store, session, workspace, 0)?,
-    ))
+    Ok(latch_surface::surface_of(store, session, workspace, None)?)
 }
 
 /// `latch` / `latch resume` on a terminal.
