@@ -167,6 +167,31 @@ pub fn retained_from(unit_tokens: &[u64], target: u64) -> usize {
     first
 }
 
+/// The first unit a new epoch retains, given `first` as its policy chose
+/// it (the newest whole units up to a target, or none before a `/compact`):
+/// reached back to `unseen`, the first unit the model has not been shown
+/// yet, while the retained units stay within `cap` tokens.
+///
+/// The model has not read what follows its latest request (the results
+/// answering its last tool calls, a notification, the user's newest
+/// message): evicting it would put it in the archive before it was ever
+/// sent. So a new epoch keeps those units in its tail; only when together
+/// they pass `cap` do the oldest of them leave (a newest unit the policy
+/// kept whole stays whole).
+pub fn reach_back_to_unseen(unit_tokens: &[u64], first: usize, unseen: usize, cap: u64) -> usize {
+    let mut first = first.min(unit_tokens.len());
+    let mut used: u64 = unit_tokens[first..].iter().sum();
+    while first > unseen {
+        let t = unit_tokens[first - 1];
+        if used.saturating_add(t) > cap {
+            break;
+        }
+        used += t;
+        first -= 1;
+    }
+    first
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,6 +239,30 @@ mod tests {
         let cost = |g: f64| 0.1 * g / 2.0 + 0.9 * 3_000.0 * 1_000.0 / g;
         let g = (cost_rotation_point(O, u64::MAX, 2_000, 1_000, 4_000, 4) - 2_000) as f64;
         assert!(cost(g) <= cost(g * 0.8) && cost(g) <= cost(g * 1.25));
+    }
+
+    #[test]
+    fn units_the_model_has_not_seen_stay_within_the_cap() {
+        let keep = |tokens: &[u64], target, unseen, cap| {
+            reach_back_to_unseen(tokens, retained_from(tokens, target), unseen, cap)
+        };
+        // A large unseen tool unit followed by an unseen notification: the
+        // target alone would keep only the notification.
+        assert_eq!(retained_from(&[10, 10, 300, 20], 25), 3);
+        assert_eq!(keep(&[10, 10, 300, 20], 25, 2, 1_000), 2);
+        // Nothing unseen before the target's start: the target decides.
+        assert_eq!(keep(&[10, 10, 300, 20], 25, 3, 1_000), 3);
+        assert_eq!(keep(&[10, 10, 10, 10], 25, 4, 1_000), 2);
+        // Never reaching back past the first unseen unit.
+        assert_eq!(keep(&[10, 10, 10, 10], 5, 1, 1_000), 1);
+        // Past the cap the oldest unseen units leave; the newest stays whole.
+        assert_eq!(keep(&[10, 50, 50, 50], 5, 0, 120), 2);
+        assert_eq!(keep(&[10, 50, 500], 5, 0, 120), 2);
+        // A `/compact` keeps nothing the model has seen.
+        assert_eq!(reach_back_to_unseen(&[10, 10, 10], 3, 3, 1_000), 3);
+        assert_eq!(reach_back_to_unseen(&[10, 10, 10], 3, 1, 1_000), 1);
+        // Nothing at all.
+        assert_eq!(keep(&[], 5, 0, 120), 0);
     }
 
     #[test]

@@ -35,6 +35,10 @@ use crate::render::{SnapshotHeader, parse_index_shown, parse_recall, parse_state
 pub struct Unit {
     /// Sequence number of its first event.
     pub first_seq: u64,
+    /// Sequence number of its last event (its last tool result, for a
+    /// tool-call turn): the unit was in a model request only if an
+    /// assistant message follows this.
+    pub last_seq: u64,
     /// Its messages, in log order.
     pub messages: Vec<Message>,
     /// Canonical price of each message.
@@ -127,6 +131,7 @@ impl UnitBuilder {
         let images = message_image_tokens(&message);
         let single = |user_turn| Unit {
             first_seq: seq,
+            last_seq: seq,
             messages: vec![message],
             prices: vec![tokens],
             images: vec![images],
@@ -140,6 +145,7 @@ impl UnitBuilder {
                     return None;
                 }
                 unit.messages.push(single(false).messages.remove(0));
+                unit.last_seq = seq;
                 unit.prices.push(tokens);
                 unit.images.push(images);
                 unit.tokens += tokens;

@@ -15,15 +15,18 @@
 //!
 //! When the epoch's conversation passes its rotation point (or the hard
 //! budget), one hysteretic rotation keeps the newest whole units up to
-//! `retain_percent` of that point and starts a new generation with a fresh
-//! snapshot group: state, the user's earlier messages verbatim (the first
+//! `retain_percent` of that point (and, within the working-memory
+//! threshold, every unit the model has not been shown yet: the results of
+//! its last tool calls, what was delivered or said after them) and starts
+//! a new generation with a fresh snapshot group: state, the user's earlier
+//! messages verbatim (the first
 //! task always, then the newest, within `user_tokens`), an episode index
 //! that points at what the model's `recall` tool will find, and recalled
 //! originals. The rotation point is the working-memory threshold, or under
 //! `rotation = "cost"` the point where a fresh epoch becomes cheaper than
 //! re-reading a grown one from the provider's cache
 //! ([`budget::cost_rotation_point`]). `/compact` starts an epoch with no
-//! conversation retained.
+//! conversation the model has seen retained.
 //!
 //! Every decision is a function of the log and the request: the instance
 //! keeps caches keyed by a sequence watermark so a warm request costs work in
@@ -488,6 +491,7 @@ impl ContinuityEngine {
             let tokens: Vec<u64> = fold.units().map(|u| u.tokens).collect();
             let target = retention_target(point, self.config.retain_percent);
             let first = retained_from(&tokens, target);
+            let first = retained_first(fold, &tokens, first, inp.threshold);
             let new_start = fold
                 .units()
                 .nth(first)
@@ -705,20 +709,24 @@ impl ContinuityEngine {
             _ => inp.threshold,
         };
         let target = retention_target(point, self.config.retain_percent);
+        let keep = |first| retained_first(fold, &tokens, first, inp.threshold);
+        let newest = || keep(retained_from(&tokens, target));
         let (first, reason) = match &why {
             Start::First if conv <= inp.threshold => (0, None),
             Start::First => (
-                retained_from(&tokens, target),
+                newest(),
                 Some(format!(
                     "first epoch: working memory {conv} tokens exceeded {}",
                     inp.threshold
                 )),
             ),
             Start::Compact(c) => (
-                units
-                    .iter()
-                    .position(|u| u.first_seq > *c)
-                    .unwrap_or(units.len()),
+                keep(
+                    units
+                        .iter()
+                        .position(|u| u.first_seq > *c)
+                        .unwrap_or(units.len()),
+                ),
                 Some("manual compact".to_string()),
             ),
             Start::Threshold {
@@ -726,7 +734,7 @@ impl ContinuityEngine {
                 threshold,
                 cost: false,
             } => (
-                retained_from(&tokens, target),
+                newest(),
                 Some(format!("working memory {conv} tokens exceeded {threshold}")),
             ),
             Start::Threshold {
@@ -734,13 +742,13 @@ impl ContinuityEngine {
                 threshold,
                 cost: true,
             } => (
-                retained_from(&tokens, target),
+                newest(),
                 Some(format!(
                     "cost: a fresh epoch is cheaper past {threshold} tokens of working memory ({conv})"
                 )),
             ),
             Start::Hard { total, limit } => (
-                retained_from(&tokens, target),
+                newest(),
                 Some(format!(
                     "hard budget: the request needed {total} of {limit} tokens"
                 )),
@@ -1184,6 +1192,20 @@ fn push_unit<'a>(entries: &mut Vec<Entry<'a>>, unit: &'a Unit, last_a: Option<u6
             user_turn: unit.user_turn && i == 0,
         });
     }
+}
+
+/// The first unit of `fold` (whose unit prices are `tokens`) a new epoch
+/// retains: `first` as the epoch's policy chose it, reached back so that no
+/// unit the model has not been shown leaves with the old epoch, within the
+/// working-memory threshold `cap` (see [`budget::reach_back_to_unseen`]). A
+/// unit was shown when the latest assistant message follows its last event.
+fn retained_first(fold: &EpochFold, tokens: &[u64], first: usize, cap: u64) -> usize {
+    let last_a = fold.last_assistant_seq;
+    let unseen = fold
+        .units()
+        .position(|u| last_a.is_none_or(|a| u.last_seq > a))
+        .unwrap_or(tokens.len());
+    budget::reach_back_to_unseen(tokens, first, unseen, cap)
 }
 
 impl Engine for ContinuityEngine {

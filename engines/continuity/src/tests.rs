@@ -226,6 +226,7 @@ impl Host for Checker {
     fn materialize(&mut self, session: &IndexedSession, req: &ContextRequest) -> ContextView {
         let view = self.engine.materialize(session, req).expect("materialize");
         check_view(&view, req);
+        unseen::assert_unseen_shown(session.memory(), &view);
         if self.resume && self.views.is_multiple_of(self.resume_every) {
             let cold = self
                 .fresh()
@@ -1112,3 +1113,4 @@ fn conversation_prices_match_the_canonical_message_price() {
 }
 
 mod intents;
+mod unseen;

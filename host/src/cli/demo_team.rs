@@ -197,15 +197,6 @@ fn lead(m: &str, seen: &mut LeadMemory) -> ScriptedTurn {
     seen.multiplier_told |= m.contains(MULTIPLIER_NOTE);
     seen.validated |= m.contains(r#""name":"validate""#);
     seen.completed |= m.contains(r#""name":"complete""#);
-    // A report the lead was handed may have rotated out of the view with
-    // its epoch; once nothing runs and nothing waits, both reports and the
-    // messages sent before them have arrived.
-    if seen.spawned && m.contains("No child is running and no report waits.") {
-        seen.adder_done = true;
-        seen.multiplier_done = true;
-        seen.adder_told = true;
-        seen.multiplier_told = true;
-    }
     let ids = seen.ids.clone();
     let (fix_add, fix_mul) = match ids.as_slice() {
         [] => {

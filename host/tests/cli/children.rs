@@ -638,3 +638,93 @@ fn a_child_resumed_by_the_user_reports_to_its_parent() {
     assert!(tree.undelivered().is_empty());
     assert!(tree.is_delivered(*second));
 }
+
+/// The text of each conversation block the request `r` shows the model in
+/// Anthropic's wire format: its text blocks and tool results, without the
+/// kernel context the host frames (`<latch-kernel-context …>`).
+fn conversation_blocks(r: &CapturedRequest) -> Vec<String> {
+    let mut out = Vec::new();
+    for m in r.body["messages"].as_array().into_iter().flatten() {
+        for block in m["content"].as_array().into_iter().flatten() {
+            match block["type"].as_str() {
+                Some("text") => {
+                    let text = block["text"].as_str().unwrap_or_default();
+                    if !text.starts_with("<latch-kernel-context") {
+                        out.push(text.to_string());
+                    }
+                }
+                Some("tool_result") => out.push(match &block["content"] {
+                    Value::String(s) => s.clone(),
+                    Value::Array(parts) => parts
+                        .iter()
+                        .filter_map(|p| p["text"].as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                    _ => String::new(),
+                }),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// In `latch demo team` the lead is shown each child's report in the very
+/// request after it was handed over (as `wait_agents`' result or as a
+/// delivered notification), as conversation, not only in the archive: a
+/// rotation of the lead's epoch never evicts what the model has not seen.
+/// Run in process, so the requests the scripted model received are at hand.
+#[test]
+fn the_team_lead_is_shown_each_report_in_its_next_request() {
+    use latch::cli::demo::DemoRig;
+    use latch::cli::demo_team::{TEAM_TASK, team_script, write_team_project};
+    use latch::cli::setup::{build_agent, new_session};
+    let home = tempfile::tempdir().unwrap();
+    let rig = DemoRig::start(
+        write_team_project,
+        team_script(),
+        Some(&home.path().join("team.db")),
+    )
+    .unwrap();
+    let session = new_session(&rig.env, &rig.provider).unwrap();
+    let lead = session.id.clone();
+    let mut agent = build_agent(&rig.env, session, &rig.provider, "demo").unwrap();
+    let outcome = agent.run_turn(TEAM_TASK, &mut |_| {});
+    let requests: Vec<CapturedRequest> = rig
+        .server
+        .requests()
+        .into_iter()
+        .filter(|r| !messages(r).contains(BRIEF))
+        .collect();
+    rig.io.block_on(rig.server.shutdown());
+    outcome.unwrap();
+    let events = rig.env.store.all_events(&lead).unwrap();
+    let replies = |before: u64| {
+        events
+            .iter()
+            .filter(|e| e.seq < before && matches!(e.kind, EventKind::AssistantMessage { .. }))
+            .count()
+    };
+    assert_eq!(replies(u64::MAX), requests.len(), "one reply per request");
+    for role in ["adder", "multiplier"] {
+        let report = format!("({role}) completed");
+        let delivered = events
+            .iter()
+            .find(|e| match &e.kind {
+                EventKind::ToolResult(r) => r.name == "wait_agents" && r.content.contains(&report),
+                EventKind::AgentNotificationDelivered { text, .. } => text.contains(&report),
+                _ => false,
+            })
+            .unwrap_or_else(|| panic!("the {role}'s report reached the lead's log"));
+        // The lead's next request is the one its next reply answers.
+        let next = &requests[replies(delivered.seq)];
+        assert!(
+            conversation_blocks(next)
+                .iter()
+                .any(|b| b.contains(&report)),
+            "the lead's request after the {role}'s report (event {}) does not show it:\n{:#}",
+            delivered.seq,
+            next.body["messages"]
+        );
+    }
+}
