@@ -10,8 +10,8 @@
 //! state a live page reduced to that seq agree.
 
 use latch_kernel::group::{GroupError, GroupPort, GroupState, present};
-use latch_kernel::{PermissionKind, PermissionLog, PermissionRequest, Store, StoredEvent};
-use latch_surface::{GroupView, PermissionPrompt, Surface};
+use latch_kernel::{PermissionLog, PermissionRequest, Store, StoredEvent};
+use latch_surface::{GroupView, Surface};
 
 pub use latch_surface::catch_up;
 
@@ -37,7 +37,11 @@ pub fn observe(
     let events = catch_up(store, session, workspace, 0)?;
     let mut surface = latch_surface::replay_live(session, &events, live_since);
     let permission = waiting_request(&surface, session, &events);
-    surface.set_permission(permission.as_ref().map(prompt));
+    // The reducers fill the prompt from the log; only a run this process
+    // drives can still be answered, so any other prompt is cleared.
+    if permission.is_none() {
+        surface.set_permission(None);
+    }
     let root = store
         .session(session)?
         .parent
@@ -68,30 +72,6 @@ pub fn waiting_request(
             .map(|e| &e.kind),
     );
     log.pending().last().cloned()
-}
-
-/// The prompt the permission slot shows for `request`: the command, or the
-/// edit's diff in full, and why it is asked.
-pub fn prompt(request: &PermissionRequest) -> PermissionPrompt {
-    let mut detail: Vec<String> = match request.kind {
-        PermissionKind::Edit => request
-            .diff
-            .as_deref()
-            .map(|d| d.lines().map(str::to_string).collect())
-            .unwrap_or_default(),
-        PermissionKind::Command | PermissionKind::Escalation => {
-            request.command.iter().cloned().collect()
-        }
-    };
-    if let Some(why) = &request.model_reason {
-        detail.push(format!("the model says: {why}"));
-    }
-    PermissionPrompt {
-        tool: request.tool.clone(),
-        subject: request.subject(),
-        detail,
-        reason: request.reason.clone(),
-    }
 }
 
 /// The group of `root` as of `upto`.
