@@ -22,8 +22,12 @@ impl Tmux {
             found.is_ok_and(|o| o.status.success()),
             "this test drives the TUI in tmux: install it (apt-get install -y tmux)"
         );
+        // One server per test: tests of this binary run in parallel in one
+        // process, and each kills its server when it ends.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         Tmux {
-            socket: format!("latch-tui-{}", std::process::id()),
+            socket: format!("latch-tui-{}-{n}", std::process::id()),
         }
     }
 

@@ -195,7 +195,8 @@ fn a_permission_request_waits_for_the_page_and_is_answered_over_http() {
         assert!(waiting["reason"].as_str().unwrap().contains("untrusted"));
         let prompt = &state["state"]["durable"]["permission"];
         assert_eq!(prompt["subject"], "touch made.txt", "{state}");
-        assert_eq!(prompt["detail"][0], "touch made.txt");
+        assert_eq!(prompt["action"], "shell wants to run:", "{state}");
+        assert_eq!(prompt["call_id"], waiting["call_id"], "{state}");
         assert_eq!(state["state"]["activity"]["kind"], "permission");
         let call = waiting["call_id"].as_str().unwrap().to_string();
         assert!(!ws.path().join("made.txt").exists(), "it ran before the answer");

@@ -150,7 +150,7 @@ function renderPermission(request, prompt) {
       : line.startsWith("-") && !line.startsWith("---") ? "removed" : line.startsWith("@@") ? "header" : "";
     pre.appendChild(el("div", k, line));
   });
-  box.appendChild(pre);
+  if (prompt.detail.length) box.appendChild(pre);
   box.appendChild(el("div", "why", "asked because " + prompt.reason));
   const reason = el("input", "reason");
   reason.id = "permission-reason";
