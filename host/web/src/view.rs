@@ -60,6 +60,7 @@ pub fn durable(d: &Durable) -> Value {
         "group": d.group.as_ref().map(|g| json!({"title": g.title, "lines": g.lines})),
         "permission": d.permission.as_ref().map(|p| json!({
             "tool": p.tool, "subject": p.subject, "detail": p.detail, "reason": p.reason,
+            "call_id": p.call_id, "seq": p.seq, "action": p.action,
         })),
     })
 }
