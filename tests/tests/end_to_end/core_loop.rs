@@ -7,32 +7,16 @@
 
 use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentError, AgentOptions, ToolSet};
-use latch::engine::runtime::EngineSource;
-use latch::engine::{
-    ComponentEngine, ContextEngine, EngineRuntime, LoadedComponent, Materialization, Observed,
-    SandboxLimits,
-};
+use latch::engine::{ComponentEngine, ContextEngine, Materialization, Observed, SandboxLimits};
 use latch_engine_sdk::types::*;
 use latch_kernel::{EventKind, SessionRecord, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
 use latch_provider::{Provider, ProviderConfig, ProviderKind, RetryPolicy, ToolSchema};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
-/// The embedded ContinuityEngine, compiled once for this file's tests.
-fn continuity() -> Arc<LoadedComponent> {
-    static RUNTIME: OnceLock<EngineRuntime> = OnceLock::new();
-    static LOADED: OnceLock<Arc<LoadedComponent>> = OnceLock::new();
-    LOADED
-        .get_or_init(|| {
-            RUNTIME
-                .get_or_init(|| EngineRuntime::new(None).unwrap())
-                .load(&EngineSource::Builtin("continuity".into()))
-                .unwrap()
-        })
-        .clone()
-}
+use super::common::continuity;
 
 struct Rig {
     dir: tempfile::TempDir,

@@ -9,28 +9,16 @@
 
 use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentError, AgentEvent, AgentOptions};
-use latch::engine::runtime::EngineSource;
-use latch::engine::{ComponentEngine, EngineRuntime, LoadedComponent, SandboxLimits};
+use latch::engine::{ComponentEngine, SandboxLimits};
 use latch_engine_sdk::types::*;
 use latch_kernel::{EventKind, SessionRecord, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptStep, ScriptedTurn};
 use latch_provider::{Provider, ProviderConfig, ProviderKind, RetryPolicy};
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn continuity() -> Arc<LoadedComponent> {
-    static RUNTIME: OnceLock<EngineRuntime> = OnceLock::new();
-    static LOADED: OnceLock<Arc<LoadedComponent>> = OnceLock::new();
-    LOADED
-        .get_or_init(|| {
-            RUNTIME
-                .get_or_init(|| EngineRuntime::new(None).unwrap())
-                .load(&EngineSource::Builtin("continuity".into()))
-                .unwrap()
-        })
-        .clone()
-}
+use super::common::continuity;
 
 struct Rig {
     _dir: tempfile::TempDir,

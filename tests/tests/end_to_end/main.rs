@@ -44,6 +44,7 @@
 mod agent;
 mod child_policy;
 mod children;
+mod common;
 mod conformance;
 mod continuity_component;
 mod core_loop;

@@ -13,8 +13,7 @@ use latch::agent::extended::ExtendedTools;
 use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentOptions, Permissions};
 use latch::cli::mcp_cmd::tool_tokens_by_server;
-use latch::engine::runtime::EngineSource;
-use latch::engine::{ComponentEngine, EngineRuntime, LoadedComponent, SandboxLimits};
+use latch::engine::{ComponentEngine, SandboxLimits};
 use latch_engine_sdk::types::*;
 use latch_kernel::{EventKind, Store};
 use latch_mcp::{McpConfig, McpServers, McpTools, ServerConfig};
@@ -22,21 +21,10 @@ use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
 use latch_provider::{Provider, ProviderConfig, ProviderKind, RetryPolicy};
 use latch_sandbox::{ApprovalMode, Sandbox, SandboxPolicy};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-fn continuity() -> Arc<LoadedComponent> {
-    static RUNTIME: OnceLock<EngineRuntime> = OnceLock::new();
-    static LOADED: OnceLock<Arc<LoadedComponent>> = OnceLock::new();
-    LOADED
-        .get_or_init(|| {
-            RUNTIME
-                .get_or_init(|| EngineRuntime::new(None).unwrap())
-                .load(&EngineSource::Builtin("continuity".into()))
-                .unwrap()
-        })
-        .clone()
-}
+use super::common::continuity;
 
 /// The entry script of an npm MCP server package; a missing package fails
 /// loudly (CI installs them with `.ci/run`).

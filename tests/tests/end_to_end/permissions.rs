@@ -11,8 +11,7 @@
 use latch::agent::permissions::INTERRUPTED_DENIAL;
 use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentOptions, Decision, DecisionPort, Permissions};
-use latch::engine::runtime::EngineSource;
-use latch::engine::{ComponentEngine, EngineRuntime, LoadedComponent, SandboxLimits};
+use latch::engine::{ComponentEngine, SandboxLimits};
 use latch_engine_sdk::types::*;
 use latch_kernel::{
     DecidedBy, EventKind, GrantScope, PermissionKind, PermissionRequest, SessionRecord, Store,
@@ -22,20 +21,9 @@ use latch_provider::{Provider, ProviderConfig, ProviderKind, RetryPolicy};
 use latch_sandbox::{ApprovalMode, SandboxMode, SandboxPolicy};
 use std::collections::VecDeque;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
-fn continuity() -> Arc<LoadedComponent> {
-    static RUNTIME: OnceLock<EngineRuntime> = OnceLock::new();
-    static LOADED: OnceLock<Arc<LoadedComponent>> = OnceLock::new();
-    LOADED
-        .get_or_init(|| {
-            RUNTIME
-                .get_or_init(|| EngineRuntime::new(None).unwrap())
-                .load(&EngineSource::Builtin("continuity".into()))
-                .unwrap()
-        })
-        .clone()
-}
+use super::common::continuity;
 
 /// A decision port with scripted answers that records what it was asked
 /// and checks, while it waits, that the request is already durable and the

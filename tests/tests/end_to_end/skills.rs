@@ -8,28 +8,16 @@
 use latch::agent::extended::{ExtendedTools, skill_source};
 use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentOptions};
-use latch::engine::runtime::EngineSource;
-use latch::engine::{ComponentEngine, EngineRuntime, LoadedComponent, SandboxLimits};
+use latch::engine::{ComponentEngine, SandboxLimits};
 use latch_engine_sdk::types::*;
 use latch_kernel::{EventKind, SessionRecord, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
 use latch_provider::{Provider, ProviderConfig, ProviderKind, RetryPolicy};
 use latch_tools::skills;
 use std::path::Path;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-fn continuity() -> Arc<LoadedComponent> {
-    static RUNTIME: OnceLock<EngineRuntime> = OnceLock::new();
-    static LOADED: OnceLock<Arc<LoadedComponent>> = OnceLock::new();
-    LOADED
-        .get_or_init(|| {
-            RUNTIME
-                .get_or_init(|| EngineRuntime::new(None).unwrap())
-                .load(&EngineSource::Builtin("continuity".into()))
-                .unwrap()
-        })
-        .clone()
-}
+use super::common::continuity;
 
 /// An agent of `session` with the standard tools, `load_skill` over the
 /// skills discovered in `ws` now, and their list as an extension source.

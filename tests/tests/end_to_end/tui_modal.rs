@@ -9,8 +9,7 @@
 use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentEvent, AgentOptions, Permissions};
 use latch::cli::tui_approve::{Answer, TuiApprover};
-use latch::engine::runtime::EngineSource;
-use latch::engine::{ComponentEngine, EngineRuntime, LoadedComponent, SandboxLimits};
+use latch::engine::{ComponentEngine, SandboxLimits};
 use latch_engine_sdk::types::*;
 use latch_kernel::{EventKind, SessionRecord, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
@@ -21,22 +20,11 @@ use latch_tui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use latch_tui::keys::on_key;
 use latch_tui::{Command, Input, UiState, snapshot};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::mpsc::Sender;
-use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-fn continuity() -> Arc<LoadedComponent> {
-    static RUNTIME: OnceLock<EngineRuntime> = OnceLock::new();
-    static LOADED: OnceLock<Arc<LoadedComponent>> = OnceLock::new();
-    LOADED
-        .get_or_init(|| {
-            RUNTIME
-                .get_or_init(|| EngineRuntime::new(None).unwrap())
-                .load(&EngineSource::Builtin("continuity".into()))
-                .unwrap()
-        })
-        .clone()
-}
+use super::common::continuity;
 
 struct Rig {
     _dir: tempfile::TempDir,
