@@ -15,9 +15,14 @@
 //! * [`group`] — `latch group` prints the group a run left.
 //! * [`skills_mcp`] — `latch skills` and `latch mcp list`, and a `run`
 //!   that calls an MCP tool.
+//! * [`compare`] — `latch engine compare`: short scripted sessions whose
+//!   figures are checked against the captured requests (the full sessions
+//!   are `#[ignore]`d: the local tier).
 
 #[path = "cli/children.rs"]
 mod children;
+#[path = "cli/compare.rs"]
+mod compare;
 #[path = "cli/crash.rs"]
 mod crash;
 #[path = "cli/group.rs"]

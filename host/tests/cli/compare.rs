@@ -6,7 +6,7 @@
 //!
 //! The full sessions (80 and 500 steps at 32k, 128k and 256k) are too slow
 //! for CI; they are `#[ignore]`d here and run with
-//! `cargo test --release -p latch --test compare -- --ignored --nocapture`.
+//! `cargo test --release -p latch --test cli compare:: -- --ignored --nocapture`.
 
 use latch::compare::driver::model_profile;
 use latch::compare::{EngineChoice, run_one};
