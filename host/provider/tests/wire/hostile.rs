@@ -641,3 +641,26 @@ fn fuzz_responses_function_call_without_a_name() {
     let err = regression(Wire::Responses, ProviderKind::OpenAi, body).unwrap_err();
     assert!(err.contains("names no function"), "{err}");
 }
+
+/// The Anthropic property run (seed 0x1a7c4b0d): usage figures near
+/// `u64::MAX` overflowed the sum of input and cache tokens and panicked.
+#[test]
+fn proptest_anthropic_usage_near_u64_max() {
+    let body = format!(
+        "data: {}\n\n",
+        json!({"type": "message_delta", "usage": {
+            "cache_creation_input_tokens": 1,
+            "cache_read_input_tokens": u64::MAX,
+            "input_tokens": 0,
+        }})
+    );
+    let mut usage = Vec::new();
+    let r = decode_body(Wire::Anthropic, ProviderKind::Anthropic, body.as_bytes(), &mut |e| {
+        if let StreamEvent::Usage(u) = e {
+            usage.push(u)
+        }
+    });
+    assert!(r.is_err(), "no message_stop: interrupted");
+    assert_eq!(usage[0].input_tokens, Some(u64::MAX), "saturates");
+    assert_eq!(usage[0].cache_miss_tokens, Some(1));
+}
