@@ -288,11 +288,11 @@ mod tests {
         c.assistant(5, &[call("call_latch_3"), call("call_latch_3")]);
         assert_eq!(
             c.renamed().collect::<Vec<_>>(),
-            [("call_latch_4_1", "call_latch_3")]
+            [("call_latch_4", "call_latch_3")]
         );
         // An older log's repeat: its stored id is the provider's, for any wire.
         assert_eq!(
-            c.provider_id("call_latch_4_1", "anthropic"),
+            c.provider_id("call_latch_4", "anthropic"),
             Some("call_latch_3")
         );
         assert_eq!(c.provider_id("call_latch_3", "anthropic"), None);
@@ -347,8 +347,8 @@ mod tests {
         let mut log2 = Vec::new();
         for e in &log {
             let mut e = e.clone();
+            let stored: Vec<String> = ids(&e);
             if let EventKind::AssistantMessage { parts } = &mut e.kind {
-                let stored: Vec<String> = ids(&e);
                 let refs: Vec<&str> = stored.iter().map(String::as_str).collect();
                 let assigned = written.assign(&refs);
                 let mut k = 0;
