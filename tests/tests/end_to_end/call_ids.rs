@@ -207,7 +207,8 @@ fn a_store_an_older_build_wrote_with_repeated_ids_opens_and_continues() {
         assert_eq!(after[..before.len()], before[..], "{format:?}");
         // The request was one the server accepts, with unique ids where the
         // API pairs across the request.
-        let last = &s.server.requests().last().unwrap().body;
+        let requests = s.server.requests();
+        let last = &requests.last().unwrap().body;
         if format == WireFormat::Anthropic {
             let ids: Vec<String> = last["messages"]
                 .as_array()

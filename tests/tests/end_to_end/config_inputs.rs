@@ -180,7 +180,8 @@ fn mutate(edits: &[Edit]) -> String {
         if lines.is_empty() {
             break;
         }
-        let at = |i: usize| i % lines.len();
+        let n = lines.len();
+        let at = |i: usize| i % n;
         match e {
             Edit::Drop(i) => {
                 lines.remove(at(*i));

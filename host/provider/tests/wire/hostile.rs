@@ -655,11 +655,16 @@ fn proptest_anthropic_usage_near_u64_max() {
         }})
     );
     let mut usage = Vec::new();
-    let r = decode_body(Wire::Anthropic, ProviderKind::Anthropic, body.as_bytes(), &mut |e| {
-        if let StreamEvent::Usage(u) = e {
-            usage.push(u)
-        }
-    });
+    let r = decode_body(
+        Wire::Anthropic,
+        ProviderKind::Anthropic,
+        body.as_bytes(),
+        &mut |e| {
+            if let StreamEvent::Usage(u) = e {
+                usage.push(u)
+            }
+        },
+    );
     assert!(r.is_err(), "no message_stop: interrupted");
     assert_eq!(usage[0].input_tokens, Some(u64::MAX), "saturates");
     assert_eq!(usage[0].cache_miss_tokens, Some(1));
