@@ -509,10 +509,25 @@ pub enum EventKind {
 /// Opaque provider state as stored (see [`EventKind::ProviderState`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpaqueState {
-    /// The wire format that produced it (`anthropic`, `openai-responses`).
+    /// The wire format that produced it (`anthropic`, `openai-responses`,
+    /// `openai-chat`).
     pub wire: String,
     /// The blocks, in the order the provider sent them.
     pub blocks: Vec<OpaqueBlock>,
+    /// The provider's own ids of the message's calls whose stored id Latch
+    /// chose instead (the provider's was missing or already used in the
+    /// session); absent when every call kept the provider's id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub call_ids: Vec<ProviderCallId>,
+}
+
+/// A tool call's session-unique id beside the id its provider issued.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderCallId {
+    /// The id the call is stored with (what engines and results see).
+    pub call: String,
+    /// The id the provider issued (`""`: it issued none).
+    pub provider: String,
 }
 
 /// One opaque block: its exact JSON text and where it sat among the
@@ -1075,12 +1090,26 @@ mod tests {
                 before_part: 0,
                 json: r#"{"type":"thinking","thinking":"secret plan","signature":"c2ln"}"#.into(),
             }],
+            call_ids: vec![],
         });
         assert!(e.hidden_from_engines());
         let text = latch_engine_sdk::event_search_text(&e.to_sdk_body());
         assert!(!text.contains("secret"), "{text}");
         let back = EventKind::from_row(3, "provider_state", &e.to_json()).unwrap();
         assert_eq!(back, e);
+        // The provider's call ids round-trip; a state stored without them
+        // (an older build) reads with none.
+        assert!(!e.to_json().contains("call_ids"));
+        let with_ids = EventKind::ProviderState(OpaqueState {
+            wire: "openai-chat".into(),
+            blocks: vec![],
+            call_ids: vec![ProviderCallId {
+                call: "call_latch_2".into(),
+                provider: "call_0".into(),
+            }],
+        });
+        let back = EventKind::from_row(4, "provider_state", &with_ids.to_json()).unwrap();
+        assert_eq!(back, with_ids);
     }
 
     #[test]

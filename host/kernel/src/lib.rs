@@ -37,7 +37,7 @@ pub use bounds::{
 };
 pub use event::{
     CertificationOutcome, ENGINE_HIDDEN_KINDS, EventDecodeError, EventKind, OpaqueBlock,
-    OpaqueState, Outcome, StateOp, StoredEvent, sha256_hex,
+    OpaqueState, Outcome, ProviderCallId, StateOp, StoredEvent, sha256_hex,
 };
 pub use group::{GroupEvent, GroupPort, GroupState};
 pub use ops::{

@@ -8,6 +8,11 @@
 //! engine: switching engines starts a fresh epoch from the log, and no
 //! engine's text reaches another as authoritative. `info` still counts every
 //! entry, so a new engine's entries rise above all of them.
+//!
+//! Every event read through the view has session-unique tool-call ids: a
+//! log written by an older Latch that repeated a provider's id (`call_0` in
+//! every response) is repaired as it is read (see
+//! [`crate::state::call_ids`]), never rewritten.
 
 use crate::event::{EventKind, StoredEvent};
 use crate::store::{Result, SessionRecord, Store};
@@ -85,6 +90,19 @@ impl StoreSessionView {
         Ok(out)
     }
 
+    /// `rows` as they read: repeated tool-call ids of an older log repaired.
+    fn repaired(&self, mut rows: Vec<StoredEvent>) -> Result<Vec<StoredEvent>> {
+        self.store.with_kernel(&self.record.id, |k| {
+            let ids = k.call_ids();
+            if ids.needs_repair() {
+                for e in rows.iter_mut().filter(|e| e.session == self.record.id) {
+                    ids.repair(e);
+                }
+            }
+        })?;
+        Ok(rows)
+    }
+
     /// The session's stored record.
     pub fn record(&self) -> &SessionRecord {
         &self.record
@@ -134,6 +152,7 @@ impl StoreSessionView {
             |from, limit| self.store.events(&self.record.id, from, to, limit),
             |last| last.checked_add(1),
         )?;
+        let rows = self.repaired(rows)?;
         Ok(rows.iter().map(|e| e.to_sdk()).collect())
     }
 
@@ -152,6 +171,7 @@ impl StoreSessionView {
             |from, limit| self.store.events_outline(&self.record.id, from, to, limit),
             |last| last.checked_add(1),
         )?;
+        let rows = self.repaired(rows)?;
         Ok(rows.iter().map(|e| outline(profile, &e.to_sdk())).collect())
     }
 
@@ -163,6 +183,7 @@ impl StoreSessionView {
             |before, limit| self.store.events_before(&self.record.id, before, limit),
             Some,
         )?;
+        let rows = self.repaired(rows)?;
         Ok(rows.iter().map(|e| e.to_sdk()).collect())
     }
 
@@ -173,12 +194,18 @@ impl StoreSessionView {
             self.store
                 .search_before(&self.record.id, query, before, limit.min(MAX_SEARCH))?;
         // Kernel context is not indexed; the filter keeps that true here.
-        Ok(rows
+        let (events, snippets): (Vec<StoredEvent>, Vec<String>) = rows
             .into_iter()
             .filter(|r| !self.hidden(&r.event))
-            .map(|r| SearchHit {
-                event: r.event.to_sdk(),
-                snippet: r.snippet,
+            .map(|r| (r.event, r.snippet))
+            .unzip();
+        let events = self.repaired(events)?;
+        Ok(events
+            .into_iter()
+            .zip(snippets)
+            .map(|(event, snippet)| SearchHit {
+                event: event.to_sdk(),
+                snippet,
             })
             .collect())
     }

@@ -361,11 +361,16 @@ pub fn map_usage(
     cache_creation: Option<u64>,
 ) -> Usage {
     Usage {
-        input_tokens: input.map(|u| u + cache_creation.unwrap_or(0) + cache_read.unwrap_or(0)),
+        // Saturating: a provider's figures are outside input and may be
+        // anything up to u64::MAX.
+        input_tokens: input.map(|u| {
+            u.saturating_add(cache_creation.unwrap_or(0))
+                .saturating_add(cache_read.unwrap_or(0))
+        }),
         output_tokens: output,
         cache_read_tokens: cache_read,
         cache_creation_tokens: cache_creation,
-        cache_miss_tokens: input.map(|u| u + cache_creation.unwrap_or(0)),
+        cache_miss_tokens: input.map(|u| u.saturating_add(cache_creation.unwrap_or(0))),
         reasoning_tokens: None,
     }
 }

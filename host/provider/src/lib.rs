@@ -26,6 +26,7 @@
 #![warn(missing_docs)]
 
 pub mod anthropic;
+pub mod decode;
 pub mod error;
 pub mod fake;
 pub mod openai;
@@ -50,9 +51,8 @@ pub use request::{
 };
 pub use retry::RetryPolicy;
 
+use decode::{Failure, StreamDecoder};
 use openai::MaxTokensField;
-use sse::SseParser;
-use wire::{Failure, WireStream};
 
 /// Which API a provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -277,7 +277,7 @@ enum AttemptError {
     Retryable {
         reason: String,
         status: Option<u16>,
-        retry_after: Option<Duration>,
+        retry_after: Option<retry::RequestedDelay>,
     },
     Fatal(ProviderError),
 }
@@ -441,7 +441,12 @@ impl Provider {
                         });
                     }
                     attempt += 1;
-                    let delay = policy.delay(attempt, retry_after);
+                    let wait = policy.wait(attempt, retry_after.as_ref());
+                    let delay = wait.delay;
+                    let reason = match wait.capped {
+                        Some(note) => format!("{reason} ({note})"),
+                        None => reason,
+                    };
                     tracing::warn!(
                         provider = self.config.kind.name(),
                         attempt,
@@ -566,15 +571,17 @@ impl Provider {
             }));
         }
 
-        let wire = self.wire();
-        let mut state: Box<dyn WireStream> = match wire {
-            Wire::Anthropic => Box::new(anthropic::AnthropicStream::new()),
-            Wire::Responses => Box::new(responses::ResponsesStream::new()),
-            Wire::Chat(_) => Box::new(openai::OpenAiStream::new(provider)),
-        };
-        let mut parser = SseParser::new();
+        let mut decoder = StreamDecoder::new(self.wire(), kind);
         let mut stream = resp.bytes_stream();
         let idle = self.config.idle_timeout;
+        let ended = |f: Failure| match f {
+            Failure::Fatal(e) => AttemptError::Fatal(e),
+            Failure::Retryable(reason) => AttemptError::Retryable {
+                reason,
+                status: None,
+                retry_after: None,
+            },
+        };
         loop {
             let chunk = match tokio::time::timeout(idle, stream.next()).await {
                 Err(_) => {
@@ -583,7 +590,7 @@ impl Provider {
                         reason: format!("no data for {} s", idle.as_secs_f64()),
                     }));
                 }
-                Ok(None) => break,
+                Ok(None) => return decoder.finish().map_err(ended),
                 Ok(Some(Err(e))) => {
                     return Err(AttemptError::Fatal(ProviderError::Interrupted {
                         provider,
@@ -592,35 +599,10 @@ impl Provider {
                 }
                 Ok(Some(Ok(bytes))) => bytes,
             };
-            for ev in parser.push(&chunk) {
-                match state.on_sse(&ev, on_event) {
-                    Ok(()) => {}
-                    Err(Failure::Fatal(e)) => return Err(AttemptError::Fatal(e)),
-                    Err(Failure::Retryable(reason)) => {
-                        return Err(AttemptError::Retryable {
-                            reason,
-                            status: None,
-                            retry_after: None,
-                        });
-                    }
-                }
-                if state.is_complete() {
-                    return state.into_turn().map_err(AttemptError::Fatal);
-                }
+            if let Some(turn) = decoder.push(&chunk, on_event).map_err(ended)? {
+                return Ok(turn);
             }
         }
-        if state.may_end_without_terminal() && !parser.has_pending() {
-            return state.into_turn().map_err(AttemptError::Fatal);
-        }
-        let terminal = match wire {
-            Wire::Anthropic => "message_stop",
-            Wire::Responses => "response.completed",
-            Wire::Chat(_) => "data: [DONE]",
-        };
-        Err(AttemptError::Fatal(ProviderError::Interrupted {
-            provider,
-            reason: format!("the stream ended before {terminal}"),
-        }))
     }
 }
 

@@ -8,6 +8,10 @@
 //! messages carry text only. Images are `image_url` data URLs. Prefix caching
 //! is automatic on these servers, so cache hints are not serialized.
 //!
+//! Tool-call ids are kept exactly as the server sent them, empty when it
+//! sent none; some servers repeat `call_0` in every response. The host makes
+//! them unique in the session and gives the server its own back.
+//!
 //! Usage: `prompt_tokens` is all input; `prompt_tokens_details.cached_tokens`
 //! (or DeepSeek's `prompt_cache_hit_tokens`) is the cache read; the miss is
 //! `prompt_tokens − cached_tokens` only when the cached count was reported.
@@ -298,9 +302,8 @@ impl WireStream for OpenAiStream {
                         .unwrap_or("");
                     acc.args.push_str(piece);
                     if !acc.started && !acc.name.is_empty() {
-                        if acc.id.is_empty() {
-                            acc.id = format!("call_{index}");
-                        }
+                        // A server that sends no id leaves it empty: the
+                        // host gives the call a session-unique one.
                         acc.started = true;
                         emit(StreamEvent::ToolCallStarted {
                             id: acc.id.clone(),

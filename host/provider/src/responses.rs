@@ -401,6 +401,13 @@ impl WireStream for ResponsesStream {
                 }
                 Some("function_call") => {
                     let get = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or("");
+                    if get("name").is_empty() {
+                        // A call that names no tool cannot be run or answered.
+                        return Err(ProviderError::Protocol {
+                            provider: PROVIDER,
+                            message: "a function_call item names no function".into(),
+                        });
+                    }
                     let arguments = get("arguments");
                     parts.push(Part::ToolCall(latch_engine_sdk::types::ToolCall {
                         id: get("call_id").to_string(),

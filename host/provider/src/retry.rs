@@ -3,8 +3,10 @@
 //! Retryable: 408, 409, 429, every 5xx (including Anthropic's 529
 //! "overloaded"), connection failures before a response, and overload or
 //! server errors the provider reports inside a stream. A `retry-after`
-//! (seconds) or `retry-after-ms` header replaces the computed delay, capped
-//! at [`RetryPolicy::max_retry_after`]. The computed backoff is spread
+//! (seconds or an HTTP date) or `retry-after-ms` header replaces the
+//! computed delay, capped at [`RetryPolicy::max_retry_after`] (the retry
+//! message says so when the provider asked for more); no header value, however
+//! large or malformed, can overflow a duration. The computed backoff is spread
 //! downwards by up to [`RetryPolicy::jitter_percent`] at random, so clients
 //! that failed together do not retry together; it never exceeds the
 //! schedule (0 makes it exact).
@@ -96,19 +98,146 @@ pub fn is_retryable_status(status: u16) -> bool {
     matches!(status, 408 | 409 | 429) || (500..=599).contains(&status)
 }
 
-/// The provider's requested delay: `retry-after-ms` (milliseconds) or
-/// `retry-after` (seconds, possibly fractional). HTTP-date values are not
-/// interpreted; the computed backoff applies then.
-pub fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let read = |name: &str| headers.get(name)?.to_str().ok().map(str::trim);
-    if let Some(ms) = read("retry-after-ms").and_then(|v| v.parse::<f64>().ok())
-        && ms.is_finite()
-        && ms >= 0.0
-    {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+/// The longest delay a provider's header is read as. A header asking for
+/// more (`retry-after: 1e300`, a date centuries away, a number past `u64`)
+/// is read as this, then capped by [`RetryPolicy::max_retry_after`]: no
+/// value a provider sends can overflow a [`Duration`].
+pub const PROVIDER_DELAY_CEILING: Duration = Duration::from_secs(86_400);
+
+/// A delay a provider asked for in a response header.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestedDelay {
+    /// The header as sent (`retry-after: 120`), for messages.
+    pub header: String,
+    /// The delay asked for, at most [`PROVIDER_DELAY_CEILING`].
+    pub delay: Duration,
+    /// True when the header asked for more than [`PROVIDER_DELAY_CEILING`].
+    pub beyond_ceiling: bool,
+}
+
+impl RequestedDelay {
+    /// What was asked, for people: `1.5 s`, or `more than a day`.
+    pub fn describe(&self) -> String {
+        if self.beyond_ceiling {
+            "more than a day".to_string()
+        } else {
+            seconds(self.delay)
+        }
     }
-    let secs = read("retry-after")?.parse::<f64>().ok()?;
-    (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs.min(86_400.0)))
+}
+
+/// How long to wait before the next attempt, and what the retry message
+/// adds when the provider's request was not honoured in full.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Wait {
+    /// The delay Latch waits.
+    pub delay: Duration,
+    /// Set when the provider asked for longer than Latch waits: names the
+    /// header, what it asked and the cap.
+    pub capped: Option<String>,
+}
+
+impl RetryPolicy {
+    /// The wait before `next_attempt`: the provider's requested delay up to
+    /// [`RetryPolicy::max_retry_after`] (saying so when it asked for more),
+    /// else the jittered backoff.
+    pub fn wait(&self, next_attempt: u32, requested: Option<&RequestedDelay>) -> Wait {
+        let Some(r) = requested else {
+            return Wait {
+                delay: self.delay(next_attempt, None),
+                capped: None,
+            };
+        };
+        let delay = self.delay(next_attempt, Some(r.delay));
+        let capped = (r.beyond_ceiling || r.delay > delay).then(|| {
+            format!(
+                "the provider asked to wait {} ({}); Latch waits at most {}",
+                r.describe(),
+                r.header,
+                seconds(delay)
+            )
+        });
+        Wait { delay, capped }
+    }
+}
+
+/// `d` in seconds for messages: `60 s`, `0.25 s`.
+fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{} s", (s * 1000.0).round() / 1000.0)
+    }
+}
+
+/// The provider's requested delay: `retry-after-ms` (milliseconds) or
+/// `retry-after` (seconds, possibly fractional, or an HTTP date). Negative,
+/// `NaN` and unreadable values are ignored (the computed backoff applies);
+/// huge ones are read as [`PROVIDER_DELAY_CEILING`].
+pub fn retry_after(headers: &HeaderMap) -> Option<RequestedDelay> {
+    retry_after_at(headers, std::time::SystemTime::now())
+}
+
+/// [`retry_after`] with `now` for HTTP dates.
+pub fn retry_after_at(headers: &HeaderMap, now: std::time::SystemTime) -> Option<RequestedDelay> {
+    let read = |name: &str| headers.get(name)?.to_str().ok().map(str::trim);
+    if let Some(v) = read("retry-after-ms")
+        && let Some(r) = number_delay(v, 1_000.0)
+    {
+        return Some(r.named(format!("retry-after-ms: {v}")));
+    }
+    let v = read("retry-after")?;
+    let delay = number_delay(v, 1.0).or_else(|| {
+        let at = httpdate::parse_http_date(v).ok()?;
+        let ahead = at.duration_since(now).unwrap_or(Duration::ZERO);
+        Some(ceiled(ahead))
+    })?;
+    Some(delay.named(format!("retry-after: {v}")))
+}
+
+/// `value / per_second` seconds, when `value` is a non-negative number
+/// (infinity included, read as beyond the ceiling).
+fn number_delay(value: &str, per_second: f64) -> Option<RequestedDelay> {
+    let n = value.parse::<f64>().ok()?;
+    if n.is_nan() || n < 0.0 {
+        return None;
+    }
+    let secs = n / per_second;
+    let ceiling = PROVIDER_DELAY_CEILING.as_secs_f64();
+    Some(if secs > ceiling {
+        beyond()
+    } else {
+        // Finite and within the ceiling: cannot overflow.
+        ceiled(Duration::from_secs_f64(secs))
+    })
+}
+
+fn ceiled(d: Duration) -> RequestedDelay {
+    if d > PROVIDER_DELAY_CEILING {
+        beyond()
+    } else {
+        RequestedDelay {
+            header: String::new(),
+            delay: d,
+            beyond_ceiling: false,
+        }
+    }
+}
+
+fn beyond() -> RequestedDelay {
+    RequestedDelay {
+        header: String::new(),
+        delay: PROVIDER_DELAY_CEILING,
+        beyond_ceiling: true,
+    }
+}
+
+impl RequestedDelay {
+    fn named(mut self, header: String) -> Self {
+        self.header = header;
+        self
+    }
 }
 
 #[cfg(test)]
@@ -164,19 +293,95 @@ mod tests {
 
     #[test]
     fn retry_after_headers() {
+        let asked = |h: &HeaderMap| retry_after(h).map(|r| (r.delay, r.beyond_ceiling));
         let mut h = HeaderMap::new();
         assert_eq!(retry_after(&h), None);
         h.insert("retry-after", "2".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_secs(2)));
+        assert_eq!(asked(&h), Some((Duration::from_secs(2), false)));
+        assert_eq!(retry_after(&h).unwrap().header, "retry-after: 2");
         h.insert("retry-after", "0.25".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_millis(250)));
+        assert_eq!(asked(&h), Some((Duration::from_millis(250), false)));
+        // A date in the past: retry now.
         h.insert(
             "retry-after",
             "Wed, 21 Oct 2015 07:28:00 GMT".parse().unwrap(),
         );
-        assert_eq!(retry_after(&h), None);
+        assert_eq!(asked(&h), Some((Duration::ZERO, false)));
         h.insert("retry-after-ms", "40".parse().unwrap());
-        assert_eq!(retry_after(&h), Some(Duration::from_millis(40)));
+        assert_eq!(asked(&h), Some((Duration::from_millis(40), false)));
+        assert_eq!(retry_after(&h).unwrap().header, "retry-after-ms: 40");
+    }
+
+    #[test]
+    fn no_header_value_overflows_and_huge_ones_are_capped() {
+        let one = |name: &str, value: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(
+                reqwest::header::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                value.parse().unwrap(),
+            );
+            retry_after(&h)
+        };
+        let huge = [
+            ("retry-after", "1e300"),
+            ("retry-after", "18446744073709551616"),
+            ("retry-after", "inf"),
+            ("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT"),
+            ("retry-after-ms", "1e20"),
+            ("retry-after-ms", "1e300"),
+            ("retry-after-ms", "86400001"),
+        ];
+        for (name, value) in huge {
+            let r = one(name, value).unwrap_or_else(|| panic!("{name}: {value} ignored"));
+            assert_eq!(
+                (r.delay, r.beyond_ceiling),
+                (PROVIDER_DELAY_CEILING, true),
+                "{name}: {value}"
+            );
+            assert_eq!(r.header, format!("{name}: {value}"));
+        }
+        for (name, value) in [
+            ("retry-after", "-5"),
+            ("retry-after", "NaN"),
+            ("retry-after", "soon"),
+            ("retry-after-ms", "-1e300"),
+        ] {
+            assert_eq!(one(name, value), None, "{name}: {value}");
+        }
+        // A day ahead exactly is honoured as asked (then capped by the policy).
+        let r = one("retry-after-ms", "86400000").unwrap();
+        assert_eq!((r.delay, r.beyond_ceiling), (PROVIDER_DELAY_CEILING, false));
+    }
+
+    #[test]
+    fn the_wait_says_when_the_provider_asked_for_more() {
+        let p = RetryPolicy {
+            max_retry_after: Duration::from_secs(60),
+            jitter_percent: 0,
+            ..RetryPolicy::default()
+        };
+        let asked = |secs: f64, beyond: bool| RequestedDelay {
+            header: format!("retry-after: {secs}"),
+            delay: Duration::from_secs_f64(secs),
+            beyond_ceiling: beyond,
+        };
+        let w = p.wait(2, Some(&asked(5.0, false)));
+        assert_eq!(
+            w,
+            Wait {
+                delay: Duration::from_secs(5),
+                capped: None
+            }
+        );
+        let w = p.wait(2, Some(&asked(3600.0, false)));
+        assert_eq!(w.delay, Duration::from_secs(60));
+        assert_eq!(
+            w.capped.as_deref(),
+            Some("the provider asked to wait 3600 s (retry-after: 3600); Latch waits at most 60 s")
+        );
+        let w = p.wait(2, Some(&asked(86_400.0, true)));
+        assert!(w.capped.unwrap().contains("more than a day"));
+        assert_eq!(p.wait(2, None).delay, p.backoff(2));
     }
 
     #[test]

@@ -4,7 +4,14 @@
 //! `\n`, `\r\n` or `\r`; `event:` names the event, `data:` lines are joined
 //! with `\n`, comments (`:`) and other fields are ignored, and a blank line
 //! dispatches. An event left incomplete when the stream ends is discarded,
-//! as the SSE specification requires.
+//! as the SSE specification requires. An event larger than
+//! [`MAX_EVENT_BYTES`] stops the parser ([`SseParser::overflowed`]) instead
+//! of growing its buffer without bound.
+
+/// The largest event (its field lines together) the parser accepts: far
+/// above any real provider event (a whole Responses `response.completed`
+/// with its output), far below what would exhaust memory.
+pub const MAX_EVENT_BYTES: usize = 64 << 20;
 
 /// One dispatched event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +29,7 @@ pub struct SseParser {
     event: Option<String>,
     data: Option<String>,
     skip_lf: bool,
+    overflowed: bool,
 }
 
 impl SseParser {
@@ -30,10 +38,14 @@ impl SseParser {
         Self::default()
     }
 
-    /// Feeds a chunk and returns the events it completed.
+    /// Feeds a chunk and returns the events it completed. Once an event
+    /// grew past [`MAX_EVENT_BYTES`] nothing more is read.
     pub fn push(&mut self, chunk: &[u8]) -> Vec<SseEvent> {
         let mut out = Vec::new();
         for &b in chunk {
+            if self.overflowed {
+                break;
+            }
             if self.skip_lf {
                 self.skip_lf = false;
                 if b == b'\n' {
@@ -46,10 +58,27 @@ impl SseParser {
                     self.end_line(&mut out);
                     self.skip_lf = true;
                 }
-                _ => self.buf.push(b),
+                _ => {
+                    self.buf.push(b);
+                    if self.pending_bytes() > MAX_EVENT_BYTES {
+                        self.overflowed = true;
+                    }
+                }
             }
         }
         out
+    }
+
+    /// True once an event grew past [`MAX_EVENT_BYTES`]: the stream cannot
+    /// be read further.
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    fn pending_bytes(&self) -> usize {
+        self.buf.len()
+            + self.data.as_ref().map_or(0, String::len)
+            + self.event.as_ref().map_or(0, String::len)
     }
 
     /// True when part of an event has been read but not dispatched.

@@ -22,8 +22,9 @@ pub(crate) fn encode_image(
     Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
 }
 
-/// How one streamed event went.
-pub(crate) enum Failure {
+/// How a streamed event ended the attempt.
+#[derive(Debug)]
+pub enum Failure {
     /// The provider reported a transient failure; the request may be retried.
     Retryable(String),
     /// The call is over.

@@ -8,6 +8,7 @@
 //! schemas and nothing else.
 
 pub mod calibration;
+mod call_ids;
 pub mod children;
 mod control;
 mod error;

@@ -6,8 +6,8 @@
 
 use super::calibration::{self, Calibration};
 use latch_engine_sdk::types::{Message, Role};
-use latch_kernel::{EventKind, OpaqueBlock, OpaqueState, Store, StoreError};
-use latch_provider::{AssistantTurn, ProviderState, RequestContext, Usage};
+use latch_kernel::{EventKind, OpaqueBlock, OpaqueState, ProviderCallId, Store, StoreError};
+use latch_provider::{AssistantTurn, ProviderState, RequestContext, Usage, Wire};
 
 /// The request context of `messages` (the view sent to the provider): the
 /// stored provider state of every assistant message, by message index, and
@@ -32,9 +32,10 @@ pub(crate) fn request_context(
             continue;
         }
         // An assistant message renders one assistant event; its state is
-        // replayed whole.
+        // replayed whole (a state that only records call ids has nothing
+        // to replay).
         if let [seq] = m.source_seqs[..]
-            && let Some(state) = states.get(&seq)
+            && let Some(state) = states.get(&seq).filter(|s| !s.blocks.is_empty())
         {
             ctx.replay.insert(i, to_provider(state));
         }
@@ -56,7 +57,7 @@ fn to_provider(state: &OpaqueState) -> ProviderState {
     }
 }
 
-fn to_stored(state: &ProviderState) -> OpaqueState {
+fn to_stored(state: &ProviderState, call_ids: Vec<ProviderCallId>) -> OpaqueState {
     OpaqueState {
         wire: state.wire.clone(),
         blocks: state
@@ -67,6 +68,7 @@ fn to_stored(state: &ProviderState) -> OpaqueState {
                 json: b.json.clone(),
             })
             .collect(),
+        call_ids,
     }
 }
 
@@ -101,13 +103,25 @@ pub(crate) fn usage_event(usage: &Usage, figures: &RequestFigures) -> EventKind 
 
 /// The events one provider turn commits, in one batch: the assistant
 /// message, its opaque provider state right after it (so the state's
-/// sequence number is the message's plus one), then the usage.
-pub(crate) fn turn_events(turn: &AssistantTurn, figures: &RequestFigures) -> Vec<EventKind> {
+/// sequence number is the message's plus one) with the provider's own ids
+/// of the calls that got session ids (`call_ids`), then the usage.
+pub(crate) fn turn_events(
+    turn: &AssistantTurn,
+    figures: &RequestFigures,
+    wire: Wire,
+    call_ids: Vec<ProviderCallId>,
+) -> Vec<EventKind> {
     let mut events = vec![EventKind::AssistantMessage {
         parts: turn.parts.clone(),
     }];
-    if let Some(state) = &turn.provider_state {
-        events.push(EventKind::ProviderState(to_stored(state)));
+    match &turn.provider_state {
+        Some(state) => events.push(EventKind::ProviderState(to_stored(state, call_ids))),
+        None if !call_ids.is_empty() => events.push(EventKind::ProviderState(OpaqueState {
+            wire: wire.name().to_string(),
+            blocks: Vec::new(),
+            call_ids,
+        })),
+        None => {}
     }
     events.push(usage_event(&turn.usage, figures));
     events

@@ -4,6 +4,7 @@
 //! moment its call finishes; an answer cut off at the output limit is
 //! continued, not taken for the end of the turn.
 
+use super::call_ids;
 use super::permissions::Permit;
 use super::provider_io::{self, RequestFigures};
 use super::{Agent, AgentError, AgentEvent, StoreMedia, TurnOutcome, fill_provider_metrics};
@@ -154,7 +155,7 @@ impl Agent {
                     .collect(),
                 observer,
             )?;
-            let request = ProviderRequest {
+            let mut request = ProviderRequest {
                 model: self.session.model.model.clone(),
                 system: view.system.clone(),
                 tools: schemas.clone(),
@@ -162,6 +163,10 @@ impl Agent {
                 messages: latch_engine_sdk::validate::framed(&view.messages),
                 max_tokens: self.options.max_tokens,
             };
+            // The provider gets back the call ids it issued, where its API
+            // pairs results with them.
+            let wire = self.provider.wire();
+            call_ids::to_wire(&self.store, &self.session.id, wire, &mut request.messages)?;
             let media = StoreMedia(self.store.clone());
             let ctx =
                 provider_io::request_context(&self.store, &self.session.id, &request.messages)?;
@@ -187,7 +192,7 @@ impl Agent {
                 // Esc drops the request in flight (see `TurnControl`).
                 self.interruptible(provider.complete_with(&request, &ctx, &media, &mut on_event))?
             };
-            let turn: AssistantTurn = match result {
+            let mut turn: AssistantTurn = match result {
                 Ok(turn) => turn,
                 Err(source @ ProviderError::ContextTooLong { .. }) => {
                     // Refused as too long: never retried unchanged. The
@@ -211,9 +216,15 @@ impl Agent {
                 }
                 Err(e) => return Err(e.into()),
             };
+            // Session-unique call ids before anything runs or is committed;
+            // the provider's own ride beside the message.
+            let provider_ids = call_ids::assign(&self.store, &self.session.id, &mut turn)?;
             let calls: Vec<ToolCall> = turn.tool_calls().cloned().collect();
             let usage = &turn.usage;
-            self.append_batch(provider_io::turn_events(&turn, &figures), observer)?;
+            self.append_batch(
+                provider_io::turn_events(&turn, &figures, wire, provider_ids),
+                observer,
+            )?;
             if calls.is_empty() && turn.stop_reason == StopReason::MaxTokens {
                 // Cut off, not finished: the model is told and continues.
                 truncated += 1;

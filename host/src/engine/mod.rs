@@ -82,13 +82,37 @@ pub enum EngineFailure {
     /// A new instance could not be created.
     #[error("engine `{engine}` could not be instantiated: {message}")]
     Instantiate { engine: String, message: String },
-    /// The engine returned a view the host refuses.
-    #[error("engine `{engine}` returned a view that breaks the {rule} rule: {detail}")]
+    /// The engine returned a view the host refuses; the message says what
+    /// the user can do.
+    #[error(
+        "engine `{engine}` returned a view that breaks the {rule} rule: {detail}. {}",
+        rejected_advice(engine)
+    )]
     Rejected {
         engine: String,
         rule: ViewRule,
         detail: String,
     },
+}
+
+/// What a user can do about a refused view: nothing was sent or lost;
+/// check the engine, and go on with another (or report the built-in one).
+fn rejected_advice(engine: &str) -> String {
+    if engine.starts_with("builtin:") {
+        format!(
+            "Nothing was sent to the provider and nothing committed is lost. This is a fault in \
+             Latch's built-in engine: please report it with this message (`latch engine check \
+             {engine}` runs the rules on generated sessions); `latch compact` starts a fresh \
+             epoch, which may get the session past it"
+        )
+    } else {
+        format!(
+            "Nothing was sent to the provider and nothing committed is lost. `latch engine check \
+             {engine}` shows the rule it breaks; to go on now, set `[engine] component = \
+             \"builtin:continuity\"` in .latch/config.toml and `latch resume` the session: its \
+             log is intact"
+        )
+    }
 }
 
 impl EngineFailure {
@@ -176,4 +200,40 @@ pub fn materialize_checked(
         detail,
     })?;
     Ok(view)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_view_says_what_the_user_can_do() {
+        let refused = |engine: &str| {
+            EngineFailure::Rejected {
+                engine: engine.into(),
+                rule: ViewRule::DuplicateToolCall,
+                detail: "tool call id `call_0` appears twice".into(),
+            }
+            .to_string()
+        };
+        let own = refused("engines/mine.wasm");
+        assert!(
+            own.starts_with(
+                "engine `engines/mine.wasm` returned a view that breaks the duplicate tool call \
+                 rule: tool call id `call_0` appears twice. Nothing was sent"
+            ),
+            "{own}"
+        );
+        for what in [
+            "nothing committed is lost",
+            "`latch engine check engines/mine.wasm`",
+            "component = \"builtin:continuity\"",
+            "`latch resume`",
+        ] {
+            assert!(own.contains(what), "{what}: {own}");
+        }
+        let builtin = refused("builtin:continuity");
+        assert!(builtin.contains("please report it"), "{builtin}");
+        assert!(builtin.contains("`latch compact`"), "{builtin}");
+    }
 }

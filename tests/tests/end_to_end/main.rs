@@ -3,9 +3,12 @@
 //! them, so a clean build links the host (wasmtime included) once.
 //!
 //! * [`agent`] — the agent loop through the provider wire formats.
+//! * [`call_ids`] — tool-call ids from servers that repeat or omit them, and
+//!   stores an older build wrote with repeated ids.
 //! * [`child_policy`] — child-policy components and the supervisor.
 //! * [`children`] — child agents: spawn, concurrent workers, reports,
 //!   delivery at safe boundaries, resume.
+//! * [`config_inputs`] — hostile config files: a seeded property run.
 //! * [`conformance`] — the conformance suite against the shipped engines and
 //!   the adversarial fixture.
 //! * [`continuity_component`] — the ContinuityEngine natively and as a
@@ -42,9 +45,11 @@
 //!   `Last-Event-ID` resume, snapshots, restart mid-turn.
 
 mod agent;
+mod call_ids;
 mod child_policy;
 mod children;
 mod common;
+mod config_inputs;
 mod conformance;
 mod continuity_component;
 mod core_loop;

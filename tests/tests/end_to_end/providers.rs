@@ -21,21 +21,21 @@ use latch_provider::{
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-struct Setup {
+pub(crate) struct Setup {
     _dir: tempfile::TempDir,
-    ws: PathBuf,
+    pub(crate) ws: PathBuf,
     _io: tokio::runtime::Runtime,
-    server: FakeServer,
-    store: Arc<Store>,
+    pub(crate) server: FakeServer,
+    pub(crate) store: Arc<Store>,
     provider: Provider,
-    session: SessionRecord,
+    pub(crate) session: SessionRecord,
     /// Latch's estimate (the view's total) of every materialized view.
     totals: Arc<Mutex<Vec<u64>>>,
 }
 
 /// A session on `format` against `script`; with `reasoning`, the model
 /// thinks (Anthropic) or reasons (OpenAI Responses) as configured.
-fn setup(
+pub(crate) fn setup(
     format: WireFormat,
     script: Script,
     reasoning: bool,
@@ -92,7 +92,7 @@ fn setup(
 
 impl Setup {
     /// A fresh agent (and engine instance) on the session: a new process.
-    fn agent(&self) -> Agent {
+    pub(crate) fn agent(&self) -> Agent {
         let rt = EngineRuntime::new(None).unwrap();
         let loaded = rt
             .load(&EngineSource::Builtin("continuity".into()))
@@ -130,7 +130,7 @@ impl Setup {
         .unwrap()
     }
 
-    fn all_events(&self) -> Vec<latch_kernel::StoredEvent> {
+    pub(crate) fn all_events(&self) -> Vec<latch_kernel::StoredEvent> {
         self.store.all_events(&self.session.id).unwrap()
     }
 }

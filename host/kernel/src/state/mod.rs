@@ -9,6 +9,7 @@
 //! incremental form and [`KernelState::replay`] the full one; they agree at
 //! every prefix of any log.
 
+pub mod call_ids;
 mod evidence;
 mod failures;
 mod files;
@@ -21,6 +22,7 @@ pub use files::{FileKnowledge, GuardVerdict};
 pub use turns::{OpenCall, Unfinished, operation_of};
 
 use crate::event::{CertificationOutcome, EventKind, Outcome, StateOp, StoredEvent};
+use call_ids::CallIds;
 use evidence::{EvidenceState, ProcessState};
 use failures::{
     CERTIFICATION_GROUP, FailureState, first_line, normalize_blocker, tool_group, validation_group,
@@ -48,6 +50,7 @@ pub struct KernelState {
     failures: FailureState,
     disproofs: EntryList,
     turns: TurnState,
+    call_ids: CallIds,
 }
 
 impl KernelState {
@@ -67,6 +70,7 @@ impl KernelState {
             failures: FailureState::default(),
             disproofs: EntryList::default(),
             turns: TurnState::default(),
+            call_ids: CallIds::default(),
         }
     }
 
@@ -124,6 +128,15 @@ impl KernelState {
             );
         }
 
+        match &event.kind {
+            EventKind::AssistantMessage { parts } => self.call_ids.assistant(seq, parts),
+            EventKind::ToolResult(r) => self.call_ids.result(seq, &r.call_id),
+            EventKind::UserMessage { .. } => self.call_ids.user(),
+            EventKind::ProviderState(state) => {
+                self.call_ids.provider_state(&state.wire, &state.call_ids)
+            }
+            _ => {}
+        }
         changed |= match &event.kind {
             EventKind::StateUpdate(op) => self.task.apply(op, seq),
             EventKind::Mutation { paths, .. } => self.files.written(paths, seq),
@@ -310,6 +323,13 @@ impl KernelState {
     /// the latest assistant message that have no result.
     pub fn unfinished(&self) -> &Unfinished {
         self.turns.unfinished()
+    }
+
+    /// The session's tool-call ids: what the next message's calls get
+    /// ([`CallIds::assign`]) and how a log with repeated ids reads
+    /// ([`CallIds::repair`]).
+    pub fn call_ids(&self) -> &CallIds {
+        &self.call_ids
     }
 
     /// What the session knows about `path`.

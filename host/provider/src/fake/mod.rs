@@ -39,7 +39,7 @@ mod responses;
 mod script;
 mod wire;
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -105,6 +105,79 @@ struct ServerState {
     thinking: HashSet<(String, String)>,
     /// Reasoning items issued on the Responses wire.
     reasoning: responses::IssuedReasoning,
+    /// The tool calls of the last turn served on each wire when the script
+    /// chose their ids: a request continuing that turn must send back
+    /// every id the server issued.
+    issued: HashMap<WireFormat, Issued>,
+}
+
+/// The calls of a served turn whose ids the script chose.
+struct Issued {
+    /// The ids as issued (`""`: none was).
+    ids: Vec<String>,
+    /// The tool names, in order.
+    names: Vec<String>,
+}
+
+/// The `(id, name)` of the calls that end `body`'s conversation: the last
+/// assistant message's (Anthropic, Chat Completions), the last `n`
+/// `function_call` items (Responses).
+fn trailing_calls(format: WireFormat, body: &Value, n: usize) -> Vec<(String, String)> {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    match format {
+        WireFormat::Anthropic | WireFormat::OpenAi => {
+            let last = body["messages"]
+                .as_array()
+                .and_then(|m| m.iter().rev().find(|m| m["role"] == "assistant"));
+            let Some(last) = last else { return Vec::new() };
+            if format == WireFormat::OpenAi {
+                last["tool_calls"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|c| (s(&c["id"]), s(&c["function"]["name"])))
+                    .collect()
+            } else {
+                last["content"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|b| b["type"] == "tool_use")
+                    .map(|b| (s(&b["id"]), s(&b["name"])))
+                    .collect()
+            }
+        }
+        WireFormat::Responses => {
+            let calls: Vec<(String, String)> = body["input"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|i| i["type"] == "function_call")
+                .map(|i| (s(&i["call_id"]), s(&i["name"])))
+                .collect();
+            calls[calls.len().saturating_sub(n)..].to_vec()
+        }
+    }
+}
+
+/// A request that continues the last served turn (its last calls have the
+/// same tools) must carry the ids the server issued for them, as servers
+/// that look results up by the ids they issued require.
+fn check_echo(format: WireFormat, body: &Value, issued: Option<&Issued>) -> Result<(), String> {
+    let Some(issued) = issued else { return Ok(()) };
+    let sent = trailing_calls(format, body, issued.ids.len());
+    let names: Vec<&String> = sent.iter().map(|(_, n)| n).collect();
+    if names != issued.names.iter().collect::<Vec<_>>() {
+        return Ok(());
+    }
+    for ((id, _), want) in sent.iter().zip(&issued.ids) {
+        if !want.is_empty() && id != want {
+            return Err(format!(
+                "tool call id {id:?} was not issued in the previous response: it issued {want:?}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 type Shared = Arc<Mutex<ServerState>>;
@@ -348,7 +421,7 @@ fn handle(s: Shared, format: WireFormat, path: &str, headers: HeaderMap, raw: By
         WireFormat::OpenAi => wire::check_openai(&body),
         WireFormat::Responses => responses::check(&body, &st.reasoning),
     };
-    if let Err(message) = check {
+    if let Err(message) = check.and_then(|()| check_echo(format, &body, st.issued.get(&format))) {
         return error_response(format, 400, &message);
     }
 
@@ -390,6 +463,14 @@ fn handle(s: Shared, format: WireFormat, path: &str, headers: HeaderMap, raw: By
             let extra: Vec<(&str, String)> = retry_after
                 .map(|r| vec![("retry-after", r)])
                 .unwrap_or_default();
+            json_response(429, &body, &extra)
+        }
+        ScriptStep::Fail(ScriptedFailure::RateLimitedWith { headers }) => {
+            let body = wire::error_body(format, 429, "Rate limited: too many requests, slow down.");
+            let extra: Vec<(&str, String)> = headers
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.clone()))
+                .collect();
             json_response(429, &body, &extra)
         }
         ScriptStep::Fail(ScriptedFailure::ServerError { status, message })
@@ -448,12 +529,29 @@ fn turn_events(
         },
     };
     let mut tool_ids = Vec::new();
-    for _ in &turn.tool_calls {
+    for i in 0..turn.tool_calls.len() {
         st.next_id += 1;
-        tool_ids.push(match format {
-            WireFormat::Anthropic => format!("toolu_fake_{}", st.next_id),
-            WireFormat::OpenAi | WireFormat::Responses => format!("call_fake_{}", st.next_id),
+        tool_ids.push(match turn.call_ids.get(i) {
+            // As scripted: a repeated id, or none (empty: left off the wire).
+            Some(scripted) => scripted.clone().unwrap_or_default(),
+            None => match format {
+                WireFormat::Anthropic => format!("toolu_fake_{}", st.next_id),
+                WireFormat::OpenAi | WireFormat::Responses => {
+                    format!("call_fake_{}", st.next_id)
+                }
+            },
         });
+    }
+    if turn.call_ids.is_empty() {
+        st.issued.remove(&format);
+    } else {
+        st.issued.insert(
+            format,
+            Issued {
+                ids: tool_ids.clone(),
+                names: turn.tool_calls.iter().map(|(n, _)| n.clone()).collect(),
+            },
+        );
     }
     st.served.push(ServedTurn { format, usage });
     st.next_id += 1;

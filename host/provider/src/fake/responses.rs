@@ -198,6 +198,14 @@ pub(crate) fn check(body: &Value, issued: &IssuedReasoning) -> Result<(), String
                     return Err(format!("Missing required parameter: '{at}.arguments'."));
                 }
                 let call = item["call_id"].as_str().unwrap_or("").to_string();
+                if call.is_empty() {
+                    return Err(format!("Missing required parameter: '{at}.call_id'."));
+                }
+                if calls.contains(&call) {
+                    return Err(format!(
+                        "Duplicate value for '{at}.call_id': '{call}' is the call_id of an earlier function_call."
+                    ));
+                }
                 if let Some(rs) = issued.calls.get(&call)
                     && !reasoning_seen.contains(rs)
                 {

@@ -58,6 +58,12 @@ pub struct ScriptedTurn {
     /// default it is the tool-use reason when there are tool calls, else the
     /// end-of-turn reason.
     pub stop_reason: Option<String>,
+    /// The ids issued for the first tool calls, as a server that does not
+    /// number them uniquely would: `Some(id)` issues exactly `id` (even one
+    /// issued before), `None` issues no id at all. Calls past the list get
+    /// the server's own unique ids.
+    #[serde(default)]
+    pub call_ids: Vec<Option<String>>,
 }
 
 impl ScriptedTurn {
@@ -102,6 +108,12 @@ impl ScriptedTurn {
         self
     }
 
+    /// Issues these ids for the first tool calls (`None`: no id).
+    pub fn with_call_ids(mut self, ids: impl IntoIterator<Item = Option<String>>) -> Self {
+        self.call_ids = ids.into_iter().collect();
+        self
+    }
+
     /// Overrides the wire stop reason.
     pub fn with_stop_reason(mut self, reason: impl Into<String>) -> Self {
         self.stop_reason = Some(reason.into());
@@ -117,6 +129,12 @@ pub enum ScriptedFailure {
     RateLimited {
         /// The `retry-after` header value.
         retry_after: Option<String>,
+    },
+    /// 429 with a rate-limit error body and exactly these extra headers
+    /// (`retry-after-ms`, an HTTP-date `retry-after`, hostile values, ...).
+    RateLimitedWith {
+        /// Header names and values, sent as given.
+        headers: Vec<(String, String)>,
     },
     /// A server error (500, 503, 529, ...) with an error body.
     ServerError {

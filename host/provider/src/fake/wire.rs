@@ -196,14 +196,14 @@ pub(crate) fn openai_events(
         }
     }
     for (i, ((name, args), call_id)) in turn.tool_calls.iter().zip(tool_ids).enumerate() {
+        let mut call = json!({"index": i, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}});
+        if call_id.is_empty() {
+            // A server that issues no ids leaves the key out.
+            call.as_object_mut().map(|c| c.remove("id"));
+        }
         out.push(sse(
             None,
-            &openai_chunk(
-                id,
-                model,
-                json!({"tool_calls": [{"index": i, "id": call_id, "type": "function", "function": {"name": name, "arguments": ""}}]}),
-                None,
-            ),
+            &openai_chunk(id, model, json!({"tool_calls": [call]}), None),
         ));
         for p in pieces(args, 2) {
             out.push(sse(
@@ -387,6 +387,7 @@ fn check_anthropic_messages(body: &Value, issued: &IssuedThinking) -> Result<(),
         .for_each(&mut count_bp);
     let mut prev_role = "";
     let mut open_calls: Vec<String> = Vec::new();
+    let mut tool_use_ids: HashSet<String> = HashSet::new();
     for (i, m) in messages.iter().enumerate() {
         let role = m["role"].as_str().unwrap_or("");
         if role != "user" && role != "assistant" {
@@ -458,7 +459,22 @@ fn check_anthropic_messages(body: &Value, issued: &IssuedThinking) -> Result<(),
                             "messages.{i}.content.{j}.input: Input should be an object"
                         ));
                     }
-                    calls.push(b["id"].as_str().unwrap_or("").to_string());
+                    let id = b["id"].as_str().unwrap_or("").to_string();
+                    if id.is_empty()
+                        || !id
+                            .bytes()
+                            .all(|c| c.is_ascii_alphanumeric() || c == b'_' || c == b'-')
+                    {
+                        return Err(format!(
+                            "messages.{i}.content.{j}.id: String should match pattern '^[a-zA-Z0-9_-]+$'"
+                        ));
+                    }
+                    if !tool_use_ids.insert(id.clone()) {
+                        return Err(format!(
+                            "messages.{i}.content.{j}: `tool_use` ids must be unique"
+                        ));
+                    }
+                    calls.push(id);
                 }
                 ("tool_result", "user") => {
                     if seen_other {
@@ -535,6 +551,11 @@ pub(crate) fn check_openai(body: &Value) -> Result<(), String> {
                         if !c["function"]["arguments"].is_string() {
                             return Err(format!(
                                 "messages[{i}].tool_calls: arguments must be a string"
+                            ));
+                        }
+                        if c["id"].as_str().is_none_or(str::is_empty) {
+                            return Err(format!(
+                                "messages[{i}].tool_calls: Missing required parameter: 'id'."
                             ));
                         }
                         open.push(c["id"].as_str().unwrap_or("").to_string());

@@ -5,6 +5,7 @@
 mod common;
 mod errors;
 mod golden;
+mod hostile;
 mod images;
 mod responses;
 mod retry;

@@ -210,3 +210,75 @@ async fn connection_failures_are_retried_then_reported() {
         assert_eq!(events.retries().len(), 1);
     }
 }
+
+/// Hostile `retry-after` values over real HTTP: huge ones (which once
+/// overflowed a `Duration` and panicked the host) wait the policy's cap and
+/// the retry message says the provider asked for more; negative and `NaN`
+/// ones fall back to the backoff schedule.
+#[tokio::test]
+async fn hostile_retry_after_headers_never_panic_and_are_capped() {
+    let huge = [
+        ("retry-after", "1e300"),
+        ("retry-after", "18446744073709551616"),
+        ("retry-after-ms", "1e20"),
+        ("retry-after-ms", "1e300"),
+        ("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT"),
+    ];
+    let ignored = [("retry-after", "-5"), ("retry-after", "NaN")];
+    let cases = huge
+        .iter()
+        .map(|h| (h, true))
+        .chain(ignored.iter().map(|h| (h, false)));
+    for ((name, value), is_huge) in cases {
+        for kind in [ProviderKind::Anthropic, ProviderKind::OpenAiCompatible] {
+            let server = FakeServer::start(Script::new([
+                ScriptStep::from(ScriptedFailure::RateLimitedWith {
+                    headers: vec![(name.to_string(), value.to_string())],
+                }),
+                ScriptStep::from(ScriptedTurn::text("ok")),
+            ]))
+            .await
+            .unwrap();
+            let policy = RetryPolicy {
+                max_retry_after: Duration::from_millis(30),
+                ..fast_retry(3)
+            };
+            let provider = provider_with(kind, &server, policy, Some("k"));
+            let mut events = Events::default();
+            let turn = provider
+                .complete(&request(vec![user("hi")]), &NoMedia, &mut |e| {
+                    events.0.push(e)
+                })
+                .await
+                .unwrap_or_else(|e| panic!("{kind} {name}: {value}: {e}"));
+            assert_eq!(turn.text(), "ok");
+            let reasons: Vec<String> = events
+                .0
+                .iter()
+                .filter_map(|e| match e {
+                    latch_provider::StreamEvent::Retrying { reason, .. } => Some(reason.clone()),
+                    _ => None,
+                })
+                .collect();
+            if is_huge {
+                assert_eq!(
+                    events.retries(),
+                    vec![(2, Duration::from_millis(30))],
+                    "{kind} {name}: {value} waits the cap"
+                );
+                let note = format!(
+                    "the provider asked to wait more than a day ({name}: {value}); Latch waits at most 0.03 s"
+                );
+                assert!(reasons[0].contains(&note), "{kind}: {:?}", reasons[0]);
+            } else {
+                assert_eq!(
+                    events.retries(),
+                    vec![(2, Duration::from_millis(10))],
+                    "{kind} {name}: {value} is ignored: the backoff applies"
+                );
+                assert!(!reasons[0].contains("asked to wait"), "{:?}", reasons[0]);
+            }
+            server.shutdown().await;
+        }
+    }
+}

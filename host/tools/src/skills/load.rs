@@ -2,9 +2,12 @@
 //! read when called) or one file under its directory, as a bounded tool
 //! result, so what the model read is durable, recallable and replayed
 //! exactly on resume. Paths are confined to the skill's directory: absolute
-//! paths, `..` and symbolic links that lead outside it are refused.
+//! paths, `..` and symbolic links are refused, and files are opened beneath
+//! the directory by the kernel in one step (see [`super::beneath`]), so a
+//! link swapped in while a file is loaded cannot lead outside either.
 
 use super::Skill;
+use super::beneath::{self, BeneathError, Opened};
 use super::frontmatter;
 use crate::spec::ToolSpec;
 use serde_json::{Value, json};
@@ -73,13 +76,29 @@ pub fn load_skill(skills: &[Skill], arguments_json: &str) -> Result<String, Stri
 }
 
 fn instructions(skill: &Skill) -> Result<String, String> {
-    let text = std::fs::read_to_string(&skill.file).map_err(|e| {
+    let cannot = |why: String| {
         format!(
-            "skill `{}`: cannot read {}: {e}",
+            "skill `{}`: cannot read {}: {why}",
             skill.name,
             skill.file.display()
         )
-    })?;
+    };
+    let root = beneath::open_dir(&skill.dir).map_err(|e| cannot(e.to_string()))?;
+    let text = match beneath::open_beneath(&root, Path::new("SKILL.md")) {
+        Ok(Opened::File(f)) => {
+            let mut text = String::new();
+            f.take(MAX_FILE_BYTES)
+                .read_to_string(&mut text)
+                .map_err(|e| cannot(e.to_string()))?;
+            text
+        }
+        Ok(Opened::Dir(_)) => return Err(cannot("it is a directory".into())),
+        Err(e) => {
+            return Err(cannot(format!(
+                "it {e}; load_skill follows no symbolic link"
+            )));
+        }
+    };
     let parsed = frontmatter::parse(&text).map_err(|e| {
         format!(
             "skill `{}`: {} is no longer valid: {e}",
@@ -93,7 +112,7 @@ fn instructions(skill: &Skill) -> Result<String, String> {
         skill.dir.display(),
         parsed.body.trim_end()
     );
-    let files = files_of(&skill.dir);
+    let files = files_of(&root);
     if !files.is_empty() {
         out.push_str("\n\n## Files of this skill (load one with `path`)\n");
         out.push_str(&files.join("\n"));
@@ -101,36 +120,28 @@ fn instructions(skill: &Skill) -> Result<String, String> {
     Ok(out)
 }
 
-/// Files under `dir` other than `SKILL.md`, relative, sorted, at most
-/// [`LISTED_FILES`] (then `…`).
-fn files_of(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
-        };
-        for e in entries.filter_map(|e| e.ok()) {
-            let p = e.path();
-            let Ok(kind) = e.file_type() else { continue };
-            if kind.is_dir() {
-                stack.push(p);
-            } else if let Ok(rel) = p.strip_prefix(dir) {
-                let rel = rel.to_string_lossy().replace('\\', "/");
-                if rel != "SKILL.md" {
-                    out.push(rel);
-                }
-            }
-        }
+/// At most [`LISTED_FILES`] names, then `…` when there were more.
+fn capped(mut files: Vec<String>) -> Vec<String> {
+    if files.len() > LISTED_FILES {
+        files.truncate(LISTED_FILES);
+        files.push("…".into());
     }
-    out.sort();
-    if out.len() > LISTED_FILES {
-        out.truncate(LISTED_FILES);
-        out.push("…".into());
-    }
-    out
+    files
 }
 
+/// Files of the skill other than `SKILL.md`, for messages.
+fn files_of(root: &std::os::fd::OwnedFd) -> Vec<String> {
+    capped(
+        beneath::list(root, usize::MAX)
+            .into_iter()
+            .filter(|f| f != "SKILL.md")
+            .collect(),
+    )
+}
+
+/// One file (or directory listing) beneath the skill's directory, opened
+/// race-free (see [`beneath`]): no check-then-open, so a symbolic link
+/// swapped in at any moment cannot make this read outside the skill.
 fn file(skill: &Skill, raw: &str) -> Result<String, String> {
     let refuse = |why: String| {
         Err(format!(
@@ -145,11 +156,17 @@ fn file(skill: &Skill, raw: &str) -> Result<String, String> {
     if rel.components().any(|c| matches!(c, Component::ParentDir)) {
         return refuse("climbs out with `..`".into());
     }
-    let joined = skill.dir.join(rel);
-    let real = match std::fs::canonicalize(&joined) {
-        Ok(p) => p,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let files = files_of(&skill.dir);
+    let root = beneath::open_dir(&skill.dir).map_err(|e| {
+        format!(
+            "skill `{}`: its directory {} {e}",
+            skill.name,
+            skill.dir.display()
+        )
+    })?;
+    let opened = match beneath::open_beneath(&root, rel) {
+        Ok(o) => o,
+        Err(BeneathError::NotFound) => {
+            let files = files_of(&root);
             return Err(format!(
                 "skill `{}` has no file `{raw}`; its files are: {}",
                 skill.name,
@@ -160,24 +177,27 @@ fn file(skill: &Skill, raw: &str) -> Result<String, String> {
                 }
             ));
         }
-        Err(e) => return Err(format!("cannot resolve `{raw}`: {e}")),
+        Err(BeneathError::Symlink) => {
+            return refuse(
+                "is or passes through a symbolic link (load_skill follows none, so nothing outside the skill is read)"
+                    .into(),
+            );
+        }
+        Err(BeneathError::Outside) => return refuse("is not a path inside the skill".into()),
+        Err(e) => return Err(format!("cannot read `{raw}`: {e}")),
     };
-    if !real.starts_with(&skill.dir) {
-        return refuse(format!(
-            "resolves through a symbolic link to {}, outside the skill",
-            real.display()
-        ));
-    }
-    if real.is_dir() {
-        let files: Vec<String> = files_of(&real);
-        return Ok(format!(
-            "# {}/{raw} (a directory)\n{}",
-            skill.name,
-            files.join("\n")
-        ));
-    }
+    let f = match opened {
+        Opened::Dir(fd) => {
+            let files = beneath::list(&fd, LISTED_FILES);
+            return Ok(format!(
+                "# {}/{raw} (a directory)\n{}",
+                skill.name,
+                files.join("\n")
+            ));
+        }
+        Opened::File(f) => f,
+    };
     let mut bytes = Vec::new();
-    let f = std::fs::File::open(&real).map_err(|e| format!("cannot read `{raw}`: {e}"))?;
     let size = f.metadata().map(|m| m.len()).unwrap_or(0);
     f.take(MAX_FILE_BYTES)
         .read_to_end(&mut bytes)

@@ -8,10 +8,13 @@
 //!   session context.
 //! * [`load`] — the `load_skill` tool: instructions or one file, confined
 //!   to the skill's directory, as a durable tool result.
+//! * [`beneath`] — race-free opening beneath a directory (`openat2` with
+//!   `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, or an `O_NOFOLLOW` walk).
 //!
 //! Progressive disclosure: the list is always in context; a skill's body
 //! and files enter only through `load_skill` results in the event log.
 
+pub mod beneath;
 pub mod catalog;
 pub mod discover;
 pub mod frontmatter;

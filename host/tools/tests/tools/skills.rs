@@ -261,3 +261,94 @@ fn load_skill_returns_the_body_or_a_file_and_refuses_escapes() {
     let err = load(r#"{"path":"x"}"#).unwrap_err();
     assert!(err.contains("`name`"), "{err}");
 }
+
+/// A symbolic link to a file outside the skill is refused with an error
+/// that says why, and never shows the file.
+#[test]
+fn a_symbolic_link_out_of_the_skill_is_refused_with_a_clear_error() {
+    let t = tree();
+    let dir = skill(&t.ws.join(".latch/skills"), "pdf", "PDF tools.", "# PDF\n");
+    std::fs::write(t.ws.join("secret.txt"), "do not read").unwrap();
+    std::os::unix::fs::symlink(t.ws.join("secret.txt"), dir.join("notes.md")).unwrap();
+    let found = skills::discover(&t.ws, None);
+    let err = skills::load_skill(&found.skills, r#"{"name":"pdf","path":"notes.md"}"#).unwrap_err();
+    assert!(
+        err.starts_with("denied: `notes.md` is or passes through a symbolic link"),
+        "{err}"
+    );
+    assert!(err.contains("inside the skill's directory"), "{err}");
+    assert!(!err.contains("do not read"), "{err}");
+    // SKILL.md itself swapped for a link is refused too.
+    std::fs::rename(dir.join("SKILL.md"), t.ws.join("SKILL.md")).unwrap();
+    std::os::unix::fs::symlink(t.ws.join("SKILL.md"), dir.join("SKILL.md")).unwrap();
+    let err = skills::load_skill(&found.skills, r#"{"name":"pdf"}"#).unwrap_err();
+    assert!(err.contains("symbolic link"), "{err}");
+}
+
+/// The race a check-then-open loses: while `load_skill` reads
+/// `scripts/run.py` again and again, another thread keeps exchanging the
+/// `scripts` directory with a symbolic link to a directory outside the
+/// skill that holds a `run.py` of its own. Every load returns the skill's
+/// file or a refusal, never the outside file.
+#[test]
+fn a_component_swapped_for_a_link_while_loading_never_reads_outside() {
+    use rustix::fs::{CWD, RenameFlags, renameat_with};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    let t = tree();
+    let dir = skill(
+        &t.ws.join(".latch/skills"),
+        "ops",
+        "Ops scripts.",
+        "# Ops\n",
+    );
+    std::fs::create_dir_all(dir.join("scripts")).unwrap();
+    std::fs::write(dir.join("scripts/run.py"), "print('inside')\n").unwrap();
+    let outside = t.ws.join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("run.py"), "OUTSIDE SECRET\n").unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("swap")).unwrap();
+    let found = skills::discover(&t.ws, None);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let swapper = {
+        let (stop, a, b) = (stop.clone(), dir.join("scripts"), dir.join("swap"));
+        std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                renameat_with(CWD, &a, CWD, &b, RenameFlags::EXCHANGE).unwrap();
+                swaps += 1;
+            }
+            swaps
+        })
+    };
+    let (mut inside, mut refused) = (0, 0);
+    let started = std::time::Instant::now();
+    while inside + refused < 20_000 && started.elapsed() < std::time::Duration::from_secs(3) {
+        match skills::load_skill(&found.skills, r#"{"name":"ops","path":"scripts/run.py"}"#) {
+            Ok(text) => {
+                assert!(
+                    !text.contains("OUTSIDE SECRET"),
+                    "read outside the skill: {text}"
+                );
+                assert!(text.contains("print('inside')"), "{text}");
+                inside += 1;
+            }
+            Err(e) => {
+                assert!(!e.contains("OUTSIDE SECRET"), "{e}");
+                refused += 1;
+            }
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let swaps = swapper.join().unwrap();
+    assert!(
+        swaps > 100,
+        "the swap raced too little to prove anything: {swaps}"
+    );
+    assert!(
+        inside > 0 && refused > 0,
+        "both states were seen: {inside} read, {refused} refused"
+    );
+}
