@@ -2,7 +2,9 @@
 //! WebDriver (chromedriver, `fantoccini`). Send a task from the page, see
 //! streamed text and tool rows, close the page mid-turn, open it again and
 //! see the finished turn, including what happened while it was closed. The
-//! test saves a screenshot to `target/web-page.png`.
+//! page is opened from the URL `latch serve` printed (the token in its
+//! fragment), so every request it makes carries the token as a header.
+//! The test saves a screenshot to `target/web-page.png`.
 
 use super::{Served, project, runtime, serve};
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -11,7 +13,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// chromedriver on a free port; killed on drop.
-struct Driver(Child, u16);
+pub(super) struct Driver(Child, pub(super) u16);
 
 impl Drop for Driver {
     fn drop(&mut self) {
@@ -20,7 +22,7 @@ impl Drop for Driver {
     }
 }
 
-fn driver() -> Driver {
+pub(super) fn driver() -> Driver {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -45,7 +47,7 @@ fn driver() -> Driver {
     Driver(child, port)
 }
 
-async fn browser(port: u16, profile: &std::path::Path) -> Client {
+pub(super) async fn browser(port: u16, profile: &std::path::Path) -> Client {
     let args = [
         "--headless",
         "--no-sandbox",
@@ -71,7 +73,7 @@ async fn browser(port: u16, profile: &std::path::Path) -> Client {
 }
 
 /// Poll `script` (a JS expression) until it is true.
-async fn until(c: &Client, what: &str, script: &str) {
+pub(super) async fn until(c: &Client, what: &str, script: &str) {
     let started = Instant::now();
     loop {
         let v = c
@@ -117,7 +119,7 @@ fn the_page_streams_a_turn_survives_closing_and_shows_it_finished() {
     rt.block_on(async {
         let id = served.new_session().await;
         let c = browser(drv.1, profile.path()).await;
-        let page = format!("{}/?token={}#{id}", served.base, served.token);
+        let page = format!("{}&session={id}", served.url);
         c.goto(&page).await.unwrap();
         until(&c, "the live stream", "document.getElementById('status').innerText.startsWith('live')").await;
 
@@ -178,7 +180,7 @@ fn the_page_answers_a_permission_prompt_and_stops_a_turn() {
     rt.block_on(async {
         let id = served.new_session().await;
         let c = browser(drv.1, profile.path()).await;
-        let page = format!("{}/?token={}#{id}", served.base, served.token);
+        let page = format!("{}&session={id}", served.url);
         c.goto(&page).await.unwrap();
         until(&c, "the live stream", "document.getElementById('status').innerText.startsWith('live')").await;
         let input = c.find(Locator::Css("#input")).await.unwrap();
