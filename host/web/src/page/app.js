@@ -16,6 +16,7 @@ const TOKEN_KEY = "latch-token";
 let current = null;     // session id
 let stream = null;      // AbortController of the open event stream
 let lastSeq = 0;        // last durable seq rendered
+let streamSeq = 0;      // last durable seq the stream delivered
 let refreshTimer = null;
 let wantedSession = ""; // the session the URL names, if any
 
@@ -247,6 +248,7 @@ async function open(id) {
   stream = null;
   current = id;
   lastSeq = 0;
+  streamSeq = 0;
   history.replaceState(null, "", "/#" + id);
   await loadSessions();
   await refresh();
@@ -258,11 +260,17 @@ async function open(id) {
 function onEvent(name, data) {
   if (name === "event") {
     const ev = JSON.parse(data);
+    // An event received twice (read by the browser test: a reconnect
+    // resumes after the last one).
+    if (ev.seq <= streamSeq) document.body.dataset.duplicates = Number(document.body.dataset.duplicates || 0) + 1;
+    streamSeq = ev.seq;
     lastSeq = Math.max(lastSeq, ev.seq);
     if (ev.event.kind === "assistant_message") $("streaming").textContent = "";
     scheduleRefresh();
   } else if (name === "snapshot") {
-    render(JSON.parse(data).state);
+    const snap = JSON.parse(data);
+    streamSeq = snap.seq;
+    render(snap.state);
   } else if (name === "delta") {
     const d = JSON.parse(data);
     if (d.text) {
@@ -307,6 +315,7 @@ async function follow(id, ctrl) {
       }
       if (!r.ok || !r.body) throw new Error("HTTP " + r.status);
       status("live · " + id);
+      document.body.dataset.connects = Number(document.body.dataset.connects || 0) + 1;
       delay = 500;
       const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
       let buf = "";
