@@ -188,7 +188,7 @@ pub enum Command {
     Mcp(McpCommand),
     /// Serve the workspace's sessions to a browser: HTTP API, SSE, the page.
     #[command(
-        after_help = "Prints http://127.0.0.1:PORT/?token=... ; open it in a browser.\n\nExamples:\n  latch serve\n  latch serve --port 0\n  ssh -L 7420:127.0.0.1:7420 host   # then open the printed URL locally"
+        after_help = "Prints http://127.0.0.1:PORT/#token=... ; open it in a browser.\n\nExamples:\n  latch serve\n  latch serve --port 0\n  ssh -L 7420:127.0.0.1:7420 host   # then open the printed URL locally"
     )]
     Serve(serve_cmd::ServeArgs),
 }

@@ -36,6 +36,11 @@ pub struct ServeArgs {
     /// Accept a non-loopback --bind (TLS termination is then yours).
     #[arg(long)]
     pub allow_remote: bool,
+    /// Also accept this name in the `Host` header (repeatable): the name of
+    /// a TLS proxy in front of a remote bind. `localhost` and IP addresses
+    /// need no flag; other names are refused against DNS rebinding.
+    #[arg(long = "allow-host", value_name = "NAME")]
+    pub allow_hosts: Vec<String>,
     /// A reconnecting page more than N events behind gets one snapshot.
     #[arg(long, default_value_t = 1_000, value_name = "N")]
     pub snapshot_after: usize,
@@ -237,6 +242,7 @@ pub fn run(global: &GlobalArgs, workspace: &Path, args: &ServeArgs) -> anyhow::R
     let token = token();
     let mut config = WebConfig::new(token.clone());
     config.snapshot_after = args.snapshot_after;
+    config.allowed_hosts = args.allow_hosts.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -255,7 +261,9 @@ pub fn run(global: &GlobalArgs, workspace: &Path, args: &ServeArgs) -> anyhow::R
             IpAddr::V6(ip) => format!("[{ip}]"),
             IpAddr::V4(ip) => ip.to_string(),
         };
-        println!("http://{host}:{}/?token={token}", addr.port());
+        // The token rides in the fragment, which the browser never sends
+        // to a server; the page moves it into the tab's sessionStorage.
+        println!("http://{host}:{}/#token={token}", addr.port());
         std::io::stdout().flush()?;
         eprintln!("latch serve: sessions of {shown}; Ctrl-C stops the server (runs stop with it)");
         latch_web::serve(listener, Arc::new(backend), config)

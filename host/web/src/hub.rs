@@ -5,7 +5,9 @@
 //! subscribers reads its session's reducer input after its own watermark
 //! and broadcasts it. Subscribers therefore see every committed event once,
 //! in order, whoever committed it; one that falls behind the channel reads
-//! the store again. Nothing here is durable.
+//! the store again. A session deleted from history (tombstoned, or a
+//! descendant of a tombstoned one) ends its streams at the next commit.
+//! Nothing here is durable.
 
 use crate::log;
 use latch_kernel::{Store, StoredEvent};
@@ -25,6 +27,8 @@ pub enum Out {
     /// A transient message (sent without an id): its SSE event name and
     /// JSON data.
     Transient(&'static str, Value),
+    /// The session was deleted from history: streams of it end.
+    Deleted,
 }
 
 /// One session's feed.
@@ -96,6 +100,9 @@ impl Hub {
                     }
                 }
                 Err(e) => tracing::warn!("web feed of {session}: {e}"),
+            }
+            if self.store.is_hidden(&session).unwrap_or(false) {
+                let _ = feed.tx.send(Arc::new(Out::Deleted));
             }
         }
     }

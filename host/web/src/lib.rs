@@ -13,8 +13,11 @@
 //! * [`log`] — what the page shows of a session: the surface, its slots
 //!   filled, and the permission request it waits on.
 //! * [`hub`] — per-session fan-out of committed events and transient deltas.
+//! * [`redact`] — what of a committed event may leave the server (never
+//!   reasoning text).
 //! * [`view`] — the reducers' state as JSON (snapshots, the page's model).
-//! * [`server`] — the axum router: auth, the `/api/` routes, SSE, the page.
+//! * [`server`] — the axum router: Host, Origin and token checks, the
+//!   `/api/` routes, SSE, the page.
 
 #![warn(missing_docs)]
 
@@ -23,6 +26,7 @@ pub mod backend;
 pub mod bind;
 pub mod hub;
 pub mod log;
+pub mod redact;
 pub mod server;
 pub mod view;
 

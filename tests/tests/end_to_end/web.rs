@@ -4,11 +4,16 @@
 //! server. Token auth, loopback-only bind, a turn posted through the API
 //! and streamed, `Last-Event-ID` resume with no gap and no duplicate, a
 //! snapshot for a far-behind client equal to the reducers' state, a stream
-//! closed mid-turn that cancels nothing, and a server killed mid-turn.
+//! closed mid-turn that cancels nothing, a server killed mid-turn, and no
+//! reasoning text on the wire.
 //!
 //! * [`browser`] — the page in headless Chromium.
 //! * [`control`] — interrupts, permission answers and the group view.
+//! * [`attack`] — another local page and a local service trying to answer
+//!   a pending permission request.
 
+#[path = "web_attack.rs"]
+mod attack;
 #[path = "web_browser.rs"]
 mod browser;
 #[path = "web_control.rs"]
@@ -63,6 +68,8 @@ fn latch_command(ws: &Path, args: &[String]) -> Command {
 /// A running `latch serve`.
 struct Served {
     child: Child,
+    /// The URL it printed, as printed.
+    url: String,
     base: String,
     token: String,
     ws: PathBuf,
@@ -95,7 +102,12 @@ fn serve(ws: &Path, provider: &FakeServer, extra: &[&str]) -> Served {
     let mut args = provider_args(ws, provider);
     args.extend(["serve", "--port", "0"].map(str::to_string));
     args.extend(extra.iter().map(|s| s.to_string()));
-    let mut child = latch_command(ws, &args).spawn().unwrap();
+    spawn_served(ws, latch_command(ws, &args))
+}
+
+/// Run `cmd` (a `latch serve`); wait for the URL it prints.
+fn spawn_served(ws: &Path, mut cmd: Command) -> Served {
+    let mut child = cmd.spawn().unwrap();
     let stdout = child.stdout.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -110,11 +122,17 @@ fn serve(ws: &Path, provider: &FakeServer, extra: &[&str]) -> Served {
     let url = rx
         .recv_timeout(Duration::from_secs(60))
         .expect("latch serve printed no URL");
-    let (base, token) = url.split_once("/?token=").unwrap();
+    // `/#token=` (the fragment never reaches a server); `/?token=` from
+    // servers before it.
+    let (base, token) = url
+        .split_once("/#token=")
+        .or_else(|| url.split_once("/?token="))
+        .unwrap_or_else(|| panic!("no token in the printed URL {url}"));
     Served {
-        child,
         base: base.to_string(),
         token: token.to_string(),
+        url,
+        child,
         ws: ws.to_path_buf(),
     }
 }
@@ -348,25 +366,33 @@ fn api_refuses_requests_without_the_token() {
         assert_eq!(c.get(&events).send().await.unwrap().status().as_u16(), 401);
         let ok = c.get(&url).bearer_auth(&served.token).send().await.unwrap();
         assert_eq!(ok.status().as_u16(), 200);
-        // The page opened with the token sets the cookie that authorizes.
-        let page = c
-            .get(format!("{}/?token={}", served.base, served.token))
+        // The printed URL carries the token in its fragment, which no
+        // server sees; the page loads without it and sets no cookie.
+        assert_eq!(
+            served.url,
+            format!("{}/#token={}", served.base, served.token)
+        );
+        for page in [
+            format!("{}/", served.base),
+            format!("{}/?token={}", served.base, served.token),
+        ] {
+            let page = c.get(page).send().await.unwrap();
+            assert_eq!(page.status().as_u16(), 200);
+            assert!(page.headers().get("set-cookie").is_none());
+        }
+        // A cookie with the token authorizes nothing.
+        let cookie = format!("latch_token={}", served.token);
+        let with_cookie = c.get(&url).header("cookie", cookie).send().await.unwrap();
+        assert_eq!(with_cookie.status().as_u16(), 401);
+        // Nor does a request sent to another name for this machine.
+        let rebound = c
+            .get(&url)
+            .bearer_auth(&served.token)
+            .header("host", "rebound.example")
             .send()
             .await
             .unwrap();
-        assert_eq!(page.status().as_u16(), 200);
-        let cookie = page.headers()["set-cookie"].to_str().unwrap().to_string();
-        assert!(cookie.contains("HttpOnly"), "{cookie}");
-        let pair = cookie.split(';').next().unwrap().to_string();
-        let with_cookie = c.get(&url).header("cookie", pair).send().await.unwrap();
-        assert_eq!(with_cookie.status().as_u16(), 200);
-        // A wrong token on the page sets nothing.
-        let bad = c
-            .get(format!("{}/?token=nope", served.base))
-            .send()
-            .await
-            .unwrap();
-        assert!(bad.headers().get("set-cookie").is_none());
+        assert_eq!(rebound.status().as_u16(), 403);
     });
 }
 
@@ -648,5 +674,90 @@ fn a_server_killed_mid_turn_restarts_with_history_and_the_turn_interrupted() {
         assert!(t.contains("\"divider\":\"interrupted\""), "{t}");
         assert!(t.contains("Continuing after the restart."), "{t}");
         assert_eq!(state["state"]["activity"]["kind"], "idle");
+    });
+}
+
+#[test]
+fn reasoning_is_reported_on_the_wire_and_its_text_never_is() {
+    let rt = runtime();
+    let ws = project();
+    let provider = rt
+        .block_on(FakeServer::start(Script::new([ScriptedTurn::text(
+            "The operator is wrong.",
+        )
+        .with_reasoning()])))
+        .unwrap();
+    // Anthropic's wire: thinking arrives in the clear and is stored (as
+    // `provider_state`) to be replayed to the provider.
+    let args: Vec<String> = [
+        "-C",
+        &ws.path().display().to_string(),
+        "--provider",
+        "anthropic",
+        "--base-url",
+        &provider.anthropic_base_url(),
+        "--model",
+        "claude-test",
+        "serve",
+        "--port",
+        "0",
+    ]
+    .map(str::to_string)
+    .to_vec();
+    let mut cmd = latch_command(ws.path(), &args);
+    cmd.env("ANTHROPIC_API_KEY", "test-key");
+    let served = spawn_served(ws.path(), cmd);
+    rt.block_on(async {
+        let id = served.new_session().await;
+        let mut live = served.stream(&id, None, false).await;
+        let (status, r) = served
+            .post(
+                &format!("/sessions/{id}/messages"),
+                serde_json::json!({"text": "why does add subtract?"}),
+            )
+            .await;
+        assert_eq!(status, 202, "{r}");
+        let frames = live.until_turn(r["receipt"].as_str().unwrap()).await;
+        assert_eq!(frames.last().unwrap().json()["state"], "finished");
+
+        // The store holds the thinking, so the checks below can fail.
+        let word = "Considering";
+        assert!(latch_provider::fake::REASONING_TEXT.contains(word));
+        let stored = served.store().all_events(&id).unwrap();
+        assert!(
+            stored
+                .iter()
+                .any(|e| e.kind.kind_name() == "provider_state" && e.kind.to_json().contains(word)),
+            "no thinking stored"
+        );
+
+        // Live stream: reasoning reported (a delta, and the event), no text.
+        let live_text: String = frames.iter().map(|f| f.data.clone()).collect();
+        assert!(!live_text.contains(word), "{live_text}");
+        assert!(
+            frames
+                .iter()
+                .any(|f| f.event == "delta" && f.json()["reasoning"] == true),
+            "reasoning was not reported"
+        );
+        let reported = frames
+            .iter()
+            .find(|f| f.event == "event" && f.json()["event"]["kind"] == "provider_state")
+            .expect("the provider_state event went out");
+        assert_eq!(reported.json()["event"]["data"]["reasoning"], "reported");
+
+        // Replayed from the store, and the reducers' state.
+        let mut again = served.stream(&id, Some(0), false).await;
+        let replayed: String = again
+            .drain(Duration::from_millis(700))
+            .await
+            .iter()
+            .map(|f| f.data.clone())
+            .collect();
+        assert!(replayed.contains("The operator is wrong."), "{replayed}");
+        assert!(!replayed.contains(word), "{replayed}");
+        let state = served.get(&format!("/sessions/{id}")).await.to_string();
+        assert!(state.contains("The operator is wrong."), "{state}");
+        assert!(!state.contains(word), "{state}");
     });
 }

@@ -2,7 +2,11 @@
 //! WebDriver (chromedriver, `fantoccini`). Send a task from the page, see
 //! streamed text and tool rows, close the page mid-turn, open it again and
 //! see the finished turn, including what happened while it was closed. The
-//! test saves a screenshot to `target/web-page.png`.
+//! page is opened from the URL `latch serve` printed (the token in its
+//! fragment), so every request it makes carries the token as a header,
+//! and reads the event stream with `fetch`: a stream cut by a dropped
+//! tunnel reconnects after its last event, with no event twice. The test
+//! saves a screenshot to `target/web-page.png`.
 
 use super::{Served, project, runtime, serve};
 use fantoccini::{Client, ClientBuilder, Locator};
@@ -11,7 +15,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// chromedriver on a free port; killed on drop.
-struct Driver(Child, u16);
+pub(super) struct Driver(Child, pub(super) u16);
 
 impl Drop for Driver {
     fn drop(&mut self) {
@@ -20,7 +24,7 @@ impl Drop for Driver {
     }
 }
 
-fn driver() -> Driver {
+pub(super) fn driver() -> Driver {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -45,7 +49,7 @@ fn driver() -> Driver {
     Driver(child, port)
 }
 
-async fn browser(port: u16, profile: &std::path::Path) -> Client {
+pub(super) async fn browser(port: u16, profile: &std::path::Path) -> Client {
     let args = [
         "--headless",
         "--no-sandbox",
@@ -71,7 +75,7 @@ async fn browser(port: u16, profile: &std::path::Path) -> Client {
 }
 
 /// Poll `script` (a JS expression) until it is true.
-async fn until(c: &Client, what: &str, script: &str) {
+pub(super) async fn until(c: &Client, what: &str, script: &str) {
     let started = Instant::now();
     loop {
         let v = c
@@ -117,7 +121,7 @@ fn the_page_streams_a_turn_survives_closing_and_shows_it_finished() {
     rt.block_on(async {
         let id = served.new_session().await;
         let c = browser(drv.1, profile.path()).await;
-        let page = format!("{}/?token={}#{id}", served.base, served.token);
+        let page = format!("{}&session={id}", served.url);
         c.goto(&page).await.unwrap();
         until(&c, "the live stream", "document.getElementById('status').innerText.startsWith('live')").await;
 
@@ -178,7 +182,7 @@ fn the_page_answers_a_permission_prompt_and_stops_a_turn() {
     rt.block_on(async {
         let id = served.new_session().await;
         let c = browser(drv.1, profile.path()).await;
-        let page = format!("{}/?token={}#{id}", served.base, served.token);
+        let page = format!("{}&session={id}", served.url);
         c.goto(&page).await.unwrap();
         until(&c, "the live stream", "document.getElementById('status').innerText.startsWith('live')").await;
         let input = c.find(Locator::Css("#input")).await.unwrap();
@@ -206,6 +210,134 @@ fn the_page_answers_a_permission_prompt_and_stops_a_turn() {
         until(&c, "the prompt gone", "document.getElementById('permission').hidden").await;
         until(&c, "the Stop button gone", "document.getElementById('interrupt').hidden").await;
         assert!(!ws.path().join("checked.txt").exists());
+        c.close().await.unwrap();
+    });
+}
+
+/// A TCP proxy on another local port in front of `target`; every
+/// connection through it can be cut at once (a dropped SSH tunnel).
+struct Proxy {
+    port: u16,
+    links: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::AbortHandle>>>,
+}
+
+impl Proxy {
+    async fn start(target: String) -> Proxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let links = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let registry = links.clone();
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let target = target.clone();
+                let link = tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                    }
+                });
+                registry.lock().unwrap().push(link.abort_handle());
+            }
+        });
+        Proxy { port, links }
+    }
+
+    /// Cut every open connection.
+    fn cut(&self) {
+        for link in self.links.lock().unwrap().drain(..) {
+            link.abort();
+        }
+    }
+}
+
+#[test]
+fn the_page_reconnects_a_dropped_stream_after_its_last_event() {
+    let rt = runtime();
+    let ws = project();
+    let provider = rt
+        .block_on(FakeServer::start(Script::new([
+            ScriptedTurn::text("First answer."),
+            ScriptedTurn::text("Second answer."),
+        ])))
+        .unwrap();
+    let served: Served = serve(ws.path(), &provider, &[]);
+    let drv = driver();
+    let profile = tempfile::tempdir().unwrap();
+    rt.block_on(async {
+        let id = served.new_session().await;
+        let target = served.base.trim_start_matches("http://").to_string();
+        let proxy = Proxy::start(target).await;
+        let c = browser(drv.1, profile.path()).await;
+        let token = served.token.clone();
+        c.goto(&format!(
+            "http://127.0.0.1:{}/#token={token}&session={id}",
+            proxy.port
+        ))
+        .await
+        .unwrap();
+        until(
+            &c,
+            "the live stream",
+            "document.getElementById('status').innerText.startsWith('live')",
+        )
+        .await;
+        let send = |text: &'static str| async {
+            let input = c.find(Locator::Css("#input")).await.unwrap();
+            input.send_keys(text).await.unwrap();
+            c.find(Locator::Css("#send"))
+                .await
+                .unwrap()
+                .click()
+                .await
+                .unwrap();
+        };
+        send("first").await;
+        until(
+            &c,
+            "the first answer",
+            &format!("{TRANSCRIPT}.includes('First answer.')"),
+        )
+        .await;
+        until(
+            &c,
+            "the turn's end",
+            "document.getElementById('activity').innerText === 'ready'",
+        )
+        .await;
+
+        // The tunnel drops: the stream reconnects by itself, after the
+        // last event it delivered.
+        proxy.cut();
+        until(
+            &c,
+            "a second connection",
+            "Number(document.body.dataset.connects) >= 2",
+        )
+        .await;
+        until(
+            &c,
+            "the live stream again",
+            "document.getElementById('status').innerText.startsWith('live')",
+        )
+        .await;
+        send("second").await;
+        until(
+            &c,
+            "the second answer, streamed",
+            &format!("{TRANSCRIPT}.includes('Second answer.')"),
+        )
+        .await;
+        let duplicates = c
+            .execute(
+                "return Number(document.body.dataset.duplicates || 0);",
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            duplicates,
+            serde_json::json!(0),
+            "events were delivered twice"
+        );
         c.close().await.unwrap();
     });
 }

@@ -1,14 +1,45 @@
 // Latch's page: renders the server's reducers (GET /api/sessions/{id}) and
 // follows the session's event stream. Durable events carry `id: <seq>`, so
-// the browser's EventSource resumes with Last-Event-ID by itself after a
-// drop; transient deltas (streamed text) are shown until the commit lands.
+// a dropped stream resumes with Last-Event-ID; transient deltas (streamed
+// text) are shown until the commit lands.
+//
+// Auth: `latch serve` prints /#token=…; the fragment never reaches a
+// server. The page moves the token into this tab's sessionStorage (per
+// origin, so per port), clears it from the address bar and sends it as
+// `Authorization: Bearer` on every request. No cookie carries it: cookies
+// reach every port of the host. The event stream is read with fetch, since
+// EventSource cannot set that header.
 "use strict";
 
 const SLASH = ["/context", "/compact", "/recall ", "/resume", "/group", "/interrupt"];
+const TOKEN_KEY = "latch-token";
 let current = null;     // session id
-let source = null;      // EventSource
+let stream = null;      // AbortController of the open event stream
 let lastSeq = 0;        // last durable seq rendered
+let streamSeq = 0;      // last durable seq the stream delivered
 let refreshTimer = null;
+let wantedSession = ""; // the session the URL names, if any
+
+// Take the token from the URL (`#token=…[&session=…]`, or an older
+// `?token=…`) into sessionStorage, and leave the address bar without it.
+function takeToken() {
+  const hash = location.hash.slice(1);
+  const params = new URLSearchParams(hash.includes("=") ? hash : "");
+  const query = new URLSearchParams(location.search);
+  const token = params.get("token") || query.get("token");
+  wantedSession = hash.includes("=") ? (params.get("session") || "") : hash;
+  if (token) sessionStorage.setItem(TOKEN_KEY, token);
+  if (token || query.has("token")) {
+    history.replaceState(null, "", "/" + (wantedSession ? "#" + wantedSession : ""));
+  }
+}
+
+function authHeaders(extra) {
+  const token = sessionStorage.getItem(TOKEN_KEY);
+  const h = Object.assign({}, extra || {});
+  if (token) h.authorization = "Bearer " + token;
+  return h;
+}
 
 const $ = (id) => document.getElementById(id);
 function el(tag, cls, text) {
@@ -19,11 +50,14 @@ function el(tag, cls, text) {
 }
 
 async function api(path, options) {
-  const r = await fetch("/api" + path, Object.assign({ credentials: "same-origin" }, options || {}));
+  const o = Object.assign({ credentials: "omit", cache: "no-store" }, options || {});
+  o.headers = authHeaders(o.headers);
+  const r = await fetch("/api" + path, o);
   let body = null;
   try { body = await r.json(); } catch (_) { body = null; }
   if (r.status === 401) {
-    notice("Not authorized: open the URL that `latch serve` printed (it carries the token).");
+    notice("Not authorized: open the URL that `latch serve` printed (it carries the token). " +
+      ((body && body.error) || ""));
     throw new Error("401");
   }
   if (!r.ok) {
@@ -210,26 +244,35 @@ function scheduleRefresh() {
 }
 
 async function open(id) {
-  if (source) source.close();
+  if (stream) stream.abort();
+  stream = null;
   current = id;
   lastSeq = 0;
+  streamSeq = 0;
   history.replaceState(null, "", "/#" + id);
   await loadSessions();
   await refresh();
-  // Resume after what was rendered; the browser sends Last-Event-ID on its
-  // own reconnects.
-  source = new EventSource("/api/sessions/" + id + "/events?after=" + lastSeq);
-  source.onopen = () => status("live · " + id);
-  source.onerror = () => status("reconnecting…");
-  source.addEventListener("event", (e) => {
-    const ev = JSON.parse(e.data);
+  // Resume after what was rendered.
+  follow(id, new AbortController());
+}
+
+// One server-sent event of the session's stream.
+function onEvent(name, data) {
+  if (name === "event") {
+    const ev = JSON.parse(data);
+    // An event received twice (read by the browser test: a reconnect
+    // resumes after the last one).
+    if (ev.seq <= streamSeq) document.body.dataset.duplicates = Number(document.body.dataset.duplicates || 0) + 1;
+    streamSeq = ev.seq;
     lastSeq = Math.max(lastSeq, ev.seq);
     if (ev.event.kind === "assistant_message") $("streaming").textContent = "";
     scheduleRefresh();
-  });
-  source.addEventListener("snapshot", (e) => render(JSON.parse(e.data).state));
-  source.addEventListener("delta", (e) => {
-    const d = JSON.parse(e.data);
+  } else if (name === "snapshot") {
+    const snap = JSON.parse(data);
+    streamSeq = snap.seq;
+    render(snap.state);
+  } else if (name === "delta") {
+    const d = JSON.parse(data);
     if (d.text) {
       $("streaming").textContent += d.text;
       // How much text arrived streamed (read by the browser test).
@@ -237,15 +280,75 @@ async function open(id) {
     }
     if (d.reasoning) $("activity").textContent = "reasoning reported";
     if (d.retrying) $("activity").textContent = "retrying (attempt " + d.retrying.attempt + "): " + d.retrying.reason;
-  });
-  source.addEventListener("turn", (e) => {
-    const t = JSON.parse(e.data);
+  } else if (name === "turn") {
+    const t = JSON.parse(data);
     if (t.state === "failed") notice("The turn failed: " + t.error);
     if (t.state === "interrupted") notice("Interrupted: " + t.reason);
     running(false);
     scheduleRefresh();
     loadSessions().catch(() => {});
-  });
+  } else if (name === "deleted" || name === "error") {
+    notice(JSON.parse(data).error);
+  }
+}
+
+// Read the session's event stream with the token header, and reconnect
+// after a drop with Last-Event-ID (what EventSource would do, had it a way
+// to send the header). A refusal (401, 403, 404) ends it with the reason.
+async function follow(id, ctrl) {
+  stream = ctrl;
+  let delay = 500;
+  while (!ctrl.signal.aborted) {
+    try {
+      const r = await fetch("/api/sessions/" + id + "/events", {
+        credentials: "omit",
+        cache: "no-store",
+        signal: ctrl.signal,
+        headers: authHeaders({ accept: "text/event-stream", "last-event-id": String(lastSeq) }),
+      });
+      if ([401, 403, 404].includes(r.status)) {
+        let body = null;
+        try { body = await r.json(); } catch (_) { body = null; }
+        notice((body && body.error) || ("HTTP " + r.status));
+        status("not connected");
+        return;
+      }
+      if (!r.ok || !r.body) throw new Error("HTTP " + r.status);
+      status("live · " + id);
+      document.body.dataset.connects = Number(document.body.dataset.connects || 0) + 1;
+      delay = 500;
+      const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buf = "";
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buf += value.replace(/\r\n?/g, "\n");
+        let end;
+        while ((end = buf.indexOf("\n\n")) >= 0) {
+          const block = buf.slice(0, end);
+          buf = buf.slice(end + 2);
+          let name = "message";
+          const data = [];
+          block.split("\n").forEach((line) => {
+            if (!line || line.startsWith(":")) return;
+            const at = line.indexOf(":");
+            const k = at < 0 ? line : line.slice(0, at);
+            let v = at < 0 ? "" : line.slice(at + 1);
+            if (v.startsWith(" ")) v = v.slice(1);
+            if (k === "event") name = v;
+            else if (k === "data") data.push(v);
+          });
+          if (data.length && !ctrl.signal.aborted) onEvent(name, data.join("\n"));
+        }
+      }
+    } catch (_) {
+      if (ctrl.signal.aborted) return;
+    }
+    if (ctrl.signal.aborted) return;
+    status("reconnecting…");
+    await new Promise((done) => setTimeout(done, delay));
+    delay = Math.min(delay * 2, 10000);
+  }
 }
 
 async function send(text) {
@@ -297,8 +400,10 @@ function complete() {
 }
 
 async function main() {
-  // The token's job is done once the cookie is set: keep it out of the bar.
-  if (location.search.includes("token=")) history.replaceState(null, "", "/" + location.hash);
+  takeToken();
+  if (!sessionStorage.getItem(TOKEN_KEY)) {
+    notice("No token: open the URL that `latch serve` printed (http://…/#token=…).");
+  }
   $("composer").addEventListener("submit", (e) => {
     e.preventDefault();
     const text = $("input").value.trim();
@@ -323,7 +428,7 @@ async function main() {
   try {
     const sessions = await loadSessions();
     status("ready");
-    const wanted = location.hash.slice(1);
+    const wanted = wantedSession;
     if (wanted) await open(wanted);
     else if (sessions.length) await open(sessions[0].id);
   } catch (_) { status("not connected"); }

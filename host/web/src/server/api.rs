@@ -68,14 +68,34 @@ pub(crate) async fn blocking<T: Send + 'static>(
         .map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?
 }
 
-/// The session `id` of this workspace, or 404.
+/// The session `id` of this workspace, or 404: for an unknown session,
+/// and for one deleted from history (it or an ancestor tombstoned), which
+/// the web never serves.
 pub(crate) fn known(state: &AppState, id: &str) -> Result<SessionRecord, ApiError> {
     let not_found = || ApiError::from(BackendError::NotFound(id.to_string()));
-    match state.backend.store().session(id) {
-        Ok(s) if s.workspace == state.backend.workspace() => Ok(s),
+    let store = state.backend.store();
+    match store.session(id) {
+        Ok(s) if s.workspace == state.backend.workspace() => {
+            if store.is_hidden(id)? {
+                return Err(deleted(id));
+            }
+            Ok(s)
+        }
         Ok(_) | Err(StoreError::UnknownSession(_)) => Err(not_found()),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The 404 for a session deleted from history.
+pub(crate) fn deleted(id: &str) -> ApiError {
+    ApiError(
+        StatusCode::NOT_FOUND,
+        format!(
+            "session {id} was deleted from history (`latch history delete`, of it or of a \
+             parent): its events are kept in the store but are no longer served; list the \
+             sessions with GET /api/sessions"
+        ),
+    )
 }
 
 fn summary(s: &SessionRecord, busy: bool, children: Vec<Value>) -> Value {

@@ -1,7 +1,12 @@
-//! The axum router of `latch serve`: token auth on every `/api/` route, the
-//! API, per-session SSE and the page.
+//! The axum router of `latch serve`: where a request comes from (`Host`,
+//! `Origin`) checked on every route, the token on every `/api/` route, the
+//! API, per-session SSE and the page. What the page may do is decided here
+//! and nowhere else.
 //!
-//! * [`auth`] — bearer header or the cookie the page sets; 401 otherwise.
+//! * [`origin`] — `Host` against the bound address (DNS rebinding) and
+//!   `Origin` against this server; 403 otherwise.
+//! * [`auth`] — the token as `Authorization: Bearer`, never a cookie; 401
+//!   otherwise. [`auth::Refusal`] is every refusal of both.
 //! * [`api`] — sessions, messages (command receipts), commands.
 //! * [`control`] — interrupting a running turn, answering its permission
 //!   requests.
@@ -13,6 +18,7 @@ pub mod api;
 pub mod auth;
 pub mod control;
 pub mod group;
+pub mod origin;
 pub mod page;
 pub mod sse;
 
@@ -21,6 +27,7 @@ use crate::hub::Hub;
 use axum::Router;
 use axum::routing::{get, post};
 use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,6 +37,13 @@ use std::time::Duration;
 pub struct WebConfig {
     /// The secret every `/api/` request must present.
     pub token: String,
+    /// The address the server is bound to: `Host` must name it, a
+    /// loopback address or `localhost` ([`serve`] sets it from the
+    /// listener).
+    pub bound: IpAddr,
+    /// Further `Host` names to accept (`--allow-host`): the name of a
+    /// proxy in front of a remote bind.
+    pub allowed_hosts: Vec<String>,
     /// A reconnecting client more than this many events behind gets one
     /// snapshot instead of the events.
     pub snapshot_after: usize,
@@ -38,11 +52,13 @@ pub struct WebConfig {
 }
 
 impl WebConfig {
-    /// Defaults around `token`: snapshot past 1,000 events, keep-alive
-    /// every 15 s.
+    /// Defaults around `token`: bound to 127.0.0.1, no further host
+    /// names, snapshot past 1,000 events, keep-alive every 15 s.
     pub fn new(token: impl Into<String>) -> WebConfig {
         WebConfig {
             token: token.into(),
+            bound: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            allowed_hosts: Vec::new(),
             snapshot_after: 1_000,
             keep_alive: Duration::from_secs(15),
         }
@@ -66,6 +82,7 @@ pub struct AppState {
     pub(crate) backend: Arc<dyn Backend>,
     pub(crate) hub: Arc<Hub>,
     pub(crate) config: WebConfig,
+    pub(crate) hosts: origin::HostRule,
     /// Sessions with a command running in this process.
     pub(crate) busy: Mutex<HashMap<String, Running>>,
     /// Woken whenever a session's command ends.
@@ -79,9 +96,11 @@ pub fn router(backend: Arc<dyn Backend>, config: WebConfig) -> Router {
         backend.store().clone(),
         backend.workspace().to_string(),
     ));
+    let hosts = origin::HostRule::new(config.bound, &config.allowed_hosts);
     let state = Arc::new(AppState {
         backend,
         hub,
+        hosts,
         config,
         busy: Mutex::new(HashMap::new()),
         released: tokio::sync::Notify::new(),
@@ -112,14 +131,20 @@ pub fn router(backend: Arc<dyn Backend>, config: WebConfig) -> Router {
         .route("/app.js", get(page::script))
         .route("/app.css", get(page::style))
         .nest("/api", api)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            origin::require,
+        ))
         .with_state(state)
 }
 
-/// Serve `backend` on `listener` until the process ends.
+/// Serve `backend` on `listener` until the process ends (`config.bound`
+/// is set to the listener's address).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     backend: Arc<dyn Backend>,
-    config: WebConfig,
+    mut config: WebConfig,
 ) -> std::io::Result<()> {
+    config.bound = listener.local_addr()?.ip();
     axum::serve(listener, router(backend, config)).await
 }

@@ -1,45 +1,49 @@
 //! The page: static files compiled into the binary, no build step, no
-//! external network. Opening `/?token=…` with the right token sets the
-//! auth cookie (HttpOnly, SameSite=Strict) that the page's requests and its
-//! `EventSource` carry.
+//! external network. The page holds no secret, so loading it needs no
+//! token: it reads the token from the URL's fragment (`/#token=…`, which
+//! the browser never sends to a server), keeps it in `sessionStorage` and
+//! sends it as `Authorization: Bearer` (see [`super::auth`]). Every file
+//! goes out with a content security policy that allows only this origin
+//! and forbids framing the page (no other page can overlay its buttons).
 
-use super::AppState;
-use super::auth::{COOKIE, same};
-use axum::extract::{Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
-use std::collections::HashMap;
-use std::sync::Arc;
 
 const INDEX: &str = include_str!("../page/index.html");
 const SCRIPT: &str = include_str!("../page/app.js");
 const STYLE: &str = include_str!("../page/app.css");
 
-/// `GET /`: the page; sets the cookie when `?token=` is right.
-pub async fn index(
-    State(state): State<Arc<AppState>>,
-    Query(q): Query<HashMap<String, String>>,
-) -> Response {
-    let html = [(header::CONTENT_TYPE, "text/html; charset=utf-8")];
-    match q.get("token") {
-        Some(t) if same(t, &state.config.token) => {
-            let cookie = format!("{COOKIE}={t}; Path=/; HttpOnly; SameSite=Strict");
-            ([(header::SET_COOKIE, cookie)], html, INDEX).into_response()
-        }
-        _ => (html, INDEX).into_response(),
-    }
-}
+/// Scripts, styles and connections from this origin only; no frames, no
+/// plugins, no form posts elsewhere.
+const POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+                      connect-src 'self'; img-src 'self' data:; base-uri 'none'; \
+                      form-action 'self'; frame-ancestors 'none'";
 
-/// `GET /app.js`.
-pub async fn script() -> Response {
+fn file(content_type: &'static str, body: &'static str) -> Response {
     (
-        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
-        SCRIPT,
+        [
+            (header::CONTENT_TYPE, content_type),
+            (header::CONTENT_SECURITY_POLICY, POLICY),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+            (header::REFERRER_POLICY, "no-referrer"),
+        ],
+        body,
     )
         .into_response()
 }
 
+/// `GET /`: the page.
+pub async fn index() -> Response {
+    file("text/html; charset=utf-8", INDEX)
+}
+
+/// `GET /app.js`.
+pub async fn script() -> Response {
+    file("text/javascript; charset=utf-8", SCRIPT)
+}
+
 /// `GET /app.css`.
 pub async fn style() -> Response {
-    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE).into_response()
+    file("text/css; charset=utf-8", STYLE)
 }

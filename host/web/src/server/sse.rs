@@ -8,11 +8,18 @@
 //! One more than [`super::WebConfig::snapshot_after`] events behind gets one
 //! `event: snapshot` (`id:` its seq) carrying the reducers' state at that
 //! seq instead. Keep-alive comments go out at the configured interval.
+//!
+//! Like every `/api/` route the stream needs `Authorization: Bearer`; the
+//! page reads it with `fetch`, which can set the header (`EventSource`
+//! cannot), and reconnects itself with `Last-Event-ID`. Event data goes
+//! through [`crate::redact`]: no reasoning text leaves. A session deleted
+//! from history is refused (404), and an open stream of it ends with
+//! `event: deleted`.
 
 use super::AppState;
-use super::api::{ApiError, known};
+use super::api::{ApiError, deleted, known};
 use crate::hub::Out;
-use crate::{log, view};
+use crate::{log, redact, view};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
@@ -46,12 +53,13 @@ fn resume_point(headers: &HeaderMap, q: &HashMap<String, String>) -> Result<u64,
     }
 }
 
+/// A committed event as it goes out: through [`redact::stored`], the one
+/// place event data is serialized for the web.
 fn durable(e: &StoredEvent) -> Event {
-    let data = json!({ "seq": e.seq, "session": e.session, "time_ms": e.time_ms, "event": e.kind });
     Event::default()
         .id(e.seq.to_string())
         .event("event")
-        .data(data.to_string())
+        .data(redact::stored(e).to_string())
 }
 
 /// The handler.
@@ -104,6 +112,14 @@ async fn pump(
                     durable(e)
                 }
                 Out::Transient(name, data) => Event::default().event(*name).data(data.to_string()),
+                Out::Deleted => {
+                    let ApiError(_, error) = deleted(&id);
+                    let data = json!({ "session": id, "error": error });
+                    let _ = tx
+                        .send(Event::default().event("deleted").data(data.to_string()))
+                        .await;
+                    return;
+                }
             },
             Err(broadcast::error::RecvError::Lagged(_)) => {
                 // Too slow for the channel: read what was missed from the store.
