@@ -14,7 +14,9 @@
 //!   SIGKILL while a request waits.
 //! * [`group`] — `latch group` prints the group a run left.
 //! * [`skills_mcp`] — `latch skills` and `latch mcp list`, and a `run`
-//!   that calls an MCP tool.
+//!   that calls an MCP tool; the MCP config every README shows.
+//! * [`trust`] — workspace trust: `run`/`serve` refuse, `--trust-workspace`,
+//!   `latch trust [--revoke]`, the REPL question and the TUI modal.
 
 #[path = "cli/children.rs"]
 mod children;
@@ -28,6 +30,8 @@ mod permissions;
 mod safety;
 #[path = "cli/skills_mcp.rs"]
 mod skills_mcp;
+#[path = "cli/trust.rs"]
+mod trust;
 #[path = "cli/tui.rs"]
 mod tui;
 
