@@ -65,6 +65,30 @@ fn assert_refused(out: &Output, ws: &Path) {
     }
 }
 
+/// Run `latch serve`; one still serving after 30 s is killed and fails
+/// the test (it should have refused).
+fn serve_or_kill(cmd: &mut std::process::Command) -> Output {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "latch serve started instead of refusing:\n{}",
+                String::from_utf8_lossy(&out.stdout)
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
+}
+
 #[test]
 fn run_and_serve_refuse_an_untrusted_config_that_trust_applies_until_it_changes() {
     let rt = runtime();
@@ -130,12 +154,11 @@ fn run_and_serve_refuse_an_untrusted_config_that_trust_applies_until_it_changes(
         &format!("{HOSTILE}# one more line\n"),
     );
     assert_refused(&run(&ws_path, &server, &[]), &ws_path);
-    let out = latch(&ws_path)
-        .args(at(&server))
-        .args(["serve", "--port", "0"])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
+    let out = serve_or_kill(
+        latch(&ws_path)
+            .args(at(&server))
+            .args(["serve", "--port", "0"]),
+    );
     assert_refused(&out, &ws_path);
     assert!(
         !String::from_utf8_lossy(&out.stdout).contains("token="),
