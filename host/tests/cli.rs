@@ -24,6 +24,8 @@ mod children;
 mod crash;
 #[path = "cli/group.rs"]
 mod group;
+#[path = "cli/npm_registry.rs"]
+mod npm_registry;
 #[path = "cli/permissions.rs"]
 mod permissions;
 #[path = "cli/safety.rs"]

@@ -160,7 +160,11 @@ pub fn list(global: &GlobalArgs, workspace: &Path, json: bool) -> anyhow::Result
                 .unwrap_or_default()
         );
         if let ServerState::Failed { error } = &s.state {
-            println!("  {}", terminal_safe(error, 4_000).replace('\n', "\n  "));
+            // Line by line: the error's lines (command, likely cause,
+            // stderr) stay lines.
+            for line in error.lines().take(60) {
+                println!("  {}", terminal_safe(line, 1_000));
+            }
         }
         for t in &s.tools {
             let description: String = t

@@ -121,7 +121,16 @@ pub fn settle_trust(env: &mut Env, global: &GlobalArgs, policy: TrustPolicy) -> 
         return Ok(());
     }
     let ask = match policy {
-        TrustPolicy::Refuse => bail!("{}", trust.refusal()),
+        TrustPolicy::Refuse => {
+            // Printed here, line by line: the error printer shows one line.
+            for line in trust.refusal().lines() {
+                eprintln!("{}", super::render::terminal_safe(line, 2_000));
+            }
+            bail!(
+                "refused to start: {} is not trusted (see above)",
+                trust.file.display()
+            )
+        }
         TrustPolicy::Warn => {
             warn_untrusted(&trust);
             return Ok(());
@@ -160,7 +169,7 @@ pub fn settle_trust(env: &mut Env, global: &GlobalArgs, policy: TrustPolicy) -> 
 /// The lines that say which keys of the workspace's config are ignored.
 pub fn warn_untrusted(trust: &WorkspaceTrust) {
     for line in trust.ignored_lines() {
-        eprintln!("warning: {line}");
+        eprintln!("warning: {}", super::render::terminal_safe(&line, 2_000));
     }
 }
 

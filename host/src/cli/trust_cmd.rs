@@ -79,7 +79,10 @@ pub fn ask_on_terminal(trust: &WorkspaceTrust) -> bool {
     if !stdin.is_terminal() {
         return false;
     }
-    eprint!("\n{}", trust.question());
+    eprintln!();
+    for line in trust.question().lines() {
+        eprintln!("{}", super::render::terminal_safe(line, 2_000));
+    }
     loop {
         eprint!(
             "Trust this config? [y]es: apply them (asked again if the file changes) / \

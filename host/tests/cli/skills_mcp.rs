@@ -81,6 +81,11 @@ fn latch_mcp_list_shows_tools_and_a_failed_server_with_its_stderr() {
     assert!(stdout.contains("mcp__everything__echo"), "{stdout}");
     assert!(stdout.contains("broken  failed"), "{stdout}");
     assert!(stdout.contains("no token configured"), "{stdout}");
+    // The error's parts stay lines: the command and the likely cause.
+    assert!(
+        stdout.contains("\n    command: node -e ") && stdout.contains("\n    likely cause: "),
+        "{stdout}"
+    );
     // A typo in the table is refused with its name and line.
     write(
         ws.path().join(".latch/config.toml"),
@@ -217,9 +222,11 @@ fn a_run_with_skills_and_mcp_keeps_shell_sandboxed_without_secrets_and_cleans_it
 
 /// `.ci/cache/npm/node_modules`, where `.ci/run` installs the npm servers.
 fn npm_modules() -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../.ci/cache/npm/node_modules");
     npm_server("server-everything");
-    dir.canonicalize().unwrap()
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../.ci/cache/npm/node_modules")
+        .canonicalize()
+        .unwrap()
 }
 
 #[test]
@@ -241,15 +248,21 @@ fn the_mcp_config_every_readme_shows_works_with_no_extra_keys() {
         user_config(ws.path()),
         "[mcp.servers.everything]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-everything\"]\n",
     );
-    // Hermetic: npx finds the package in the project's node_modules (as in
-    // a project that depends on it), npm may not touch the network, and its
-    // cache lives outside the workspace, where `~/.npm` would.
-    std::os::unix::fs::symlink(npm_modules(), ws.path().join("node_modules")).unwrap();
-    let cache = tempfile::tempdir().unwrap();
+    // What npx does on a user's machine: fetch the package from the
+    // registry (a local one here, serving the pinned packages) into its
+    // cache outside the workspace (as `~/.npm`), then run it.
+    let registry = super::npm_registry::Registry::start(&npm_modules());
+    let home = tempfile::tempdir().unwrap();
+    let npmrc = home.path().join("npmrc");
+    std::fs::write(&npmrc, "").unwrap();
     let npm = |mut cmd: std::process::Command| {
-        cmd.env("npm_config_offline", "true")
-            .env("npm_config_cache", cache.path())
-            .env("npm_config_update_notifier", "false");
+        cmd.env("npm_config_registry", &registry.url)
+            .env("npm_config_cache", home.path().join("npm-cache"))
+            .env("npm_config_userconfig", &npmrc)
+            .env("npm_config_fetch_retries", "0")
+            .env("npm_config_update_notifier", "false")
+            .env("npm_config_audit", "false")
+            .env("npm_config_fund", "false");
         cmd
     };
     let out = npm(latch(ws.path()))

@@ -63,6 +63,11 @@ fn assert_refused(out: &Output, ws: &Path) {
     ] {
         assert!(stderr.contains(needle), "{needle} missing:\n{stderr}");
     }
+    // One key per line, as real lines.
+    assert!(
+        stderr.contains("\n  sandbox.mode = \"full-access\""),
+        "{stderr}"
+    );
 }
 
 /// Run `latch serve`; one still serving after 30 s is killed and fails
