@@ -14,10 +14,12 @@
 //!   SIGKILL while a request waits.
 //! * [`group`] — `latch group` prints the group a run left.
 //! * [`skills_mcp`] — `latch skills` and `latch mcp list`, and a `run`
-//!   that calls an MCP tool.
+//!   that calls an MCP tool; the MCP config every README shows.
 //! * [`compare`] — `latch engine compare`: short scripted sessions whose
 //!   figures are checked against the captured requests (the full sessions
 //!   are `#[ignore]`d: the local tier).
+//! * [`trust`] — workspace trust: `run`/`serve` refuse, `--trust-workspace`,
+//!   `latch trust [--revoke]`, the REPL question and the TUI modal.
 
 #[path = "cli/children.rs"]
 mod children;
@@ -27,12 +29,16 @@ mod compare;
 mod crash;
 #[path = "cli/group.rs"]
 mod group;
+#[path = "cli/npm_registry.rs"]
+mod npm_registry;
 #[path = "cli/permissions.rs"]
 mod permissions;
 #[path = "cli/safety.rs"]
 mod safety;
 #[path = "cli/skills_mcp.rs"]
 mod skills_mcp;
+#[path = "cli/trust.rs"]
+mod trust;
 #[path = "cli/tui.rs"]
 mod tui;
 

@@ -44,7 +44,9 @@ pub use ops::{
     GuardError, MutationReceipt, attempt_certification, check_guarded_write, commit_mutation,
     record_validation,
 };
-pub use permission::{DecidedBy, GrantScope, PermissionKind, PermissionLog, PermissionRequest};
+pub use permission::{
+    DecidedBy, GrantScope, McpToolCall, PermissionKind, PermissionLog, PermissionRequest,
+};
 pub use state::{
     Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, Unfinished, operation_of,
 };

@@ -21,6 +21,19 @@ pub enum PermissionKind {
     Escalation,
     /// Change a file through the file tools.
     Edit,
+    /// Call an MCP server's tool that is not annotated read-only.
+    McpTool,
+}
+
+/// The MCP call a [`PermissionKind::McpTool`] request asks about.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpToolCall {
+    /// The server, as configured (`[mcp.servers.NAME]`).
+    pub server: String,
+    /// The server's name for the tool.
+    pub tool: String,
+    /// The call's arguments (JSON, as the model sent them; bounded).
+    pub arguments: String,
 }
 
 /// Who (or what) decided a request.
@@ -90,6 +103,9 @@ pub struct PermissionRequest {
     pub approval: String,
     /// The sandbox mode commands run in.
     pub sandbox: String,
+    /// The MCP server, tool and arguments, for an MCP call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp: Option<McpToolCall>,
 }
 
 impl PermissionRequest {
@@ -104,11 +120,20 @@ impl PermissionRequest {
                 format!("escalation:{}", self.command.as_deref().unwrap_or(""))
             }
             PermissionKind::Edit => format!("edit:{}", self.path.as_deref().unwrap_or("")),
+            // An "always" covers the tool, whatever its arguments.
+            PermissionKind::McpTool => match &self.mcp {
+                Some(m) => format!("mcp:{}/{}", m.server, m.tool),
+                None => format!("mcp:{}", self.tool),
+            },
         }
     }
 
-    /// One line naming what is asked: the command or the path.
+    /// One line naming what is asked: the command, the path, or the MCP
+    /// server and tool (`everything/trigger-long-running-operation`).
     pub fn subject(&self) -> String {
+        if let Some(m) = &self.mcp {
+            return format!("{}/{}", m.server, m.tool);
+        }
         match (&self.command, &self.path) {
             (Some(c), _) => c.clone(),
             (None, Some(p)) => p.clone(),
@@ -188,6 +213,7 @@ mod tests {
             model_reason: None,
             approval: "untrusted".into(),
             sandbox: "workspace-write".into(),
+            mcp: None,
         }
     }
 
@@ -261,5 +287,20 @@ mod tests {
             (r.grant_key().as_str(), r.subject().as_str()),
             ("edit:src/a.rs", "src/a.rs")
         );
+        // An MCP grant covers the tool, whatever its arguments.
+        r.kind = PermissionKind::McpTool;
+        r.path = None;
+        r.mcp = Some(McpToolCall {
+            server: "fs".into(),
+            tool: "write_file".into(),
+            arguments: r#"{"path":"a"}"#.into(),
+        });
+        assert_eq!(
+            (r.grant_key().as_str(), r.subject().as_str()),
+            ("mcp:fs/write_file", "fs/write_file")
+        );
+        let e = EventKind::PermissionRequested(r);
+        let back = EventKind::from_row(1, e.kind_name(), &e.to_json()).unwrap();
+        assert_eq!(back, e);
     }
 }

@@ -38,14 +38,17 @@ pub struct ServerConfig {
     /// Variables added to its environment.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
-    /// The sandbox a stdio server runs in: `read-only`, `workspace-write`
-    /// or `full-access` (default: the session's `[sandbox] mode`). A server
-    /// that writes outside the workspace (a cache such as `~/.npm` for
-    /// `npx`, or a directory it serves) needs `full-access` or the
-    /// directory in `[sandbox] writable_roots`.
+    /// The command sandbox a stdio server runs in, when the user wants it
+    /// confined: `read-only`, `workspace-write` or `full-access`. Unset
+    /// (the default), the server runs as an ordinary program with the
+    /// user's rights, as Claude Code and Codex run the servers a user
+    /// configures: `npx` can fetch its package and write `~/.npm`. Its
+    /// tools that are not annotated read-only then act outside the
+    /// session's sandbox, so the approval mode asks about them.
     pub sandbox: Option<SandboxMode>,
-    /// Whether a stdio server may use the network (default: the session's
-    /// `[sandbox] network`). A server that calls a remote API needs it.
+    /// Whether a confined stdio server may use the network (default: the
+    /// session's `[sandbox] network`). Only with `sandbox`: an unconfined
+    /// server has the network anyway.
     pub network: Option<bool>,
     /// The endpoint of a streamable-HTTP server, e.g.
     /// `http://127.0.0.1:3001/mcp` or `https://mcp.example.com/mcp`.
@@ -120,6 +123,15 @@ impl ServerConfig {
                 if !self.headers.is_empty() {
                     return Err(err(
                         "`headers` apply to `url` servers only; pass a stdio server settings through `env`"
+                            .into(),
+                    ));
+                }
+                if self.network.is_some() && self.sandbox.is_none() {
+                    return Err(err(
+                        "`network` applies to a server confined with `sandbox = \"read-only\"` or \
+                         `\"workspace-write\"`; without `sandbox` the server runs as an ordinary \
+                         program and has the network. Add `sandbox = \"workspace-write\"` or \
+                         remove `network`"
                             .into(),
                     ));
                 }
@@ -241,6 +253,20 @@ mod tests {
         let e = s.transport("x").unwrap_err();
         assert!(e.message.contains("`command` servers only"), "{e}");
         s.network = None;
+        s.url = None;
+        s.command = Some("npx".into());
+        s.network = Some(true);
+        let e = s.transport("x").unwrap_err();
+        assert!(
+            e.message
+                .contains("`network` applies to a server confined with `sandbox"),
+            "{e}"
+        );
+        s.sandbox = Some(SandboxMode::WorkspaceWrite);
+        assert!(s.transport("x").is_ok());
+        s.sandbox = None;
+        s.network = None;
+        s.command = None;
         s.url = Some("http://a/mcp".into());
         s.headers.insert("bad header".into(), "v".into());
         assert!(s.transport("x").unwrap_err().message.contains("bad header"));

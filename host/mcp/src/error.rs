@@ -1,5 +1,15 @@
 //! Why an MCP server or call failed. Every error names the server.
 
+/// What a start failure says beyond its message.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StartDetail {
+    /// The command line of a stdio server (`npx -y ...`), or the URL of a
+    /// streamable-HTTP server.
+    pub command: Option<String>,
+    /// The likely cause and what to do about it, when Latch can tell.
+    pub hint: Option<String>,
+}
+
 /// A failure of one MCP server or one of its calls.
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum McpError {
@@ -7,9 +17,12 @@ pub enum McpError {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     /// The server did not start (spawn, handshake or tool listing failed or
-    /// timed out); `stderr_tail` is the end of what a stdio server printed.
+    /// timed out); the message names the command, the likely cause and the
+    /// end of what a stdio server printed on stderr.
     #[error(
-        "MCP server `{server}` failed to start: {message}{}{}",
+        "MCP server `{server}` failed to start: {message}{}{}{}{}",
+        command_line(&.detail.command),
+        cause(&.detail.hint),
         confined(.server, .sandbox),
         tail(.stderr_tail)
     )]
@@ -18,6 +31,8 @@ pub enum McpError {
         server: String,
         /// What went wrong.
         message: String,
+        /// Its command line and the likely cause.
+        detail: Box<StartDetail>,
         /// The sandbox a confined stdio server ran in (e.g.
         /// "`workspace-write`, network off"); none when it ran unconfined.
         sandbox: Option<String>,
@@ -92,15 +107,30 @@ impl McpError {
     }
 }
 
+fn command_line(command: &Option<String>) -> String {
+    match command {
+        Some(c) => format!("\n  command: {c}"),
+        None => String::new(),
+    }
+}
+
+fn cause(hint: &Option<String>) -> String {
+    match hint {
+        Some(h) => format!("\n  likely cause: {h}"),
+        None => String::new(),
+    }
+}
+
 /// The note of a start failure inside the sandbox: what confined it and how
 /// to give the server more.
 fn confined(server: &str, sandbox: &Option<String>) -> String {
     match sandbox {
         None => String::new(),
         Some(sandbox) => format!(
-            "\n  it ran in the command sandbox ({sandbox}); a server that must write outside \
-             the workspace or reach the network needs `sandbox = \"full-access\"`, \
-             `network = true` or a `[sandbox] writable_roots` entry (see [mcp.servers.{server}])"
+            "\n  it ran in the command sandbox ({sandbox}) that `sandbox` in [mcp.servers.{server}] \
+             asks for; a server that must write outside the workspace or reach the network needs \
+             `network = true`, a `[sandbox] writable_roots` entry, or no `sandbox` at all (it then \
+             runs as an ordinary program, the default)"
         ),
     }
 }

@@ -4,13 +4,15 @@
 //!   or `url` + `headers` (streamable HTTP), checked with errors that name
 //!   the server.
 //! * [`spawn`] — the one function that makes a stdio server's process
-//!   ([`stdio_command`]), confined there by the session's command sandbox
-//!   (`latch-sandbox`; a server's own `sandbox` and `network` adjust it).
+//!   ([`stdio_command`]): an ordinary program by default, as the peers run
+//!   the servers a user configures, or confined by the command sandbox
+//!   (`latch-sandbox`) when the server's own `sandbox` asks for it.
 //! * [`McpServers`] — the session's servers, started together at session
 //!   start; their tools as `mcp__SERVER__TOOL` in a byte-stable order, kept
 //!   for the session when a server disconnects (calls then fail clearly and
 //!   a reconnect is tried); a server that fails to start is reported by
-//!   name with its stderr tail and the session goes on without it.
+//!   name with its command, the likely cause and its stderr tail, and the
+//!   session goes on without it.
 //! * [`McpTools`] — the tools bound to a session's store: possible
 //!   mutations committed before a tool runs, results as ordinary tool
 //!   results, images as artifacts.
@@ -18,6 +20,7 @@
 
 pub mod config;
 mod content;
+mod diagnose;
 mod error;
 mod server;
 mod servers;
@@ -26,7 +29,7 @@ pub mod spawn;
 
 pub use config::{ConfigError, McpConfig, ServerConfig, Transport};
 pub use content::{CallOutcome, Image, outcome_of};
-pub use error::McpError;
+pub use error::{McpError, StartDetail};
 pub use server::{ServerState, ServerTool};
 pub use servers::{ExposedTool, MAX_TOOL_NAME, McpServers, ServerStatus, exposed_name};
 pub use session::McpTools;

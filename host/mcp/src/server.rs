@@ -1,12 +1,14 @@
-//! One configured MCP server: its connection (rmcp), the sandbox a stdio
-//! server runs in, the tools it listed when it started (kept for the whole
-//! session, whatever happens to the connection), the tail of its stderr,
-//! and reconnection.
+//! One configured MCP server: its connection (rmcp), how a stdio server
+//! runs (an ordinary program by default, or in the command sandbox its
+//! `sandbox` asks for), the tools it listed when it started (kept for the
+//! whole session, whatever happens to the connection), the tail of its
+//! stderr, and reconnection.
 
 use crate::config::{ServerConfig, Transport};
-use crate::error::McpError;
+use crate::diagnose::{self, Failure, Situation};
+use crate::error::{McpError, StartDetail};
 use crate::spawn::stdio_command;
-use latch_sandbox::{Sandbox, SandboxMode};
+use latch_sandbox::{Sandbox, SandboxMode, SandboxPolicy};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService, ServiceError};
@@ -145,10 +147,11 @@ fn install_tls_provider() {
     });
 }
 
-/// How a sandbox reads in messages: "`workspace-write`, network off".
+/// How a stdio server runs, in messages: "`workspace-write`, network
+/// off", or "none" for an ordinary program.
 fn describe(sandbox: &Sandbox) -> String {
     if sandbox.mode() == SandboxMode::FullAccess {
-        return "`full-access`".into();
+        return "none".into();
     }
     format!(
         "`{}`, network {}",
@@ -161,14 +164,34 @@ fn describe(sandbox: &Sandbox) -> String {
     )
 }
 
+/// An unconfined server is a program the user chose, but it still does
+/// not inherit Latch's variables whose names look secret (the provider
+/// keys among them), as a confined one does not: only those of its own
+/// `env` and of `[sandbox] env_passthrough`.
+fn hide_secrets(
+    cmd: &mut tokio::process::Command,
+    own: &std::collections::BTreeMap<String, String>,
+    passthrough: &[String],
+) {
+    let names = std::env::vars_os().map(|(name, _)| name);
+    for name in latch_sandbox::env::hidden(names, passthrough) {
+        if !own.keys().any(|k| std::ffi::OsStr::new(k) == name) {
+            cmd.env_remove(name);
+        }
+    }
+}
+
+/// A start failure: how it failed and the message.
+type StartFailure = (Failure, String);
+
 /// One configured server.
 pub(crate) struct Server {
     pub(crate) name: String,
     config: ServerConfig,
     workspace: PathBuf,
-    /// The sandbox a stdio server runs in (the session's, adjusted by the
-    /// server's own settings); none for a `url` server, or when it could not
-    /// be set up (the start failure says why).
+    /// How a stdio server runs: unconfined (`full-access`) unless its
+    /// `sandbox` asks for the command sandbox; none for a `url` server, or
+    /// when it could not be set up (the start failure says why).
     sandbox: Option<Sandbox>,
     /// The tools listed when it started, fixed for the session.
     pub(crate) tools: Vec<ServerTool>,
@@ -179,10 +202,11 @@ pub(crate) struct Server {
 }
 
 impl Server {
-    /// Start `name`: spawn (a stdio server confined by `sandbox`, adjusted
-    /// by its own `sandbox` and `network`) or connect, initialize, list its
-    /// tools, all within the start-up timeout. A failure is kept as the
-    /// server's state, never returned: the session goes on without it.
+    /// Start `name`: spawn (a stdio server as an ordinary program, or
+    /// confined by the session's `sandbox` set to the server's own
+    /// `sandbox` and `network`) or connect, initialize, list its tools, all
+    /// within the start-up timeout. A failure is kept as the server's
+    /// state, never returned: the session goes on without it.
     pub(crate) async fn start(
         name: String,
         config: ServerConfig,
@@ -203,12 +227,20 @@ impl Server {
             return server;
         }
         if server.config.command.is_some() {
-            match sandbox.adjusted(server.config.sandbox, server.config.network) {
+            // A server the user configured is a program the user chose to
+            // run (as with Claude Code and Codex); the command sandbox is
+            // an opt-in per server.
+            let mode = server.config.sandbox.unwrap_or(SandboxMode::FullAccess);
+            match sandbox.adjusted(Some(mode), server.config.network) {
                 Ok(sandbox) => server.sandbox = Some(sandbox),
                 Err(e) => {
                     server.link = Link::Failed(McpError::Start {
                         server: server.name.clone(),
                         message: e.to_string(),
+                        detail: Box::new(StartDetail {
+                            command: server.command_line(),
+                            hint: None,
+                        }),
                         sandbox: None,
                         stderr_tail: String::new(),
                     });
@@ -222,24 +254,54 @@ impl Server {
                 server.tools = tools;
                 Link::Up { client, pid }
             }
-            Err(message) => Link::Failed(server.start_error(message).await),
+            Err(failure) => Link::Failed(server.start_error(failure).await),
         };
         server.start_time = started.elapsed();
         server
     }
 
-    async fn start_error(&self, message: String) -> McpError {
+    /// The command line of a stdio server, or the URL of an HTTP one.
+    fn command_line(&self) -> Option<String> {
+        match (&self.config.command, &self.config.url) {
+            (Some(c), _) => Some(diagnose::command_line(c, &self.config.args)),
+            (None, Some(url)) => Some(url.clone()),
+            (None, None) => None,
+        }
+    }
+
+    /// The sandbox policy of a confined stdio server; none when it runs
+    /// unconfined or is a `url` server.
+    pub(crate) fn confinement(&self) -> Option<&SandboxPolicy> {
+        self.sandbox
+            .as_ref()
+            .filter(|s| s.mode() != SandboxMode::FullAccess)
+            .map(Sandbox::policy)
+    }
+
+    async fn start_error(&self, (failure, message): StartFailure) -> McpError {
         // A dying process's last words: wait for its stderr to close.
         self.tail.settle(Duration::from_secs(2)).await;
+        let stderr = self.tail.text();
+        let hint = diagnose::likely_cause(
+            failure,
+            &Situation {
+                server: &self.name,
+                program: self.config.command.as_deref(),
+                url: self.config.url.as_deref(),
+                confined: self.confinement(),
+                stderr: &stderr,
+                message: &message,
+            },
+        );
         McpError::Start {
             server: self.name.clone(),
             message,
-            sandbox: self
-                .sandbox
-                .as_ref()
-                .filter(|s| s.mode() != SandboxMode::FullAccess)
-                .map(describe),
-            stderr_tail: self.tail.text(),
+            detail: Box::new(StartDetail {
+                command: self.command_line(),
+                hint,
+            }),
+            sandbox: self.confinement().and(self.sandbox.as_ref()).map(describe),
+            stderr_tail: stderr,
         }
     }
 
@@ -249,35 +311,48 @@ impl Server {
     }
 
     /// Connect, initialize and list the tools within the start-up timeout.
-    async fn connect(&self) -> Result<(Client, Option<u32>, Vec<ServerTool>), String> {
+    async fn connect(&self) -> Result<(Client, Option<u32>, Vec<ServerTool>), StartFailure> {
         let timeout = self.config.startup_timeout();
         match tokio::time::timeout(timeout, self.connect_inner()).await {
             Ok(result) => result,
-            Err(_) => Err(format!(
-                "no answer within {} ms (raise startup_timeout_ms in [mcp.servers.{}])",
-                timeout.as_millis(),
-                self.name
+            Err(_) => Err((
+                Failure::Timeout,
+                format!(
+                    "no answer within {} ms (startup_timeout_ms in [mcp.servers.{}])",
+                    timeout.as_millis(),
+                    self.name
+                ),
             )),
         }
     }
 
-    async fn connect_inner(&self) -> Result<(Client, Option<u32>, Vec<ServerTool>), String> {
-        let transport = self.config.transport(&self.name).map_err(|e| e.message)?;
+    async fn connect_inner(&self) -> Result<(Client, Option<u32>, Vec<ServerTool>), StartFailure> {
+        let handshake = |m: String| (Failure::Handshake, m);
+        let transport = self
+            .config
+            .transport(&self.name)
+            .map_err(|e| handshake(e.message))?;
         let (client, pid) = match &transport {
             Transport::Stdio { command, args, env } => {
                 let sandbox = self
                     .sandbox
                     .as_ref()
-                    .ok_or_else(|| "its sandbox is not set up".to_string())?;
-                let cmd = stdio_command(command, args, env, &self.workspace, sandbox)
-                    .map_err(|e| e.to_string())?;
+                    .ok_or_else(|| handshake("its sandbox is not set up".to_string()))?;
+                let mut cmd = stdio_command(command, args, env, &self.workspace, sandbox)
+                    .map_err(|e| handshake(e.to_string()))?;
+                if sandbox.mode() == SandboxMode::FullAccess {
+                    hide_secrets(&mut cmd, env, &sandbox.policy().env_passthrough);
+                }
                 self.tail.1.store(false, Ordering::SeqCst);
                 let (process, stderr) = TokioChildProcess::builder(cmd)
                     .stderr(std::process::Stdio::piped())
                     .spawn()
                     .map_err(|e| {
                         self.tail.close();
-                        format!("cannot run `{command}`: {e}")
+                        (
+                            Failure::Spawn(e.kind()),
+                            format!("cannot run `{command}`: {e}"),
+                        )
                     })?;
                 let pid = process.id();
                 if stderr.is_none() {
@@ -293,10 +368,10 @@ impl Server {
                         tail.close();
                     });
                 }
-                let client =
-                    ().serve(process)
-                        .await
-                        .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+                let client = ()
+                    .serve(process)
+                    .await
+                    .map_err(|e| handshake(format!("the MCP handshake failed: {e}")))?;
                 (client, pid)
             }
             Transport::Http { url, headers } => {
@@ -306,9 +381,9 @@ impl Server {
                 let mut map = HashMap::new();
                 for (k, v) in headers {
                     let name = http::HeaderName::try_from(k.as_str())
-                        .map_err(|e| format!("header `{k}`: {e}"))?;
+                        .map_err(|e| handshake(format!("header `{k}`: {e}")))?;
                     let value = http::HeaderValue::try_from(v.as_str())
-                        .map_err(|e| format!("header `{k}`: {e}"))?;
+                        .map_err(|e| handshake(format!("header `{k}`: {e}")))?;
                     map.insert(name, value);
                 }
                 let config =
@@ -317,14 +392,14 @@ impl Server {
                 let client = ()
                     .serve(transport)
                     .await
-                    .map_err(|e| format!("the MCP handshake with {url} failed: {e}"))?;
+                    .map_err(|e| handshake(format!("the MCP handshake with {url} failed: {e}")))?;
                 (client, None)
             }
         };
         let listed = client
             .list_all_tools()
             .await
-            .map_err(|e| format!("listing its tools failed: {e}"))?;
+            .map_err(|e| (Failure::Listing, format!("listing its tools failed: {e}")))?;
         let mut tools: Vec<ServerTool> = listed
             .iter()
             .filter_map(|t| serde_json::to_value(t).ok())
@@ -385,7 +460,7 @@ impl Server {
                 self.link = Link::Up { client, pid };
                 Ok(())
             }
-            Err(e) => Err(e),
+            Err((_, message)) => Err(message),
         }
     }
 

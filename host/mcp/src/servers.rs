@@ -32,6 +32,10 @@ pub struct ExposedTool {
     /// True when the server annotates it read-only; every other tool may
     /// change the workspace or the world.
     pub read_only: bool,
+    /// The command sandbox its server runs in; none when the server runs
+    /// unconfined (an ordinary program, the default) or is a `url` server:
+    /// then its tools act outside the session's sandbox.
+    pub confined: Option<latch_sandbox::SandboxPolicy>,
 }
 
 /// One server as `latch mcp list` shows it.
@@ -45,8 +49,9 @@ pub struct ServerStatus {
     pub tools: Vec<ExposedTool>,
     /// How long its start took.
     pub start_time: Duration,
-    /// The sandbox a stdio server runs in (e.g. "`workspace-write`, network
-    /// off"); none for a `url` server.
+    /// How a stdio server runs: its sandbox (e.g. "`workspace-write`,
+    /// network off") or "none" (an ordinary program); none for a `url`
+    /// server.
     pub sandbox: Option<String>,
 }
 
@@ -81,8 +86,9 @@ pub fn exposed_name(server: &str, tool: &str) -> String {
 
 impl McpServers {
     /// Start every enabled server of `config` at once, in `workspace`; a
-    /// stdio server runs confined by `sandbox` (the session's), adjusted by
-    /// its own `sandbox` and `network` settings. Never fails as a whole: a
+    /// stdio server runs as an ordinary program unless its own `sandbox`
+    /// asks for `sandbox` (the session's) in that mode (and its `network`
+    /// setting). Never fails as a whole: a
     /// server that fails to start is kept with its error (see
     /// [`McpServers::start_failures`]) and has no tools.
     pub fn start(
@@ -99,6 +105,7 @@ impl McpServers {
             .map_err(|e| McpError::Start {
                 server: "*".into(),
                 message: format!("cannot start the MCP runtime: {e}"),
+                detail: Box::default(),
                 sandbox: None,
                 stderr_tail: String::new(),
             })?;
@@ -122,6 +129,7 @@ impl McpServers {
                     description: t.description.clone(),
                     input_schema: t.input_schema.clone(),
                     read_only: t.read_only,
+                    confined: server.confinement().cloned(),
                 });
             }
         }

@@ -1,7 +1,9 @@
 //! Skills and MCP composed into an agent's tools, without touching the
 //! context-engine port: [`ExtendedTools`] adds `load_skill` (when the
 //! session has skills) and the MCP servers' `mcp__SERVER__TOOL` tools after
-//! a base tool set, in a fixed order; [`Agent::with_extensions`] hands the
+//! a base tool set, in a fixed order, and describes each MCP call to the
+//! approval policy (server, tool, arguments, read-only annotation, where
+//! its server runs); [`Agent::with_extensions`] hands the
 //! skill list to the engine as an extension source of every request (the
 //! session context's extension slot, priced in `extension-tokens`).
 
@@ -113,7 +115,8 @@ impl ToolSet for ExtendedTools {
 
     // The base tools' sandbox and approval hooks hold for the composed set:
     // without them an agent with skills or MCP servers would run commands
-    // unsandboxed and never ask.
+    // unsandboxed and never ask. MCP tools are asked about through
+    // `mcp_call`, as their servers run them.
     fn use_sandbox(&mut self, policy: &latch_sandbox::SandboxPolicy) -> Result<(), AgentError> {
         self.base.use_sandbox(policy)
     }
@@ -123,6 +126,17 @@ impl ToolSet for ExtendedTools {
             return None;
         }
         self.base.preview(call)
+    }
+
+    fn mcp_call(&self, call: &ToolCall) -> Option<super::permissions::McpCall> {
+        let tool = self.mcp.as_ref()?.servers().tool(&call.name)?;
+        Some(super::permissions::McpCall {
+            server: tool.server.clone(),
+            tool: tool.tool.clone(),
+            arguments: call.arguments_json.clone(),
+            read_only: tool.read_only,
+            confined: tool.confined.clone(),
+        })
     }
 
     fn execute_escalated(&mut self, call: &ToolCall) -> ToolResult {

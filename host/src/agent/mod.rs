@@ -116,6 +116,11 @@ pub trait ToolSet: Send {
     fn preview(&self, _call: &ToolCall) -> Option<latch_tools::Preview> {
         None
     }
+    /// The MCP tool `call` names, for the approval policy; `None`: not an
+    /// MCP tool.
+    fn mcp_call(&self, _call: &ToolCall) -> Option<permissions::McpCall> {
+        None
+    }
     /// Execute a call the user allowed to run outside the sandbox.
     fn execute_escalated(&mut self, call: &ToolCall) -> ToolResult {
         self.execute(call)

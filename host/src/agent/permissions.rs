@@ -15,11 +15,17 @@
 //! need approval is denied with a reason the model sees. On resume a
 //! request that was still waiting is denied as interrupted and its call
 //! answered (see [`Agent::settle_permissions`]).
+//!
+//! An MCP tool not annotated read-only goes through the same policy as a
+//! command ([`McpCall`]): inside the session's sandbox when its server is
+//! confined there, outside it when the server runs as an ordinary program
+//! (the default) or is a remote `url` server; an "always" covers that tool
+//! of that server for the session.
 
 use super::{Agent, AgentError, AgentEvent};
 use latch_engine_sdk::types::{ToolCall, ToolResult};
 use latch_kernel::{
-    DecidedBy, EventKind, GrantScope, PermissionKind, PermissionLog, PermissionRequest,
+    DecidedBy, EventKind, GrantScope, McpToolCall, PermissionKind, PermissionLog, PermissionRequest,
 };
 use latch_sandbox::{Action, ApprovalMode, SandboxMode, SandboxPolicy, Verdict, decide};
 use std::sync::Arc;
@@ -66,6 +72,52 @@ impl std::fmt::Debug for Permissions {
     }
 }
 
+/// Most characters of an MCP call's arguments kept in its request.
+const MCP_ARGUMENT_CHARS: usize = 2_000;
+
+/// An MCP tool call, as the approval policy sees it (see
+/// [`super::ToolSet::mcp_call`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct McpCall {
+    /// The server, as configured.
+    pub server: String,
+    /// The server's name for the tool.
+    pub tool: String,
+    /// The arguments, as the model sent them.
+    pub arguments: String,
+    /// True when the server annotates the tool `readOnlyHint: true`.
+    pub read_only: bool,
+    /// The command sandbox its server runs in; none when the server runs
+    /// unconfined or remotely.
+    pub confined: Option<SandboxPolicy>,
+}
+
+impl McpCall {
+    /// True when its server runs inside the session's sandbox (no looser
+    /// mode, no network the session lacks).
+    fn inside(&self, session: &SandboxPolicy) -> bool {
+        let rank = |m: SandboxMode| match m {
+            SandboxMode::ReadOnly => 0,
+            SandboxMode::WorkspaceWrite => 1,
+            SandboxMode::FullAccess => 2,
+        };
+        self.confined
+            .as_ref()
+            .is_some_and(|p| rank(p.mode) <= rank(session.mode) && (!p.network || session.network))
+    }
+}
+
+/// What the policy decided about a call before anyone is asked.
+struct Classified {
+    request: PermissionRequest,
+    /// The verdict's reason.
+    reason: String,
+    /// Set when the mode denies it without asking.
+    denied_by: Option<DecidedBy>,
+    /// How it runs once allowed.
+    granted: Permit,
+}
+
 /// How a call may proceed.
 pub(crate) enum Permit {
     /// Run it as usual (inside the sandbox).
@@ -83,6 +135,130 @@ fn denial(call: &ToolCall, text: String) -> EventKind {
         content: text,
         is_error: true,
         images: vec![],
+    })
+}
+
+/// A built-in tool's call, from its preview; `None`: it runs.
+fn classify(
+    call: &ToolCall,
+    preview: latch_tools::Preview,
+    perms: &Permissions,
+) -> Option<Classified> {
+    let sandbox = perms.sandbox.mode;
+    let escalated = preview.action == Action::Escalation && sandbox != SandboxMode::FullAccess;
+    let granted = if escalated {
+        Permit::RunEscalated
+    } else {
+        Permit::Run
+    };
+    let (reason, denied_by) = match decide(perms.approval, sandbox, preview.action) {
+        Verdict::Allow => return None,
+        Verdict::Ask { reason } => (reason, None),
+        Verdict::Deny { reason } => (reason, Some(DecidedBy::Mode)),
+    };
+    let request = PermissionRequest {
+        call_id: call.id.clone(),
+        tool: call.name.clone(),
+        kind: match preview.action {
+            Action::Edit => PermissionKind::Edit,
+            _ if escalated => PermissionKind::Escalation,
+            _ => PermissionKind::Command,
+        },
+        command: preview.command,
+        path: preview.path,
+        diff: preview.diff,
+        reason: reason.clone(),
+        model_reason: preview.reason,
+        approval: perms.approval.name().into(),
+        sandbox: sandbox.name().into(),
+        mcp: None,
+    };
+    Some(Classified {
+        request,
+        reason,
+        denied_by,
+        granted,
+    })
+}
+
+/// An MCP tool's call: a read-only one runs; another is a command inside
+/// the sandbox when its server is confined there, and acts outside it
+/// otherwise. `None`: it runs.
+fn classify_mcp(call: &ToolCall, mcp: McpCall, perms: &Permissions) -> Option<Classified> {
+    if mcp.read_only {
+        return None;
+    }
+    let session = &perms.sandbox;
+    let inside = mcp.inside(session);
+    let action = if inside {
+        Action::Command
+    } else {
+        Action::Escalation
+    };
+    let approval = perms.approval;
+    let sandbox = session.mode;
+    let (server, tool) = (&mcp.server, &mcp.tool);
+    let outside = || {
+        if mcp.confined.is_some() {
+            format!("MCP server `{server}` runs in a looser sandbox than the session's `{sandbox}`")
+        } else {
+            format!("MCP server `{server}` runs outside the `{sandbox}` sandbox")
+        }
+    };
+    let (reason, denied_by) = match decide(approval, sandbox, action) {
+        Verdict::Allow => return None,
+        Verdict::Ask { .. } if inside || sandbox == SandboxMode::FullAccess => (
+            format!(
+                "approval mode `{approval}` asks before every MCP tool not annotated read-only, \
+                 as before a command"
+            ),
+            None,
+        ),
+        Verdict::Ask { .. } => (
+            format!(
+                "{} and `{tool}` is not annotated read-only; approval mode `{approval}` asks \
+                 before such a call",
+                outside()
+            ),
+            None,
+        ),
+        Verdict::Deny { .. } => (
+            format!(
+                "approval mode `{approval}` runs nothing outside the `{sandbox}` sandbox and asks \
+                 nobody; {} and `{tool}` is not annotated read-only. Do without it (the user may \
+                 confine the server with `sandbox = \"workspace-write\"` in [mcp.servers.{server}] \
+                 or choose another --approval mode)",
+                outside()
+            ),
+            Some(DecidedBy::Mode),
+        ),
+    };
+    let mut arguments: String = mcp.arguments.chars().take(MCP_ARGUMENT_CHARS).collect();
+    if arguments.len() < mcp.arguments.len() {
+        arguments.push('…');
+    }
+    let request = PermissionRequest {
+        call_id: call.id.clone(),
+        tool: call.name.clone(),
+        kind: PermissionKind::McpTool,
+        command: None,
+        path: None,
+        diff: None,
+        reason: reason.clone(),
+        model_reason: None,
+        approval: approval.name().into(),
+        sandbox: sandbox.name().into(),
+        mcp: Some(McpToolCall {
+            server: mcp.server.clone(),
+            tool: mcp.tool.clone(),
+            arguments,
+        }),
+    };
+    Some(Classified {
+        request,
+        reason,
+        denied_by,
+        granted: Permit::Run,
     })
 }
 
@@ -114,37 +290,34 @@ impl Agent {
         let Some(perms) = self.options.permissions.clone() else {
             return Ok(Permit::Run);
         };
-        let Some(preview) = self.tools.preview(call) else {
-            return Ok(Permit::Run);
-        };
-        let sandbox = perms.sandbox.mode;
-        let escalated = preview.action == Action::Escalation && sandbox != SandboxMode::FullAccess;
-        let granted = if escalated {
-            Permit::RunEscalated
-        } else {
-            Permit::Run
-        };
-        let (reason, denied_by) = match decide(perms.approval, sandbox, preview.action) {
-            Verdict::Allow => return Ok(granted),
-            Verdict::Ask { reason } => (reason, None),
-            Verdict::Deny { reason } => (reason, Some(DecidedBy::Mode)),
-        };
-        let request = PermissionRequest {
-            call_id: call.id.clone(),
-            tool: call.name.clone(),
-            kind: match preview.action {
-                Action::Edit => PermissionKind::Edit,
-                _ if escalated => PermissionKind::Escalation,
-                _ => PermissionKind::Command,
+        let classified = match self.tools.mcp_call(call) {
+            Some(mcp) => classify_mcp(call, mcp, &perms),
+            None => match self.tools.preview(call) {
+                Some(preview) => classify(call, preview, &perms),
+                None => None,
             },
-            command: preview.command,
-            path: preview.path,
-            diff: preview.diff,
-            reason: reason.clone(),
-            model_reason: preview.reason,
-            approval: perms.approval.name().into(),
-            sandbox: sandbox.name().into(),
         };
+        match classified {
+            None => Ok(Permit::Run),
+            Some(c) => self.settle(call, c, perms.port, observer),
+        }
+    }
+
+    /// Record the decision about a classified call: denied by the mode, an
+    /// earlier session grant, nobody to ask, or the user's answer.
+    fn settle(
+        &mut self,
+        call: &ToolCall,
+        classified: Classified,
+        port: Option<Arc<dyn DecisionPort>>,
+        observer: &mut (dyn FnMut(AgentEvent) + Send),
+    ) -> Result<Permit, AgentError> {
+        let Classified {
+            request,
+            reason,
+            denied_by,
+            granted,
+        } = classified;
         let subject = request.subject();
         let key = request.grant_key();
         let requested = EventKind::PermissionRequested(request.clone());
@@ -172,7 +345,7 @@ impl Agent {
             self.commit_permission(vec![requested, granted_event], observer)?;
             return Ok(granted);
         }
-        let Some(port) = perms.port else {
+        let Some(port) = port else {
             let why = format!(
                 "nobody can approve it in this non-interactive {} run ({reason}); do without \
                  it, or the user re-runs interactively or with another --approval mode",

@@ -43,6 +43,18 @@ pub fn prompt_text(request: &PermissionRequest) -> String {
                 }
             }
         }
+        PermissionKind::McpTool => {
+            let (server, tool, args) = match &request.mcp {
+                Some(m) => (m.server.as_str(), m.tool.as_str(), m.arguments.as_str()),
+                None => ("?", request.tool.as_str(), ""),
+            };
+            out.push_str(&format!(
+                "\n  ? the model wants to call MCP server `{}`'s tool `{}` with: {}\n",
+                safe(server),
+                safe(tool),
+                safe(args)
+            ));
+        }
     }
     if let Some(why) = &request.model_reason {
         out.push_str(&format!("    the model says: {}\n", safe(why)));
@@ -118,6 +130,7 @@ mod tests {
             model_reason: None,
             approval: "untrusted".into(),
             sandbox: "workspace-write".into(),
+            mcp: None,
         };
         let t = prompt_text(&r);
         assert!(
@@ -130,5 +143,18 @@ mod tests {
         r.diff = Some("--- a/src/a.rs\n+++ b/src/a.rs\n-x\n+y\n".into());
         let t = prompt_text(&r);
         assert!(t.contains("change src/a.rs") && t.contains("    +y"), "{t}");
+        r.kind = PermissionKind::McpTool;
+        r.path = None;
+        r.diff = None;
+        r.mcp = Some(latch_kernel::McpToolCall {
+            server: "fs".into(),
+            tool: "write_file".into(),
+            arguments: r#"{"path":"a.txt"}"#.into(),
+        });
+        let t = prompt_text(&r);
+        assert!(
+            t.contains("MCP server `fs`'s tool `write_file` with: {\"path\":\"a.txt\"}"),
+            "{t}"
+        );
     }
 }

@@ -32,7 +32,8 @@ pub fn skill_catalog(config: &Config, discovery: &Discovery, model: &ModelProfil
 
 /// `base` with `load_skill` and the configured MCP servers' tools, and the
 /// extension sources of every request (the skill list). The MCP servers
-/// start here, at session start, in the session's command sandbox.
+/// start here, at session start (those of a workspace config the user has
+/// not trusted were left out when it was loaded).
 pub fn attach(
     env: &Env,
     session: &SessionRecord,
@@ -47,9 +48,10 @@ pub fn attach(
     let mcp = if config.mcp.servers.is_empty() {
         None
     } else {
-        // The servers run in the sandbox the session's commands run in (the
-        // agent builds the same policy for its tools, see
-        // `setup::permissions`); a server's own `sandbox`/`network` adjust it.
+        // A server runs as an ordinary program unless its own `sandbox`
+        // asks for the sandbox the session's commands run in (the agent
+        // builds the same policy for its tools, see `setup::permissions`),
+        // in that mode and with its `network`.
         let sandbox = Sandbox::new(
             config.sandbox.policy(&env.workspace, env.sandbox),
             &env.workspace,

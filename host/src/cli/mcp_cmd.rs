@@ -1,11 +1,11 @@
 //! `latch mcp list`: every configured MCP server started as a session
-//! would start it (in the same sandbox), with its state, start-up time,
-//! sandbox and tools; and the tool-schema tokens per server behind
-//! `/context`.
+//! would start it (an ordinary program, or in the sandbox its `sandbox`
+//! asks for), with its state, start-up time, sandbox and tools; the
+//! servers of an untrusted workspace config named as not started; and the
+//! tool-schema tokens per server behind `/context`.
 
 use super::GlobalArgs;
 use super::render::terminal_safe;
-use crate::config::Config;
 use anyhow::Context;
 use latch_engine_sdk::estimate;
 use latch_engine_sdk::types::EstimatorProfile;
@@ -67,16 +67,39 @@ pub fn list(global: &GlobalArgs, workspace: &Path, json: bool) -> anyhow::Result
     let workspace = std::fs::canonicalize(workspace).map_err(|e| {
         anyhow::anyhow!("the workspace {} does not exist: {e}", workspace.display())
     })?;
-    let config = Config::load(&workspace, global.config.as_deref())?.config;
-    if config.mcp.servers.is_empty() {
+    let loaded = super::setup::load_config(global, &workspace)?;
+    let config = loaded.config;
+    // Servers of a workspace config that is not trusted are not started.
+    let held_back: Vec<String> = loaded
+        .trust
+        .held_back()
+        .iter()
+        .filter_map(|k| match k.path.as_slice() {
+            [mcp, servers, name] if mcp == "mcp" && servers == "servers" => Some(name.clone()),
+            _ => None,
+        })
+        .collect();
+    for name in &held_back {
         println!(
-            "no MCP servers are configured; add one to .latch/config.toml, e.g.\n  \
-             [mcp.servers.fs]\n  command = \"npx\"\n  args = [\"-y\", \"@modelcontextprotocol/server-filesystem\", \".\"]"
+            "{}  not started: {} is not trusted (`latch trust` trusts it, {} for one run)",
+            terminal_safe(name, 60),
+            loaded.trust.file.display(),
+            crate::config::trust::TRUST_FLAG
         );
+    }
+    if config.mcp.servers.is_empty() {
+        if held_back.is_empty() {
+            println!(
+                "no MCP servers are configured; add one to .latch/config.toml (or your own \
+                 ~/.config/latch/config.toml), e.g.\n  \
+                 [mcp.servers.everything]\n  command = \"npx\"\n  args = [\"-y\", \"@modelcontextprotocol/server-everything\"]"
+            );
+        }
         return Ok(0);
     }
-    // The sandbox a session would run the servers in (`--sandbox` over
-    // `[sandbox]`), with a temp dir of its own removed afterwards.
+    // The session's sandbox (`--sandbox` over `[sandbox]`), which a server
+    // whose `sandbox` asks for it runs in, with a temp dir of its own
+    // removed afterwards.
     let sandbox = Sandbox::new(
         config.sandbox.policy(&workspace, global.sandbox),
         &workspace,
@@ -137,7 +160,11 @@ pub fn list(global: &GlobalArgs, workspace: &Path, json: bool) -> anyhow::Result
                 .unwrap_or_default()
         );
         if let ServerState::Failed { error } = &s.state {
-            println!("  {}", terminal_safe(error, 4_000).replace('\n', "\n  "));
+            // Line by line: the error's lines (command, likely cause,
+            // stderr) stay lines.
+            for line in error.lines().take(60) {
+                println!("  {}", terminal_safe(line, 1_000));
+            }
         }
         for t in &s.tools {
             let description: String = t

@@ -16,6 +16,7 @@ pub mod serve_cmd;
 pub mod session_cmd;
 pub mod setup;
 pub mod skills_cmd;
+pub mod trust_cmd;
 pub mod tui_approve;
 pub mod tui_cmd;
 
@@ -74,6 +75,11 @@ pub struct GlobalArgs {
     /// (default: `[sandbox] mode`, else workspace-write).
     #[arg(long, global = true, value_name = "MODE")]
     pub sandbox: Option<latch_sandbox::SandboxMode>,
+    /// Trust the workspace's `.latch/config.toml` for this run: apply its
+    /// keys that lower safety, move the provider key or start programs
+    /// (`latch trust` records it instead).
+    #[arg(long, global = true)]
+    pub trust_workspace: bool,
 }
 
 /// The commands.
@@ -186,6 +192,17 @@ pub enum Command {
     /// MCP servers (`[mcp.servers.NAME]`).
     #[command(subcommand)]
     Mcp(McpCommand),
+    /// Trust the workspace's `.latch/config.toml`: its keys that lower
+    /// safety, change where the provider key goes or start programs apply
+    /// from now on, until the file changes.
+    #[command(
+        after_help = "Examples:\n  latch trust            # show what the config sets, and trust it\n  latch trust --revoke   # forget it: those keys are ignored again"
+    )]
+    Trust {
+        /// Forget the recorded trust of this workspace.
+        #[arg(long)]
+        revoke: bool,
+    },
     /// Serve the workspace's sessions to a browser: HTTP API, SSE, the page.
     #[command(
         after_help = "Prints http://127.0.0.1:PORT/#token=... ; open it in a browser.\n\nExamples:\n  latch serve\n  latch serve --port 0\n  ssh -L 7420:127.0.0.1:7420 host   # then open the printed URL locally"
@@ -377,6 +394,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             mcp_cmd::list(&cli.global, &workspace, json)
         }
         Some(Command::Serve(args)) => serve_cmd::run(&cli.global, &workspace, &args),
+        Some(Command::Trust { revoke }) => trust_cmd::run(&cli.global, &workspace, revoke),
     }
 }
 

@@ -86,7 +86,10 @@ impl DecisionPort for WebApprover {
 impl AgentBackend {
     /// The backend of `workspace` with the provider chosen by `global`.
     pub fn open(global: &GlobalArgs, workspace: &Path) -> anyhow::Result<AgentBackend> {
-        let env = Env::open(global, workspace)?;
+        let mut env = Env::open(global, workspace)?;
+        // The page cannot be asked before the server starts: a config
+        // that needs trust is refused with the flag and command that trust it.
+        setup::settle_trust(&mut env, global, setup::TrustPolicy::Refuse)?;
         let provider = setup::choose_provider(global, &env.config.config)?;
         let workspace = env.workspace_key();
         Ok(AgentBackend {

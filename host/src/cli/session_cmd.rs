@@ -60,7 +60,8 @@ pub fn printer(json: bool) -> impl FnMut(AgentEvent) + Send {
 
 /// `latch run "<task>"`.
 pub fn run(global: &GlobalArgs, workspace: &Path, task: &str, json: bool) -> anyhow::Result<i32> {
-    let env = Env::open(global, workspace)?;
+    let mut env = Env::open(global, workspace)?;
+    setup::settle_trust(&mut env, global, setup::TrustPolicy::Refuse)?;
     let provider = setup::choose_provider(global, &env.config.config)?;
     let session = setup::new_session(&env, &provider)?;
     if !json {
@@ -86,11 +87,13 @@ pub fn chat(
     workspace: &Path,
     resume: Option<Option<String>>,
 ) -> anyhow::Result<i32> {
-    let env = if resume.is_some() {
+    let mut env = if resume.is_some() {
         Env::open_existing(global, workspace)?
     } else {
         Env::open(global, workspace)?
     };
+    let ask = super::trust_cmd::ask_on_terminal;
+    setup::settle_trust(&mut env, global, setup::TrustPolicy::Ask(&ask))?;
     let provider = setup::choose_provider(global, &env.config.config)?;
     let session = match &resume {
         Some(selector) => setup::select_session(&env, selector.as_deref())?,
@@ -271,7 +274,8 @@ fn agent_for(
     workspace: &Path,
     selector: Option<&str>,
 ) -> anyhow::Result<Agent> {
-    let env = Env::open_existing(global, workspace)?;
+    let mut env = Env::open_existing(global, workspace)?;
+    setup::settle_trust(&mut env, global, setup::TrustPolicy::Warn)?;
     let record = setup::select_session(&env, selector)?;
     let provider = setup::ProviderChoice {
         kind: record

@@ -5,6 +5,7 @@ use super::GlobalArgs;
 use super::approve::TerminalApprover;
 use crate::agent::tools::StandardTools;
 use crate::agent::{Agent, AgentOptions, DecisionPort, Permissions};
+use crate::config::trust::{TrustGrant, WorkspaceTrust};
 use crate::config::{Config, LoadedConfig};
 use crate::supervisor::Supervisor;
 use crate::supervisor::children::{
@@ -50,7 +51,7 @@ impl Env {
     fn open_with(global: &GlobalArgs, workspace: &Path, create: bool) -> anyhow::Result<Env> {
         let workspace = std::fs::canonicalize(workspace)
             .with_context(|| format!("the workspace {} does not exist", workspace.display()))?;
-        let config = Config::load(&workspace, global.config.as_deref())?;
+        let config = load_config(global, &workspace)?;
         let store_path = match &global.store {
             Some(p) => p.clone(),
             None => latch_kernel::default_store_path(&workspace),
@@ -82,6 +83,93 @@ impl Env {
     /// The workspace as stored with sessions.
     pub fn workspace_key(&self) -> String {
         self.workspace.display().to_string()
+    }
+}
+
+/// The configuration of `workspace` (canonical) as `global` asks for it:
+/// `--config` instead of the user and workspace files, and the workspace's
+/// config trusted for this run with `--trust-workspace`.
+pub fn load_config(global: &GlobalArgs, workspace: &Path) -> anyhow::Result<LoadedConfig> {
+    let grant = if global.trust_workspace {
+        TrustGrant::ThisRun
+    } else {
+        TrustGrant::Recorded
+    };
+    Ok(Config::load_with(
+        workspace,
+        global.config.as_deref(),
+        grant,
+    )?)
+}
+
+/// What a command does when the workspace's config sets keys that need
+/// trust and the user has not trusted it (see [`crate::config::trust`]).
+pub enum TrustPolicy<'a> {
+    /// Ask the user (true: trust); a yes is recorded and the keys apply.
+    Ask(&'a dyn Fn(&WorkspaceTrust) -> bool),
+    /// Refuse to start: nobody can be asked (`latch run`, `latch serve`).
+    Refuse,
+    /// Go on without those keys, saying so on stderr, one line per key.
+    Warn,
+}
+
+/// Settle the workspace trust of `env` before a session starts, as
+/// `policy` says; afterwards `env.config` is what the session runs with.
+pub fn settle_trust(env: &mut Env, global: &GlobalArgs, policy: TrustPolicy) -> anyhow::Result<()> {
+    let trust = env.config.trust.clone();
+    if trust.held_back().is_empty() {
+        return Ok(());
+    }
+    let ask = match policy {
+        TrustPolicy::Refuse => {
+            // Printed here, line by line: the error printer shows one line.
+            for line in trust.refusal().lines() {
+                eprintln!("{}", super::render::terminal_safe(line, 2_000));
+            }
+            bail!(
+                "refused to start: {} is not trusted (see above)",
+                trust.file.display()
+            )
+        }
+        TrustPolicy::Warn => {
+            warn_untrusted(&trust);
+            return Ok(());
+        }
+        TrustPolicy::Ask(ask) => ask,
+    };
+    if !ask(&trust) {
+        warn_untrusted(&trust);
+        return Ok(());
+    }
+    let grant = match trust.record() {
+        Ok(file) => {
+            eprintln!(
+                "trusted {} (recorded in {}; `latch trust --revoke` forgets it)",
+                trust.file.display(),
+                file.display()
+            );
+            TrustGrant::Recorded
+        }
+        Err(e) => {
+            eprintln!("warning: {e}; trusted for this run only");
+            TrustGrant::ThisRun
+        }
+    };
+    let reloaded = Config::load_with(&env.workspace, global.config.as_deref(), grant)?;
+    if reloaded.trust.config_sha256 != trust.config_sha256 {
+        bail!(
+            "{} changed while you were asked; start again to review the new version",
+            trust.file.display()
+        );
+    }
+    env.config = reloaded;
+    Ok(())
+}
+
+/// The lines that say which keys of the workspace's config are ignored.
+pub fn warn_untrusted(trust: &WorkspaceTrust) {
+    for line in trust.ignored_lines() {
+        eprintln!("warning: {}", super::render::terminal_safe(&line, 2_000));
     }
 }
 

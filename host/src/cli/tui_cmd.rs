@@ -60,11 +60,14 @@ pub fn chat(
     workspace: &Path,
     resume: Option<Option<String>>,
 ) -> anyhow::Result<i32> {
-    let env = if resume.is_some() {
+    let mut env = if resume.is_some() {
         Env::open_existing(global, workspace)?
     } else {
         Env::open(global, workspace)?
     };
+    // A workspace config that needs trust is asked about in a modal
+    // before the session starts.
+    setup::settle_trust(&mut env, global, setup::TrustPolicy::Ask(&ask_trust))?;
     let provider = setup::choose_provider(global, &env.config.config)?;
     let session = match &resume {
         Some(selector) => setup::select_session(&env, selector.as_deref())?,
@@ -81,6 +84,26 @@ pub fn chat(
         agent.engine_name()
     );
     open(agent, env.workspace_key(), title, None, false)
+}
+
+/// The trust modal (see [`latch_tui::ask_trust`]); a terminal that fails
+/// answers no.
+fn ask_trust(trust: &crate::config::trust::WorkspaceTrust) -> bool {
+    let question = latch_tui::TrustQuestion {
+        file: trust.file.display().to_string(),
+        keys: trust
+            .keys
+            .iter()
+            .map(|k| {
+                (
+                    render::terminal_safe(&k.shown(), 400),
+                    k.effect.label().to_string(),
+                )
+            })
+            .collect(),
+        note: "`latch trust --revoke` forgets a yes; `latch trust` prints what it trusts".into(),
+    };
+    latch_tui::ask_trust(&question).unwrap_or(false)
 }
 
 /// Open the screen on `agent`'s session; `first` is submitted at once.

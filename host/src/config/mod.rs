@@ -6,6 +6,9 @@ mod permissions;
 
 pub use permissions::{PermissionsConfig, SandboxConfig};
 pub mod skills_mcp;
+pub mod trust;
+
+use trust::{TrustGrant, WorkspaceTrust};
 
 use crate::engine::SandboxLimits;
 use crate::engine::runtime::EngineSource;
@@ -27,6 +30,9 @@ pub enum ConfigError {
     /// The engine configuration cannot be passed to an engine.
     #[error("[engine.config] in {path} cannot be passed to the engine: {message}")]
     EngineConfig { path: String, message: String },
+    /// The user's recorded workspace-trust answers cannot be read.
+    #[error(transparent)]
+    Trust(#[from] trust::TrustStoreError),
 }
 
 /// The whole configuration.
@@ -284,6 +290,9 @@ pub struct LoadedConfig {
     pub config: Config,
     /// Files read, lowest precedence first.
     pub sources: Vec<PathBuf>,
+    /// Whether the workspace's `.latch/config.toml` is trusted, and the
+    /// keys of it that need trust (left out of `config` until it is).
+    pub trust: WorkspaceTrust,
 }
 
 impl Config {
@@ -296,41 +305,46 @@ impl Config {
     }
 
     /// Load the configuration for `workspace`: the user file, then
-    /// `.latch/config.toml` in the workspace (later wins). With `explicit`,
-    /// only that file is read.
+    /// `.latch/config.toml` in the workspace (later wins), its keys that
+    /// need trust applied only when the user trusted this config (see
+    /// [`trust`]). With `explicit`, only that file is read (the user named
+    /// it: trusted).
     pub fn load(workspace: &Path, explicit: Option<&Path>) -> Result<LoadedConfig, ConfigError> {
-        let candidates: Vec<PathBuf> = match explicit {
-            Some(p) => vec![p.to_path_buf()],
+        Config::load_with(workspace, explicit, TrustGrant::Recorded)
+    }
+
+    /// [`Config::load`], trusting the workspace's config for this run when
+    /// `grant` says so (`--trust-workspace`, or the user just said yes).
+    pub fn load_with(
+        workspace: &Path,
+        explicit: Option<&Path>,
+        grant: TrustGrant,
+    ) -> Result<LoadedConfig, ConfigError> {
+        let mut layers = Vec::new();
+        let mut trust = WorkspaceTrust::default();
+        match explicit {
+            Some(p) => layers.extend(read_layer(p, true)?),
             None => {
-                let mut v = Vec::new();
-                if let Some(dir) = user_config_dir() {
-                    v.push(dir.join("config.toml"));
+                let user = match user_config_dir() {
+                    Some(dir) => read_layer(&dir.join("config.toml"), false)?,
+                    None => None,
+                };
+                let ws_file = workspace.join(".latch").join("config.toml");
+                let ws = read_layer(&ws_file, false)?;
+                if let Some((path, text, mut table)) = ws {
+                    let base = user.as_ref().map(|(_, _, t)| t.clone()).unwrap_or_default();
+                    trust =
+                        WorkspaceTrust::assess(workspace, &path, &text, &mut table, &base, grant)?;
+                    layers.extend(user);
+                    layers.push((path, text, table));
+                } else {
+                    layers.extend(user);
                 }
-                v.push(workspace.join(".latch").join("config.toml"));
-                v
             }
-        };
+        }
         let mut merged = toml::Table::new();
         let mut sources = Vec::new();
-        for path in candidates {
-            let text = match std::fs::read_to_string(&path) {
-                Ok(t) => t,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound && explicit.is_none() => {
-                    continue;
-                }
-                Err(e) => {
-                    return Err(ConfigError::Read {
-                        path,
-                        message: e.to_string(),
-                    });
-                }
-            };
-            // Validate each file alone so errors carry its own line numbers.
-            Config::parse(&text, &path)?;
-            let table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
+        for (path, _, table) in layers {
             merge(&mut merged, table);
             sources.push(path);
         }
@@ -341,7 +355,11 @@ impl Config {
                     path: sources.last().cloned().unwrap_or_default(),
                     message: e.to_string(),
                 })?;
-        Ok(LoadedConfig { config, sources })
+        Ok(LoadedConfig {
+            config,
+            sources,
+            trust,
+        })
     }
 
     /// The engine source, relative paths resolved against `base`.
@@ -425,6 +443,30 @@ pub fn user_config_dir() -> Option<PathBuf> {
         return Some(PathBuf::from(dir));
     }
     dirs::config_dir().map(|d| d.join("latch"))
+}
+
+/// One config file: its path, text and table, validated alone so errors
+/// carry its own line numbers. A missing file is `None` unless `required`.
+fn read_layer(
+    path: &Path,
+    required: bool,
+) -> Result<Option<(PathBuf, String, toml::Table)>, ConfigError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
+        Err(e) => {
+            return Err(ConfigError::Read {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            });
+        }
+    };
+    Config::parse(&text, path)?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| ConfigError::Invalid {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    Ok(Some((path.to_path_buf(), text, table)))
 }
 
 fn merge(into: &mut toml::Table, from: toml::Table) {

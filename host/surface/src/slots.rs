@@ -133,7 +133,14 @@ impl PermissionPrompt {
                 r.tool, r.sandbox
             ),
             PermissionKind::Edit => format!("{} wants to change:", r.tool),
+            PermissionKind::McpTool => match &r.mcp {
+                Some(m) => format!("MCP server `{}` wants to run its tool:", m.server),
+                None => format!("{} wants to run:", r.tool),
+            },
         };
+        if let Some(m) = &r.mcp {
+            detail.insert(0, format!("arguments: {}", m.arguments));
+        }
         PermissionPrompt {
             tool: r.tool.clone(),
             subject: r.subject(),

@@ -28,6 +28,12 @@ fn write(path: PathBuf, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
+/// The user's own config file of the tests' `latch` (always trusted; a
+/// workspace config that starts programs waits for `latch trust`).
+pub(super) fn user_config(ws: &Path) -> PathBuf {
+    ws.join(".test-home/config/config.toml")
+}
+
 #[test]
 fn latch_skills_lists_skills_and_names_the_malformed_field() {
     let ws = tempfile::tempdir().unwrap();
@@ -57,7 +63,7 @@ fn latch_skills_lists_skills_and_names_the_malformed_field() {
 fn latch_mcp_list_shows_tools_and_a_failed_server_with_its_stderr() {
     let ws = tempfile::tempdir().unwrap();
     write(
-        ws.path().join(".latch/config.toml"),
+        user_config(ws.path()),
         &format!(
             "[mcp.servers.everything]\ncommand = \"node\"\nargs = [\"{}\", \"stdio\"]\n\n\
              [mcp.servers.broken]\ncommand = \"node\"\nargs = [\"-e\", \"console.error('no token configured'); process.exit(1)\"]\n",
@@ -75,6 +81,11 @@ fn latch_mcp_list_shows_tools_and_a_failed_server_with_its_stderr() {
     assert!(stdout.contains("mcp__everything__echo"), "{stdout}");
     assert!(stdout.contains("broken  failed"), "{stdout}");
     assert!(stdout.contains("no token configured"), "{stdout}");
+    // The error's parts stay lines: the command and the likely cause.
+    assert!(
+        stdout.contains("\n    command: node -e ") && stdout.contains("\n    likely cause: "),
+        "{stdout}"
+    );
     // A typo in the table is refused with its name and line.
     write(
         ws.path().join(".latch/config.toml"),
@@ -100,7 +111,7 @@ fn run_calls_an_mcp_tool_and_reports_a_server_that_failed_to_start() {
         .unwrap();
     let ws = tempfile::tempdir().unwrap();
     write(
-        ws.path().join(".latch/config.toml"),
+        user_config(ws.path()),
         &format!(
             "[mcp.servers.everything]\ncommand = \"node\"\nargs = [\"{}\", \"stdio\"]\n\n\
              [mcp.servers.broken]\ncommand = \"node\"\nargs = [\"-e\", \"console.error('cannot reach the database'); process.exit(1)\"]\n",
@@ -164,7 +175,7 @@ fn a_run_with_skills_and_mcp_keeps_shell_sandboxed_without_secrets_and_cleans_it
         "---\nname: release\ndescription: Cut a release of this project.\n---\nSteps.\n",
     );
     write(
-        ws.path().join(".latch/config.toml"),
+        user_config(ws.path()),
         &format!(
             "[sandbox]\nenv_passthrough = [\"LATCH_T_PASSED_TOKEN\"]\n\n\
              [mcp.servers.everything]\ncommand = \"node\"\nargs = [\"{}\", \"stdio\"]\n",
@@ -206,5 +217,142 @@ fn a_run_with_skills_and_mcp_keeps_shell_sandboxed_without_secrets_and_cleans_it
         !Path::new(tmp).exists(),
         "the session temp dir {tmp} is removed when the run ends"
     );
+    rt.block_on(server.shutdown());
+}
+
+/// `.ci/cache/npm/node_modules`, where `.ci/run` installs the npm servers.
+fn npm_modules() -> PathBuf {
+    npm_server("server-everything");
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../.ci/cache/npm/node_modules")
+        .canonicalize()
+        .unwrap()
+}
+
+#[test]
+fn the_mcp_config_every_readme_shows_works_with_no_extra_keys() {
+    let rt = runtime();
+    let server = rt
+        .block_on(FakeServer::start(Script::new([
+            ScriptedTurn::tool_call(
+                "mcp__everything__echo",
+                r#"{"message":"as the README says"}"#,
+            ),
+            ScriptedTurn::tool_call("mcp__everything__get-env", "{}"),
+            ScriptedTurn::text("Echoed."),
+        ])))
+        .unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    // Exactly the README's entry: `npx -y PACKAGE`, nothing else.
+    write(
+        user_config(ws.path()),
+        "[mcp.servers.everything]\ncommand = \"npx\"\nargs = [\"-y\", \"@modelcontextprotocol/server-everything\"]\n",
+    );
+    // What npx does on a user's machine: fetch the package from the
+    // registry (a local one here, serving the pinned packages) into its
+    // cache outside the workspace (as `~/.npm`), then run it.
+    let registry = super::npm_registry::Registry::start(&npm_modules());
+    let home = tempfile::tempdir().unwrap();
+    let npmrc = home.path().join("npmrc");
+    std::fs::write(&npmrc, "").unwrap();
+    let npm = |mut cmd: std::process::Command| {
+        cmd.env("npm_config_registry", &registry.url)
+            .env("npm_config_cache", home.path().join("npm-cache"))
+            .env("npm_config_userconfig", &npmrc)
+            .env("npm_config_fetch_retries", "0")
+            .env("npm_config_update_notifier", "false")
+            .env("npm_config_audit", "false")
+            .env("npm_config_fund", "false");
+        cmd
+    };
+    let out = npm(latch(ws.path()))
+        .args(["mcp", "list"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("everything  connected") && stdout.contains("sandbox none"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("mcp__everything__echo"), "{stdout}");
+    // A session calls it; the unconfined server still gets none of the
+    // secret-looking variables (the provider key among them).
+    let out = npm(latch(ws.path()))
+        .args(at(&server))
+        .args(["run", "--json", "echo something"])
+        .env("LATCH_T_SERVICE_TOKEN", "sk-hidden")
+        .env("OPENAI_API_KEY", "sk-provider")
+        .env("LATCH_T_PLAIN", "plain-value")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("Echo: as the README says"), "{stdout}");
+    assert!(stdout.contains("plain-value"), "get-env answered: {stdout}");
+    assert!(
+        !stdout.contains("sk-hidden") && !stdout.contains("sk-provider"),
+        "{stdout}"
+    );
+    rt.block_on(server.shutdown());
+}
+
+#[test]
+fn the_repl_asks_before_an_mcp_tool_showing_its_server_tool_and_arguments() {
+    let rt = runtime();
+    let server = rt
+        .block_on(FakeServer::start(Script::new([
+            ScriptedTurn::tool_call(
+                "mcp__everything__toggle-simulated-logging",
+                r#"{"level":"debug"}"#,
+            ),
+            ScriptedTurn::text("Toggled."),
+        ])))
+        .unwrap();
+    let ws = tempfile::tempdir().unwrap();
+    write(
+        user_config(ws.path()),
+        &format!(
+            "[mcp.servers.everything]\ncommand = \"node\"\nargs = [\"{}\", \"stdio\"]\n",
+            npm_server("server-everything").display()
+        ),
+    );
+    let mut child = latch(ws.path())
+        .args(at(&server))
+        .args(["--approval", "untrusted", "chat", "--plain"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(b"toggle the logging\ny\n/exit\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains(
+            "MCP server `everything`'s tool `toggle-simulated-logging` with: {\"level\":\"debug\"}"
+        ) && stdout.contains("approval mode `untrusted`"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("allowed by the user"), "{stdout}");
     rt.block_on(server.shutdown());
 }

@@ -76,3 +76,27 @@ fn run_loop(
         }
     }
 }
+
+/// Before a session starts: show the workspace-trust modal on its own
+/// screen and wait for `y` (true) or `n` / Esc / Ctrl-C (false). The
+/// terminal is restored before it returns.
+pub fn ask_trust(question: &widgets::trust::TrustQuestion) -> std::io::Result<bool> {
+    let mut terminal = ratatui::try_init()?;
+    let result = trust_loop(&mut terminal, question);
+    ratatui::restore();
+    result
+}
+
+fn trust_loop(
+    terminal: &mut ratatui::DefaultTerminal,
+    question: &widgets::trust::TrustQuestion,
+) -> std::io::Result<bool> {
+    loop {
+        terminal.draw(|f| widgets::trust::render(f, question))?;
+        if let Event::Key(key) = event::read()?
+            && let Some(answer) = widgets::trust::answer(key)
+        {
+            return Ok(answer);
+        }
+    }
+}

@@ -13,8 +13,9 @@
 //! * [`composer`] — the multi-line input editor with history.
 //! * [`keys`] — keys and paste → state changes and commands.
 //! * [`widgets`] — the renderers: transcript, sidebar, input, status line,
-//!   overlays; [`draw`] lays them out.
-//! * [`app`] — the terminal loop ([`run`]), the only I/O.
+//!   overlays, the workspace-trust modal; [`draw`] lays them out.
+//! * [`app`] — the terminal loop ([`run`]) and the trust question before a
+//!   session ([`ask_trust`]), the only I/O.
 
 #![warn(missing_docs)]
 
@@ -25,10 +26,11 @@ pub mod keys;
 pub mod state;
 pub mod widgets;
 
-pub use app::run;
+pub use app::{ask_trust, run};
 pub use event::{Command, Input, PermissionAnswer};
 /// The terminal library the keys come from (its key types drive
 /// [`keys::on_key`]).
 pub use ratatui::crossterm;
 pub use state::{Popup, UiState};
+pub use widgets::trust::TrustQuestion;
 pub use widgets::{draw, snapshot};

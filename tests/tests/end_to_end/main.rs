@@ -31,6 +31,8 @@
 //!   scaffolds built by their own instructions.
 //! * [`mcp`] — MCP tools from real npm servers through the agent loop:
 //!   results, mutations committed first, a killed server.
+//! * [`mcp_approvals`] — MCP tools under the approval modes: asked with
+//!   server, tool and arguments, "always" per tool, `never` denies.
 //! * [`recall`] — the model's `recall` tool reaches what rotated out.
 //! * [`sandbox`] — the sandbox against a misbehaving engine.
 //! * [`skills`] — the skill list in context, `load_skill` results replayed
@@ -59,6 +61,7 @@ mod interrupts;
 mod invariants;
 mod loading;
 mod mcp;
+mod mcp_approvals;
 mod permissions;
 mod polyglot;
 mod providers;

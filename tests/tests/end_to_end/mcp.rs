@@ -5,9 +5,10 @@
 //! the write's possible mutation committed before it runs (staling a
 //! passed validation), and a server killed mid-session: its schemas stay,
 //! the next request's tool prefix is byte-identical and the call fails
-//! clearly. The agent and the servers run in the default command sandbox
-//! (`workspace-write`, network off), as a CLI session's do, and the
-//! session's temp dir is gone when the agent shuts down.
+//! clearly. The agent runs in the default command sandbox
+//! (`workspace-write`, network off) and the servers are confined in it by
+//! their own `sandbox = "workspace-write"`, and the session's temp dir is
+//! gone when the agent shuts down.
 
 use latch::agent::extended::ExtendedTools;
 use latch::agent::tools::StandardTools;
@@ -28,7 +29,7 @@ use super::common::continuity;
 
 /// The entry script of an npm MCP server package; a missing package fails
 /// loudly (CI installs them with `.ci/run`).
-fn npm_server(package: &str) -> PathBuf {
+pub(super) fn npm_server(package: &str) -> PathBuf {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../.ci/cache/npm/node_modules/@modelcontextprotocol")
         .join(package)
@@ -42,7 +43,7 @@ fn npm_server(package: &str) -> PathBuf {
     script
 }
 
-fn node(script: PathBuf, args: &[&str]) -> ServerConfig {
+pub(super) fn node(script: PathBuf, args: &[&str]) -> ServerConfig {
     let mut all = vec![script.display().to_string()];
     all.extend(args.iter().map(|a| a.to_string()));
     ServerConfig {
@@ -53,19 +54,26 @@ fn node(script: PathBuf, args: &[&str]) -> ServerConfig {
     }
 }
 
+/// Both servers confined in the session's sandbox (`sandbox =
+/// "workspace-write"`), so the filesystem server's write is a sandboxed
+/// command that a non-interactive `on-request` run allows.
 fn config(allowed: &Path) -> McpConfig {
+    let confined = |mut s: ServerConfig| {
+        s.sandbox = Some(latch_sandbox::SandboxMode::WorkspaceWrite);
+        s
+    };
     McpConfig {
         servers: [
             (
                 "everything".to_string(),
-                node(npm_server("server-everything"), &["stdio"]),
+                confined(node(npm_server("server-everything"), &["stdio"])),
             ),
             (
                 "fs".to_string(),
-                node(
+                confined(node(
                     npm_server("server-filesystem"),
                     &[allowed.to_str().unwrap()],
-                ),
+                )),
             ),
         ]
         .into_iter()

@@ -456,6 +456,7 @@ fn a_request_left_waiting_is_answered_as_denied_on_resume() {
         model_reason: None,
         approval: "untrusted".into(),
         sandbox: "workspace-write".into(),
+        mcp: None,
     };
     r.store
         .append_batch(

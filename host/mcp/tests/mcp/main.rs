@@ -2,10 +2,10 @@
 //! (`@modelcontextprotocol/server-everything` and
 //! `@modelcontextprotocol/server-filesystem`, installed by `.ci/run` into
 //! `.ci/cache/npm`): stdio and streamable HTTP, the byte-stable tool list,
-//! results, a server that fails to start, and a server killed mid-session,
-//! all with stdio servers in the default command sandbox
-//! (`workspace-write`, network off); and what that sandbox refuses a
-//! server unless its own `sandbox` setting allows it.
+//! results, servers that fail to start (named with their command and the
+//! likely cause), and a server killed mid-session; stdio servers run as
+//! ordinary programs by default, and what the command sandbox refuses a
+//! server whose own `sandbox` setting confines it.
 
 mod sandboxed;
 mod servers;

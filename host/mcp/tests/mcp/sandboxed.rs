@@ -7,7 +7,7 @@ fn filesystem(dir: &std::path::Path) -> ServerConfig {
 }
 
 #[test]
-fn a_stdio_server_cannot_write_outside_the_workspace_unless_it_has_full_access() {
+fn a_stdio_server_runs_as_an_ordinary_program_unless_its_sandbox_confines_it() {
     let ws = tempfile::tempdir().unwrap();
     let ws = ws.path().canonicalize().unwrap();
     let outside = tempfile::tempdir().unwrap();
@@ -16,10 +16,11 @@ fn a_stdio_server_cannot_write_outside_the_workspace_unless_it_has_full_access()
     let write = serde_json::json!({"path": target, "content": "from MCP"}).to_string();
     let sandbox = TestSandbox::new(&ws);
 
-    // Under the session's `workspace-write`, the server may serve the
+    // With `sandbox = "workspace-write"` the server may serve the
     // directory but the kernel refuses the write.
-    let mut servers =
-        McpServers::start(&config(vec![("fs", filesystem(&outside))]), &ws, &sandbox).unwrap();
+    let mut confined = filesystem(&outside);
+    confined.sandbox = Some(SandboxMode::WorkspaceWrite);
+    let mut servers = McpServers::start(&config(vec![("fs", confined)]), &ws, &sandbox).unwrap();
     assert!(
         servers.start_failures().is_empty(),
         "{:?}",
@@ -28,6 +29,13 @@ fn a_stdio_server_cannot_write_outside_the_workspace_unless_it_has_full_access()
     assert_eq!(
         servers.statuses()[0].sandbox.as_deref(),
         Some("`workspace-write`, network off")
+    );
+    assert!(
+        servers
+            .tool("mcp__fs__write_file")
+            .unwrap()
+            .confined
+            .is_some()
     );
     let out = servers.call("mcp__fs__write_file", &write).unwrap();
     assert!(out.is_error, "the write must fail: {}", out.text);
@@ -44,13 +52,17 @@ fn a_stdio_server_cannot_write_outside_the_workspace_unless_it_has_full_access()
     );
     drop(servers);
 
-    // `sandbox = "full-access"` on the server lets it write there.
-    let mut full = filesystem(&outside);
-    full.sandbox = Some(SandboxMode::FullAccess);
-    let mut servers = McpServers::start(&config(vec![("fs", full)]), &ws, &sandbox).unwrap();
-    assert_eq!(
-        servers.statuses()[0].sandbox.as_deref(),
-        Some("`full-access`")
+    // Without `sandbox` (the default) it is a program the user configured,
+    // run with the user's rights, as Claude Code and Codex run it.
+    let mut servers =
+        McpServers::start(&config(vec![("fs", filesystem(&outside))]), &ws, &sandbox).unwrap();
+    assert_eq!(servers.statuses()[0].sandbox.as_deref(), Some("none"));
+    assert!(
+        servers
+            .tool("mcp__fs__write_file")
+            .unwrap()
+            .confined
+            .is_none()
     );
     let out = servers.call("mcp__fs__write_file", &write).unwrap();
     assert!(!out.is_error, "{}", out.text);
@@ -80,6 +92,7 @@ fn a_confined_server_that_fails_to_start_is_told_which_sandbox_and_keeps_its_own
     server
         .env
         .insert("SERVICE_TOKEN".into(), "configured-by-the-user".into());
+    server.sandbox = Some(SandboxMode::WorkspaceWrite);
     let sandbox = TestSandbox::new(ws.path());
     let servers = McpServers::start(&config(vec![("cache", server)]), ws.path(), &sandbox).unwrap();
     let failures = servers.start_failures();
@@ -87,9 +100,10 @@ fn a_confined_server_that_fails_to_start_is_told_which_sandbox_and_keeps_its_own
     let text = failures[0].to_string();
     assert!(
         text.contains("MCP server `cache` failed to start")
+            && text.contains("command: node -e")
             && text.contains("command sandbox (`workspace-write`, network off)")
-            && text.contains("sandbox = \"full-access\"")
-            && text.contains("[mcp.servers.cache]"),
+            && text.contains("likely cause: the sandbox of [mcp.servers.cache] refused a write")
+            && text.contains("no `sandbox` at all"),
         "{text}"
     );
     assert!(

@@ -205,6 +205,57 @@ fn a_server_that_fails_to_start_is_named_with_its_stderr_tail() {
 }
 
 #[test]
+fn a_start_failure_names_the_server_the_command_and_the_likely_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    // A program that runs but never speaks MCP, and one that is not there.
+    let silent = ServerConfig {
+        command: Some("node".into()),
+        args: vec!["-e".into(), "setInterval(() => {}, 1000)".into()],
+        startup_timeout_ms: Some(700),
+        enabled: true,
+        ..Default::default()
+    };
+    let absent = ServerConfig {
+        command: Some("latch-test-no-such-mcp-server".into()),
+        args: vec!["--stdio".into()],
+        enabled: true,
+        ..Default::default()
+    };
+    let cfg = config(vec![("absent", absent), ("silent", silent)]);
+    let sandbox = TestSandbox::new(dir.path());
+    let started = Instant::now();
+    let servers = McpServers::start(&cfg, dir.path(), &sandbox).unwrap();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "the start-up timeout holds"
+    );
+    let failures: Vec<String> = servers
+        .start_failures()
+        .iter()
+        .map(|e| e.to_string())
+        .collect();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    let absent = &failures[0];
+    assert!(
+        absent.contains("MCP server `absent` failed to start")
+            && absent.contains("command: latch-test-no-such-mcp-server --stdio")
+            && absent
+                .contains("likely cause: `latch-test-no-such-mcp-server` was not found on PATH"),
+        "{absent}"
+    );
+    let silent = &failures[1];
+    assert!(
+        silent.contains("MCP server `silent` failed to start: no answer within 700 ms")
+            && silent.contains("command: node -e 'setInterval(() => {}, 1000)'")
+            && silent
+                .contains("likely cause: the program runs but did not answer the MCP handshake"),
+        "{silent}"
+    );
+    // Neither ran in a sandbox: none is blamed.
+    assert!(!silent.contains("command sandbox"), "{silent}");
+}
+
+#[test]
 fn streamable_http_against_server_everything() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -30,6 +30,7 @@ fn edit_request(call: &str) -> EventKind {
         model_reason: None,
         approval: "untrusted".into(),
         sandbox: "workspace-write".into(),
+        mcp: None,
     })
 }
 
@@ -228,4 +229,34 @@ fn usage_the_provider_did_not_report_stays_unknown() {
     assert_eq!(u.last().unwrap().input_tokens, Some(1_200));
     assert_eq!(u.reported_totals(), (Some(1_200), None));
     assert_eq!(u.totals(), (1_200, 0));
+}
+
+#[test]
+fn an_mcp_request_shows_its_server_tool_and_arguments() {
+    let request = PermissionRequest {
+        call_id: "m1".into(),
+        tool: "mcp__fs__write_file".into(),
+        kind: PermissionKind::McpTool,
+        command: None,
+        path: None,
+        diff: None,
+        reason: "approval mode `untrusted` asks before every MCP tool not annotated read-only"
+            .into(),
+        model_reason: None,
+        approval: "untrusted".into(),
+        sandbox: "workspace-write".into(),
+        mcp: Some(latch_kernel::McpToolCall {
+            server: "fs".into(),
+            tool: "write_file".into(),
+            arguments: r#"{"path":"notes.txt","content":"x"}"#.into(),
+        }),
+    };
+    let prompt = latch_surface::PermissionPrompt::from_request(7, &request);
+    assert_eq!(prompt.action, "MCP server `fs` wants to run its tool:");
+    assert_eq!(prompt.subject, "fs/write_file");
+    assert_eq!(
+        prompt.detail,
+        [r#"arguments: {"path":"notes.txt","content":"x"}"#]
+    );
+    assert!(prompt.reason.contains("untrusted"));
 }

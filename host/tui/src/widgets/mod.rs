@@ -6,6 +6,7 @@ pub mod overlay;
 pub mod sidebar;
 pub mod status;
 pub mod transcript;
+pub mod trust;
 pub mod wrap;
 
 use crate::state::UiState;
