@@ -13,6 +13,9 @@
 //! * [`permissions`] — the terminal prompt, `latch run` never blocking, a
 //!   SIGKILL while a request waits.
 //! * [`group`] — `latch group` prints the group a run left.
+//! * [`lifecycle`] — resume remembers the session's provider and modes, one
+//!   driver per session (a race, a SIGKILLed holder), Esc during
+//!   `wait_agents`, a child's tools spawned and resumed.
 //! * [`skills_mcp`] — `latch skills` and `latch mcp list`, and a `run`
 //!   that calls an MCP tool.
 
@@ -22,6 +25,8 @@ mod children;
 mod crash;
 #[path = "cli/group.rs"]
 mod group;
+#[path = "cli/lifecycle.rs"]
+mod lifecycle;
 #[path = "cli/permissions.rs"]
 mod permissions;
 #[path = "cli/safety.rs"]

@@ -6,6 +6,9 @@
 //! * [`child_policy`] — child-policy components and the supervisor.
 //! * [`children`] — child agents: spawn, concurrent workers, reports,
 //!   delivery at safe boundaries, resume.
+//! * [`children_lifecycle`] — interrupts end the wait for children (which
+//!   keep running, or are cancelled as configured); a resumed child's
+//!   recorded engine configuration.
 //! * [`conformance`] — the conformance suite against the shipped engines and
 //!   the adversarial fixture.
 //! * [`continuity_component`] — the ContinuityEngine natively and as a
@@ -44,6 +47,7 @@
 mod agent;
 mod child_policy;
 mod children;
+mod children_lifecycle;
 mod common;
 mod conformance;
 mod continuity_component;

@@ -8,11 +8,15 @@
 //!
 //! * [`browser`] — the page in headless Chromium.
 //! * [`control`] — interrupts, permission answers and the group view.
+//! * [`lifecycle`] — interrupts during `wait_agents`; one driver per
+//!   session between the page, a parent agent and the terminal.
 
 #[path = "web_browser.rs"]
 mod browser;
 #[path = "web_control.rs"]
 mod control;
+#[path = "web_lifecycle.rs"]
+mod lifecycle;
 
 use latch_kernel::Store;
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
