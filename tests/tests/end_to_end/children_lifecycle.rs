@@ -185,6 +185,13 @@ fn on_interrupt_cancel_cancels_the_children_with_the_turn() {
         .with_kernel(&child.id, |k| k.unfinished().clone())
         .unwrap();
     assert!(!open.open_run && open.open_calls.is_empty(), "{open:?}");
+    assert!(
+        t.store.all_events(&child.id).unwrap().iter().any(|e| matches!(
+            &e.kind,
+            EventKind::RunInterrupted { reason } if reason.contains("the parent cancelled this child")
+        )),
+        "the child's run says it was cancelled"
+    );
     let answered = t
         .store
         .all_events(&t.parent.id)

@@ -69,7 +69,7 @@ impl Live {
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
         {
-            control.interrupt();
+            control.cancel("the parent cancelled this child");
         }
     }
 }

@@ -390,7 +390,7 @@ fn run(
     // A cancellation from now on interrupts its turn at once.
     *live.control.lock().unwrap_or_else(|p| p.into_inner()) = Some(agent.control());
     if live.cancel.load(Ordering::SeqCst) {
-        agent.control().interrupt();
+        agent.control().cancel("the parent cancelled this child");
     }
     let id = agent.session().id.clone();
     let mut observer = |e: AgentEvent| {
