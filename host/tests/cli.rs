@@ -13,6 +13,9 @@
 //! * [`permissions`] — the terminal prompt, `latch run` never blocking, a
 //!   SIGKILL while a request waits.
 //! * [`group`] — `latch group` prints the group a run left.
+//! * [`lifecycle`] — resume remembers the session's provider and modes, one
+//!   driver per session (a race, a SIGKILLed holder), Esc during
+//!   `wait_agents`, a child's tools spawned and resumed.
 //! * [`skills_mcp`] — `latch skills` and `latch mcp list`, and a `run`
 //!   that calls an MCP tool; the MCP config every README shows.
 //! * [`compare`] — `latch engine compare`: short scripted sessions whose
@@ -29,6 +32,8 @@ mod compare;
 mod crash;
 #[path = "cli/group.rs"]
 mod group;
+#[path = "cli/lifecycle.rs"]
+mod lifecycle;
 #[path = "cli/npm_registry.rs"]
 mod npm_registry;
 #[path = "cli/permissions.rs"]

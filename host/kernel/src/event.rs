@@ -504,6 +504,11 @@ pub enum EventKind {
         /// The provider-visible text.
         text: String,
     },
+    /// What the session runs with (provider, base URL, model, approval and
+    /// sandbox modes), recorded at creation and whenever a resume changes
+    /// it, with the changes. Hidden from engines: host bookkeeping that
+    /// surfaces show (see [`crate::profile`]).
+    SessionProfile(crate::profile::SessionProfile),
 }
 
 /// Opaque provider state as stored (see [`EventKind::ProviderState`]).
@@ -575,6 +580,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "provider_state",
     "group",
     "group_message_delivered",
+    "session_profile",
 ];
 
 /// The kinds hidden from engines, from recent context, from recall and from
@@ -593,6 +599,7 @@ pub const ENGINE_HIDDEN_KINDS: &[&str] = &[
     "agent_message_queued",
     "provider_state",
     "group",
+    "session_profile",
 ];
 
 /// Why a stored event could not be decoded.
@@ -669,6 +676,7 @@ impl EventKind {
             EventKind::ProviderState(_) => "provider_state",
             EventKind::Group(_) => "group",
             EventKind::GroupMessageDelivered { .. } => "group_message_delivered",
+            EventKind::SessionProfile(_) => "session_profile",
         }
     }
 
@@ -986,6 +994,11 @@ impl EventKind {
             ),
             EventKind::Group(g) => note(KernelNoteKind::Other, g.summary(), vec![]),
             EventKind::GroupMessageDelivered { text, .. } => EventBody::Notification(text.clone()),
+            EventKind::SessionProfile(p) => note(
+                KernelNoteKind::Other,
+                format!("session runs {} on {}", p.model, p.provider),
+                vec![],
+            ),
         }
     }
 }
@@ -1042,6 +1055,14 @@ mod tests {
                 command: Some("cargo fmt".into()),
             },
             EventKind::ManualCompact,
+            EventKind::SessionProfile(crate::profile::SessionProfile {
+                provider: "openai-compatible".into(),
+                base_url: Some("http://127.0.0.1:9/v1".into()),
+                model: "local".into(),
+                approval: "untrusted".into(),
+                sandbox: "read-only".into(),
+                changes: vec![],
+            }),
         ];
         for (i, e) in events.iter().enumerate() {
             let back = EventKind::from_row(i as u64, e.kind_name(), &e.to_json()).unwrap();

@@ -18,6 +18,8 @@
 //! * [`bounds`] — the byte and token bounds on stored tool output.
 //! * [`permission`] — the permission lifecycle's vocabulary and the reducer
 //!   of pending requests and session grants.
+//! * [`profile`] — the session profile (provider, model, approval and
+//!   sandbox modes) that resume continues with.
 
 #![warn(missing_docs)]
 
@@ -27,6 +29,7 @@ pub mod event;
 pub mod group;
 pub mod ops;
 pub mod permission;
+pub mod profile;
 pub mod state;
 pub mod store;
 pub mod view;
@@ -47,8 +50,12 @@ pub use ops::{
 pub use permission::{
     DecidedBy, GrantScope, McpToolCall, PermissionKind, PermissionLog, PermissionRequest,
 };
+pub use profile::{ProfileChange, SessionProfile};
 pub use state::{
     Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, Unfinished, operation_of,
 };
-pub use store::{SearchRow, SessionRecord, Store, StoreError, default_store_path};
+pub use store::{
+    LeaseError, LeaseHolder, SearchRow, SessionLease, SessionRecord, Store, StoreError,
+    default_store_path,
+};
 pub use view::StoreSessionView;

@@ -80,6 +80,19 @@ pub enum McpError {
         /// The limit.
         timeout_ms: u64,
     },
+    /// The user interrupted the turn while the call ran: Latch stopped
+    /// waiting and told the server to cancel it. The text begins with
+    /// `interrupted:`, which marks the call interrupted on every surface.
+    #[error(
+        "interrupted: the user stopped the turn while MCP server `{server}` ran `{tool}`; Latch \
+         told the server to cancel it, so whatever it did so far is unknown"
+    )]
+    Interrupted {
+        /// The server.
+        server: String,
+        /// The server's tool name.
+        tool: String,
+    },
     /// The server answered the call with a protocol error.
     #[error("MCP server `{server}`: `{tool}` failed: {message}")]
     Call {
@@ -102,6 +115,7 @@ impl McpError {
             McpError::UnknownTool { .. } => "unknown-tool",
             McpError::Arguments { .. } => "arguments",
             McpError::Timeout { .. } => "timeout",
+            McpError::Interrupted { .. } => "interrupted",
             McpError::Call { .. } => "call",
         }
     }

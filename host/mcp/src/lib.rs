@@ -31,6 +31,6 @@ pub use config::{ConfigError, McpConfig, ServerConfig, Transport};
 pub use content::{CallOutcome, Image, outcome_of};
 pub use error::{McpError, StartDetail};
 pub use server::{ServerState, ServerTool};
-pub use servers::{ExposedTool, MAX_TOOL_NAME, McpServers, ServerStatus, exposed_name};
+pub use servers::{ExposedTool, Interrupt, MAX_TOOL_NAME, McpServers, ServerStatus, exposed_name};
 pub use session::McpTools;
 pub use spawn::stdio_command;

@@ -55,12 +55,20 @@ pub struct ServerStatus {
     pub sandbox: Option<String>,
 }
 
+/// Tells a running call that the user interrupted the turn (polled while
+/// the call runs).
+pub type Interrupt = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
+/// How often a running call looks at the interrupt.
+const INTERRUPT_POLL: Duration = Duration::from_millis(20);
+
 /// The session's MCP servers.
 pub struct McpServers {
     // Declared before the runtime: connections end inside it.
     servers: Vec<Server>,
     tools: Vec<ExposedTool>,
     start_time: Duration,
+    interrupt: Option<Interrupt>,
     runtime: tokio::runtime::Runtime,
 }
 
@@ -138,6 +146,7 @@ impl McpServers {
             servers,
             tools,
             start_time,
+            interrupt: None,
         })
     }
 
@@ -213,8 +222,39 @@ impl McpServers {
             .iter_mut()
             .find(|s| s.name == tool.server)
             .expect("every exposed tool has its server");
-        let answer = self.runtime.block_on(server.call(&tool.tool, arguments))?;
-        Ok(outcome_of(&answer))
+        let interrupt = self.interrupt.clone();
+        let interrupted = async move {
+            match interrupt {
+                Some(stop) => {
+                    while !stop() {
+                        tokio::time::sleep(INTERRUPT_POLL).await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
+        let call = server.call(&tool.tool, arguments);
+        // Dropping the call on an interrupt sends the server
+        // `notifications/cancelled`.
+        let answer = self.runtime.block_on(async {
+            match futures::future::select(Box::pin(call), Box::pin(interrupted)).await {
+                futures::future::Either::Left((answer, _)) => Some(answer),
+                futures::future::Either::Right(((), _)) => None,
+            }
+        });
+        match answer {
+            Some(answer) => Ok(outcome_of(&answer?)),
+            None => Err(McpError::Interrupted {
+                server: tool.server.clone(),
+                tool: tool.tool.clone(),
+            }),
+        }
+    }
+
+    /// Stop waiting for a running call as soon as `interrupt` says so (the
+    /// agent's interrupt: Esc, `POST …/interrupt`).
+    pub fn use_interrupt(&mut self, interrupt: Interrupt) {
+        self.interrupt = Some(interrupt);
     }
 
     /// Close every connection (stdio servers end).

@@ -125,6 +125,12 @@ impl McpTools {
         }
     }
 
+    /// Stop waiting for a running call as soon as `interrupt` says so; the
+    /// call's result then says it was interrupted.
+    pub fn use_interrupt(&mut self, interrupt: crate::servers::Interrupt) {
+        self.servers.use_interrupt(interrupt);
+    }
+
     /// Close every connection.
     pub fn shutdown(&mut self) {
         self.servers.shutdown();

@@ -39,6 +39,15 @@ impl SandboxMode {
     }
 }
 
+impl SandboxMode {
+    /// True when `self` lets commands touch more than `other` does
+    /// (`read-only` < `workspace-write` < `full-access`).
+    pub fn is_looser_than(self, other: SandboxMode) -> bool {
+        let rank = |m: SandboxMode| SandboxMode::ALL.iter().position(|x| *x == m);
+        rank(self) > rank(other)
+    }
+}
+
 impl fmt::Display for SandboxMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -97,6 +106,25 @@ impl ApprovalMode {
     }
 }
 
+impl ApprovalMode {
+    /// How much runs without the user being asked: `untrusted` (only the
+    /// read-only allowlist) < `edits` (edits too) < `on-request` and
+    /// `never` (everything the sandbox allows; neither runs anything
+    /// outside it unasked).
+    fn unasked_rights(self) -> u8 {
+        match self {
+            ApprovalMode::Untrusted => 0,
+            ApprovalMode::Edits => 1,
+            ApprovalMode::OnRequest | ApprovalMode::Never => 2,
+        }
+    }
+
+    /// True when more runs unasked under `self` than under `other`.
+    pub fn is_looser_than(self, other: ApprovalMode) -> bool {
+        self.unasked_rights() > other.unasked_rights()
+    }
+}
+
 impl fmt::Display for ApprovalMode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
@@ -133,6 +161,21 @@ pub struct UnknownMode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn looser_means_more_runs_unasked() {
+        use ApprovalMode::*;
+        assert!(Never.is_looser_than(Untrusted));
+        assert!(OnRequest.is_looser_than(Edits));
+        assert!(Edits.is_looser_than(Untrusted));
+        assert!(!Untrusted.is_looser_than(Never));
+        assert!(!Never.is_looser_than(OnRequest) && !OnRequest.is_looser_than(Never));
+        use SandboxMode::*;
+        assert!(FullAccess.is_looser_than(WorkspaceWrite));
+        assert!(WorkspaceWrite.is_looser_than(ReadOnly));
+        assert!(!ReadOnly.is_looser_than(ReadOnly));
+        assert!(!ReadOnly.is_looser_than(FullAccess));
+    }
 
     #[test]
     fn names_round_trip_and_unknown_names_list_the_choices() {

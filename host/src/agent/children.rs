@@ -36,13 +36,24 @@ pub trait Delegation: Send {
     fn settle(&mut self, _session: &SessionRecord) -> Result<Vec<EventKind>, AgentError> {
         Ok(Vec::new())
     }
+
+    /// The agent's interrupt signal, set while the user interrupts the
+    /// running turn (called once, when the delegation is plugged in). A
+    /// delegation that blocks the turn — `wait_agents`, the end-of-turn
+    /// wait for children — returns as soon as it is set.
+    fn use_interrupt(&mut self, _interrupt: latch_tools::Cancel) {}
+
+    /// The user interrupted the turn (it is ending; every call is
+    /// answered): e.g. cancel the children when so configured.
+    fn on_interrupted(&mut self) {}
 }
 
 impl Agent {
     /// Plug child agents into this agent: their tools join the schemas
     /// (call before the first request; the schemas are part of the cached
     /// prefix) and deliveries happen at its safe boundaries.
-    pub fn with_delegation(mut self, delegation: Box<dyn Delegation>) -> Agent {
+    pub fn with_delegation(mut self, mut delegation: Box<dyn Delegation>) -> Agent {
+        delegation.use_interrupt(self.control.tool_cancel());
         self.schemas.extend(delegation.schemas());
         let json = serde_json::to_string(&self.schemas).unwrap_or_default();
         self.tools_tokens = estimate(self.session.model.estimator, &json) as u64;
@@ -81,6 +92,13 @@ impl Agent {
         let more = !events.is_empty();
         self.append_batch(events, observer)?;
         Ok(more)
+    }
+
+    /// The user interrupted the running turn: tell the delegation.
+    pub(crate) fn delegation_interrupted(&mut self) {
+        if let Some(delegation) = self.delegation.as_mut() {
+            delegation.on_interrupted();
+        }
     }
 
     /// Commit the answer of a delegation tool call; false when `call` is

@@ -33,6 +33,9 @@ const INTERRUPT_POLL: Duration = Duration::from_millis(10);
 struct Shared {
     /// The interrupt request; the tools' cancel signal is this same flag.
     interrupt: latch_tools::Cancel,
+    /// Why the turn is stopped when it is cancelled rather than interrupted
+    /// by the user (e.g. the parent cancelled this child).
+    cancelled: Mutex<Option<String>>,
     steering: Mutex<VecDeque<String>>,
 }
 
@@ -47,6 +50,33 @@ impl TurnControl {
     /// turn clears the request when it starts).
     pub fn interrupt(&self) {
         self.shared.interrupt.cancel();
+    }
+
+    /// Stop the running turn at once as [`TurnControl::interrupt`] does,
+    /// but as a cancellation: the turn ends with
+    /// [`AgentError::Cancelled`] and `reason` in its `run_interrupted`.
+    pub fn cancel(&self, reason: impl Into<String>) {
+        *self
+            .shared
+            .cancelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(reason.into());
+        self.shared.interrupt.cancel();
+    }
+
+    /// The error a stopped turn ends with: a cancellation with its reason,
+    /// or the user's interrupt.
+    fn stopped(&self) -> AgentError {
+        match self
+            .shared
+            .cancelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+        {
+            Some(reason) => AgentError::Cancelled(reason),
+            None => AgentError::Interrupted,
+        }
     }
 
     /// True when an interrupt was requested for the running turn.
@@ -74,6 +104,11 @@ impl TurnControl {
     }
 
     fn clear_interrupt(&self) {
+        *self
+            .shared
+            .cancelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = None;
         self.shared.interrupt.reset();
     }
 
@@ -105,7 +140,7 @@ impl Agent {
     /// An error when the user interrupted the turn.
     pub(crate) fn check_interrupt(&self) -> Result<(), AgentError> {
         if self.control.is_interrupted() {
-            return Err(AgentError::Interrupted);
+            return Err(self.control.stopped());
         }
         Ok(())
     }
@@ -122,7 +157,7 @@ impl Agent {
                     return Poll::Ready(Ok(out));
                 }
                 if stop.as_mut().poll(cx).is_ready() {
-                    return Poll::Ready(Err(AgentError::Interrupted));
+                    return Poll::Ready(Err(control.stopped()));
                 }
                 Poll::Pending
             })

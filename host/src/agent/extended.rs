@@ -101,6 +101,11 @@ impl ToolSet for ExtendedTools {
     }
 
     fn use_cancel(&mut self, cancel: latch_tools::Cancel) {
+        // An interrupt also ends a running MCP call.
+        if let Some(mcp) = self.mcp.as_mut() {
+            let stop = cancel.clone();
+            mcp.use_interrupt(std::sync::Arc::new(move || stop.is_cancelled()));
+        }
         self.base.use_cancel(cancel);
     }
 

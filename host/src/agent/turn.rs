@@ -113,6 +113,9 @@ impl Agent {
                 // Committed history stays; calls left without a result are
                 // answered as interrupted and the run is marked interrupted.
                 let _ = self.answer_open_calls(observer);
+                if matches!(e, AgentError::Interrupted) {
+                    self.delegation_interrupted();
+                }
                 let _ = self.append(
                     EventKind::RunInterrupted {
                         reason: e.to_string(),

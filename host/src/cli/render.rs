@@ -44,6 +44,13 @@ pub fn event_line(event: &EventKind) -> Option<String> {
             terminal_safe(reason, 4 * MAX_PRINTED_CHARS)
         )),
         EventKind::ManualCompact => Some("  ◇ working memory reset (/compact)".into()),
+        EventKind::SessionProfile(p) => p.change_text().map(|text| {
+            format!(
+                "  {} {}",
+                if p.loosens() { "!" } else { "◇" },
+                terminal_safe(&text, 4 * MAX_PRINTED_CHARS)
+            )
+        }),
         EventKind::PermissionGranted {
             subject, by, scope, ..
         } => Some(format!(

@@ -7,6 +7,13 @@
 //! agent's [`TurnControl`] and answers its permission requests through a
 //! [`DecisionPort`] ([`WebApprover`]) that waits on the server's
 //! [`Approvals`].
+//!
+//! One driver per session: the server takes a session's lease before it
+//! builds its agent and holds it while the agent lives; a session another
+//! process (the terminal, a parent agent) drives is refused for writing
+//! (409, naming the holder) and viewed read-only, `/context` and recall
+//! included. A resumed session runs as its durable profile says, the
+//! server's flags overriding it (see [`super::resume`]).
 
 use super::GlobalArgs;
 use super::setup::{self, Env, ProviderChoice};
@@ -14,6 +21,7 @@ use crate::agent::{Agent, AgentError, AgentEvent, Decision, DecisionPort, TurnCo
 use anyhow::Context;
 use clap::Args;
 use latch_engine_sdk::types::{ContextReport, Event};
+use latch_kernel::{LeaseError, SessionLease};
 use latch_kernel::{PermissionRequest, SessionRecord, Store};
 use latch_surface::Delta;
 use latch_web::backend::Sink;
@@ -46,12 +54,20 @@ pub struct ServeArgs {
     pub snapshot_after: usize,
 }
 
+/// A session this server drives: its agent and its lease.
+struct Driven {
+    agent: Arc<Mutex<Agent>>,
+    _lease: SessionLease,
+}
+
 /// The agents of one workspace behind the web surface.
 pub struct AgentBackend {
     env: Env,
-    provider: ProviderChoice,
+    global: GlobalArgs,
+    /// The provider of new sessions, or why none is configured.
+    provider: Result<ProviderChoice, String>,
     workspace: String,
-    agents: Mutex<HashMap<String, Arc<Mutex<Agent>>>>,
+    agents: Mutex<HashMap<String, Driven>>,
     /// Each built agent's turn control, reachable while its turn runs
     /// (the agent itself is locked by the turn).
     controls: Mutex<HashMap<String, TurnControl>>,
@@ -90,10 +106,14 @@ impl AgentBackend {
         // The page cannot be asked before the server starts: a config
         // that needs trust is refused with the flag and command that trust it.
         setup::settle_trust(&mut env, global, setup::TrustPolicy::Refuse)?;
-        let provider = setup::choose_provider(global, &env.config.config)?;
+        // Recorded sessions run with their own provider; only a new one
+        // needs one configured.
+        let provider =
+            setup::choose_provider(global, &env.config.config).map_err(|e| format!("{e:#}"));
         let workspace = env.workspace_key();
         Ok(AgentBackend {
             env,
+            global: global.clone(),
             provider,
             workspace,
             agents: Mutex::new(HashMap::new()),
@@ -112,14 +132,22 @@ impl AgentBackend {
         }
     }
 
-    /// The session's agent, built (and resumed) on first use.
+    /// The session's agent, built (and resumed) on first use, with the
+    /// session's lease taken first: refused while another driver holds it.
     fn agent(&self, id: &str, on: Sink<'_>) -> Result<Arc<Mutex<Agent>>, BackendError> {
         let mut agents = self.agents.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(a) = agents.get(id) {
-            return Ok(a.clone());
+        if let Some(d) = agents.get(id) {
+            return Ok(d.agent.clone());
         }
         let record = self.record(id)?;
-        let mut agent = setup::build_agent(&self.env, record, &self.provider, "web")
+        let lease =
+            SessionLease::acquire(&self.env.store, id, latch_web::WEB_SURFACE).map_err(in_use)?;
+        let resumed = super::resume::resolve(&self.env, &self.global, record)
+            .map_err(|e| BackendError::Failed(format!("{e:#}")))?;
+        resumed
+            .record_profile(&self.env)
+            .map_err(|e| BackendError::Failed(format!("{e:#}")))?;
+        let mut agent = setup::build_agent(&self.env, resumed.record, &resumed.provider, "web")
             .map_err(|e| BackendError::Failed(format!("{e:#}")))?;
         agent.resume(&mut observer(on)).map_err(failed)?;
         let control = agent.control();
@@ -133,8 +161,37 @@ impl AgentBackend {
             .unwrap_or_else(|p| p.into_inner())
             .insert(id.to_string(), control);
         let agent = Arc::new(Mutex::new(agent));
-        agents.insert(id.to_string(), agent.clone());
+        agents.insert(
+            id.to_string(),
+            Driven {
+                agent: agent.clone(),
+                _lease: lease,
+            },
+        );
         Ok(agent)
+    }
+
+    /// Run a read-only command on the session: on its agent when this
+    /// server drives it (or can), else — another process drives it — on a
+    /// viewer's agent that holds no lease and repairs nothing.
+    fn read<T>(
+        &self,
+        id: &str,
+        f: impl FnOnce(&mut Agent) -> Result<T, BackendError>,
+    ) -> Result<T, BackendError> {
+        match self.agent(id, &mut |_| {}) {
+            Ok(agent) => f(&mut agent.lock().unwrap_or_else(|p| p.into_inner())),
+            Err(BackendError::InUse(_)) => {
+                let record = self.record(id)?;
+                let resumed = super::resume::resolve(&self.env, &self.global, record)
+                    .map_err(|e| BackendError::Failed(format!("{e:#}")))?;
+                let mut viewer =
+                    setup::build_agent(&self.env, resumed.record, &resumed.provider, "web")
+                        .map_err(|e| BackendError::Failed(format!("{e:#}")))?;
+                f(&mut viewer)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     fn with_agent<T>(
@@ -151,6 +208,15 @@ impl AgentBackend {
 
 fn failed(e: impl std::fmt::Display) -> BackendError {
     BackendError::Failed(e.to_string())
+}
+
+/// A lease another driver holds: refused with who holds it (the page can
+/// still view the session).
+fn in_use(e: LeaseError) -> BackendError {
+    match e {
+        LeaseError::Held { .. } => BackendError::InUse(e.to_string()),
+        LeaseError::Store(e) => failed(e),
+    }
 }
 
 /// The agent's observer, reporting to the web surface's sink.
@@ -176,7 +242,17 @@ impl Backend for AgentBackend {
     }
 
     fn create_session(&self) -> Result<SessionRecord, BackendError> {
-        setup::new_session(&self.env, &self.provider).map_err(|e| failed(format!("{e:#}")))
+        let provider = self.provider.as_ref().map_err(|e| {
+            BackendError::BadRequest(format!(
+                "a new session needs a model provider, and `latch serve` was started without \
+                 one: {e}"
+            ))
+        })?;
+        setup::new_session(&self.env, provider).map_err(|e| failed(format!("{e:#}")))
+    }
+
+    fn drive(&self, session: &str) -> Result<(), BackendError> {
+        self.agent(session, &mut |_| {}).map(drop)
     }
 
     fn run_turn(&self, session: &str, text: &str, on: Sink<'_>) -> Result<(), BackendError> {
@@ -202,15 +278,11 @@ impl Backend for AgentBackend {
     }
 
     fn context_report(&self, session: &str) -> Result<ContextReport, BackendError> {
-        self.with_agent(session, &mut |_| {}, |agent, _| {
-            agent.context_report().map_err(failed)
-        })
+        self.read(session, |agent| agent.context_report().map_err(failed))
     }
 
     fn recall(&self, session: &str, query: &str, limit: u32) -> Result<Vec<Event>, BackendError> {
-        self.with_agent(session, &mut |_| {}, |agent, _| {
-            agent.recall(query, limit).map_err(failed)
-        })
+        self.read(session, |agent| agent.recall(query, limit).map_err(failed))
     }
 
     fn interrupt(&self, session: &str) -> Result<(), BackendError> {

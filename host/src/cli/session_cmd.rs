@@ -70,6 +70,8 @@ pub fn run(global: &GlobalArgs, workspace: &Path, task: &str, json: bool) -> any
             session.id, provider.model, env.config.config.engine.component
         );
     }
+    // Nobody else drives it while it runs (`latch resume` is refused).
+    let _lease = setup::take_lease(&env, &session.id, "`latch run`")?;
     let mut agent = setup::build_agent(&env, session, &provider, "run")?;
     let mut out = printer(json);
     match agent.run_turn(task, &mut out) {
@@ -94,12 +96,23 @@ pub fn chat(
     };
     let ask = super::trust_cmd::ask_on_terminal;
     setup::settle_trust(&mut env, global, setup::TrustPolicy::Ask(&ask))?;
-    let provider = setup::choose_provider(global, &env.config.config)?;
-    let session = match &resume {
-        Some(selector) => setup::select_session(&env, selector.as_deref())?,
-        None => setup::new_session(&env, &provider)?,
-    };
-    let mut agent = setup::build_agent(&env, session, &provider, "interactive")?;
+    let opened = setup::open_session(
+        &env,
+        global,
+        resume.as_ref().map(|s| s.as_deref()),
+        "`latch` (line interface)",
+    )?;
+    let _lease = opened.lease;
+    if let Some(line) = opened
+        .changed
+        .map(latch_kernel::EventKind::SessionProfile)
+        .as_ref()
+        .and_then(render::event_line)
+    {
+        eprintln!("{line}");
+    }
+    let provider = opened.provider;
+    let mut agent = setup::build_agent(&env, opened.session, &provider, "interactive")?;
     let mut out = printer(false);
     if resume.is_some() {
         let repaired = agent.resume(&mut out)?;
@@ -221,13 +234,22 @@ fn print_session(
     label: &str,
 ) -> anyhow::Result<()> {
     let events = env.store.event_count(&s.id)?;
+    // Who drives it now, if anyone (one driver per session).
+    let driver = match env.store.lease_holder(&s.id)? {
+        Some(h) => format!("  (in use by {} pid {} on {})", h.surface, h.pid, h.host),
+        None => String::new(),
+    };
     println!(
-        "{}{}  {}  {:>6} events  {}{label}",
+        "{}{}  {}  {:>6} events  {}{label}{driver}",
         "    ".repeat(depth),
         s.id,
         render::time(s.created_ms),
         events,
-        s.model.model
+        // The model it runs with now (a resume may have changed it).
+        env.store
+            .session_profile(&s.id)?
+            .map(|p| p.model)
+            .unwrap_or_else(|| s.model.model.clone())
     );
     let tree = env.store.agent_tree(&s.id)?;
     let mut children: Vec<&latch_kernel::SessionRecord> = list
@@ -269,6 +291,9 @@ pub fn history_delete(
     Ok(0)
 }
 
+/// The agent of the selected session, for a command that only reads it
+/// (`context`, `recall`): no lease, nothing repaired, so it works while
+/// another process drives the session.
 fn agent_for(
     global: &GlobalArgs,
     workspace: &Path,
@@ -277,6 +302,25 @@ fn agent_for(
     let mut env = Env::open_existing(global, workspace)?;
     setup::settle_trust(&mut env, global, setup::TrustPolicy::Warn)?;
     let record = setup::select_session(&env, selector)?;
+    provider_free_agent(&env, record)
+}
+
+/// The agent of the selected session, with its lease, for a command that
+/// writes to it (`compact`); refused while another process drives it.
+fn agent_for_writing(
+    global: &GlobalArgs,
+    workspace: &Path,
+    selector: Option<&str>,
+    surface: &str,
+) -> anyhow::Result<(Agent, latch_kernel::SessionLease)> {
+    let env = Env::open_existing(global, workspace)?;
+    let record = setup::select_session(&env, selector)?;
+    let lease = setup::take_lease(&env, &record.id, surface)?;
+    Ok((provider_free_agent(&env, record)?, lease))
+}
+
+/// An agent that never calls its provider (the provider-free commands).
+fn provider_free_agent(env: &Env, record: latch_kernel::SessionRecord) -> anyhow::Result<Agent> {
     let provider = setup::ProviderChoice {
         kind: record
             .model
@@ -290,7 +334,7 @@ fn agent_for(
         },
         max_tokens: 8_192,
     };
-    setup::build_agent(&env, record, &provider, "interactive")
+    setup::build_agent(env, record, &provider, "interactive")
 }
 
 /// `latch context [<session>]`: the report for the next request, without
@@ -330,7 +374,7 @@ pub fn compact(
     workspace: &Path,
     selector: Option<&str>,
 ) -> anyhow::Result<i32> {
-    let mut agent = agent_for(global, workspace, selector)?;
+    let (mut agent, _lease) = agent_for_writing(global, workspace, selector, "`latch compact`")?;
     let mut out = printer(false);
     let n = agent.compact(&mut out)?;
     println!(

@@ -1,19 +1,22 @@
 //! Shared set-up of the commands that work on sessions: workspace, store,
-//! configuration, provider and the session's agent.
+//! configuration, provider, the session's lease (one driver per session),
+//! its profile (what a resume continues with) and the session's agent.
 
 use super::GlobalArgs;
 use super::approve::TerminalApprover;
-use crate::agent::tools::StandardTools;
+use super::integrations::ConfiguredTools;
 use crate::agent::{Agent, AgentOptions, DecisionPort, Permissions};
 use crate::config::trust::{TrustGrant, WorkspaceTrust};
 use crate::config::{Config, LoadedConfig};
 use crate::supervisor::Supervisor;
 use crate::supervisor::children::{
-    self, ChildObserver, ChildRuntime, ChildSettings, ParentAgents, UserResumedChild,
+    self, ChildObserver, ChildRuntime, ChildSettings, ParentAgents, SessionTools, UserResumedChild,
 };
+use crate::supervisor::profile::{self, Settings};
 use anyhow::{Context, bail};
-use latch_kernel::{SessionRecord, Store};
+use latch_kernel::{SessionLease, SessionRecord, Store};
 use latch_provider::{Provider, ProviderConfig, ProviderKind};
+use latch_sandbox::{ApprovalMode, SandboxMode};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -275,6 +278,11 @@ pub fn build_agent(
 }
 
 /// [`build_agent`], with `observer` seeing what the root's children commit.
+///
+/// The approval and sandbox modes are the session's recorded profile's
+/// (see [`session_modes`]). The session's tools come from the one
+/// [`ConfiguredTools`] its whole tree shares, so a child has the same tools
+/// whether its parent spawned it or the user resumed it.
 pub fn build_agent_observed(
     env: &Env,
     session: SessionRecord,
@@ -293,16 +301,17 @@ pub fn build_agent_observed(
     };
     let is_root = session.parent.is_none();
     let provider_client = Provider::new(provider.config.clone())?;
-    let ctx = latch_tools::ToolContext::new(env.store.clone(), session.id.clone(), &env.workspace)?;
+    let (approval, sandbox) = session_modes(env, &session.id)?;
     let options = AgentOptions {
         mode: mode.to_string(),
         max_tokens: provider.max_tokens,
         recent_tokens: env.config.config.context.recent_tokens,
         max_steps: env.max_steps,
-        permissions: Some(permissions(env, mode)),
+        permissions: Some(permissions_with(env, mode, approval, sandbox)),
     };
-    let (tools, extensions) =
-        super::integrations::attach(env, &session, Box::new(StandardTools::new(ctx)))?;
+    let (tools, extensions) = ConfiguredTools::new(env, true)
+        .build(&session, sandbox)
+        .map_err(anyhow::Error::msg)?;
     let agent = Agent::new(
         env.store.clone(),
         session,
@@ -331,7 +340,9 @@ pub fn build_agent_observed(
     if let Some(p) = options.permissions.as_mut() {
         p.port = None;
     }
-    // A root agent delegates: its children run on workers of their own.
+    // A root agent delegates: its children run on workers of their own,
+    // with the tools every session of the tree gets (their warnings go to
+    // the log: a screen may own the terminal by then).
     let children = ChildRuntime::with_settings(
         env.store.clone(),
         env.workspace.clone(),
@@ -340,6 +351,7 @@ pub fn build_agent_observed(
         options,
         ChildSettings {
             observer,
+            tools: Some(Arc::new(ConfiguredTools::new(env, false))),
             ..ChildSettings::from_config(&env.config.config)
         },
     );
@@ -354,28 +366,147 @@ pub fn build_agent_observed(
     Ok(agent.with_delegation(Box::new(delegation)))
 }
 
+/// The approval and sandbox modes `session` runs with: its latest recorded
+/// profile's; for a session that has none (created before profiles were
+/// recorded) the flags over the configuration.
+pub fn session_modes(env: &Env, session: &str) -> anyhow::Result<(ApprovalMode, SandboxMode)> {
+    let config = &env.config.config;
+    let flags = (
+        env.approval.unwrap_or(config.permissions.approval),
+        env.sandbox.unwrap_or(config.sandbox.mode),
+    );
+    Ok(match env.store.session_profile(session)? {
+        Some(p) => (
+            p.approval.parse().unwrap_or(flags.0),
+            p.sandbox.parse().unwrap_or(flags.1),
+        ),
+        None => flags,
+    })
+}
+
 /// The approval mode and sandbox (flags over config) and who decides:
 /// the terminal in an interactive session, nobody otherwise.
 pub fn permissions(env: &Env, mode: &str) -> Permissions {
     let config = &env.config.config;
+    permissions_with(
+        env,
+        mode,
+        env.approval.unwrap_or(config.permissions.approval),
+        env.sandbox.unwrap_or(config.sandbox.mode),
+    )
+}
+
+/// Permissions with these modes (the rest of the sandbox policy from the
+/// configuration) and who decides: the terminal in an interactive
+/// session, nobody otherwise.
+pub fn permissions_with(
+    env: &Env,
+    mode: &str,
+    approval: ApprovalMode,
+    sandbox: SandboxMode,
+) -> Permissions {
     Permissions {
-        approval: env.approval.unwrap_or(config.permissions.approval),
-        sandbox: config.sandbox.policy(&env.workspace, env.sandbox),
+        approval,
+        sandbox: env
+            .config
+            .config
+            .sandbox
+            .policy(&env.workspace, Some(sandbox)),
         port: (mode == "interactive")
             .then(|| Arc::new(TerminalApprover::default()) as Arc<dyn DecisionPort>),
     }
 }
 
-/// Create a new root session for the chosen provider and model.
+/// What a new session started with `provider` runs with: the provider's
+/// settings and the approval and sandbox modes of the flags over the
+/// configuration.
+pub fn new_settings(env: &Env, provider: &ProviderChoice) -> Settings {
+    let config = &env.config.config;
+    Settings {
+        provider: provider.kind.name().to_string(),
+        base_url: provider.config.base_url.clone(),
+        model: provider.model.clone(),
+        approval: env.approval.unwrap_or(config.permissions.approval),
+        sandbox: env.sandbox.unwrap_or(config.sandbox.mode),
+    }
+}
+
+/// Create a new root session for the chosen provider and model, with its
+/// first profile recorded.
 pub fn new_session(env: &Env, provider: &ProviderChoice) -> anyhow::Result<SessionRecord> {
     let model = env.config.config.model_profile(
         provider.kind.name(),
         &provider.model,
         provider.max_tokens,
     )?;
-    Ok(env
+    let record = env
         .store
-        .create_session(&env.workspace_key(), None, &model)?)
+        .create_session(&env.workspace_key(), None, &model)?;
+    profile::record(&env.store, &record.id, &new_settings(env, provider), |_| {
+        "the session's start".into()
+    })?;
+    Ok(record)
+}
+
+/// Take the lease of `session` for `surface` (one driver per session); a
+/// session another process drives is refused with who holds it.
+pub fn take_lease(env: &Env, session: &str, surface: &str) -> anyhow::Result<SessionLease> {
+    Ok(SessionLease::acquire(&env.store, session, surface)?)
+}
+
+/// A session opened by an interactive command.
+pub struct Opened {
+    /// The session, with the model profile it runs with now.
+    pub session: SessionRecord,
+    /// The provider it talks to.
+    pub provider: ProviderChoice,
+    /// Its lease, held while the command drives it.
+    pub lease: SessionLease,
+    /// True when an existing session was resumed.
+    pub resumed: bool,
+    /// The profile recorded by this resume when it changed something.
+    pub changed: Option<latch_kernel::SessionProfile>,
+}
+
+/// Open a new session, or with `resume` the selected one (the latest with
+/// `None`), for `surface`: its lease taken first (refused while another
+/// process drives it, before anything is written), then, for a resume,
+/// what it runs with resolved from its durable profile and the flags, and
+/// a change recorded. Notes go to stderr.
+pub fn open_session(
+    env: &Env,
+    global: &super::GlobalArgs,
+    resume: Option<Option<&str>>,
+    surface: &str,
+) -> anyhow::Result<Opened> {
+    let Some(selector) = resume else {
+        let provider = choose_provider(global, &env.config.config)?;
+        let session = new_session(env, &provider)?;
+        let lease = take_lease(env, &session.id, surface)?;
+        return Ok(Opened {
+            session,
+            provider,
+            lease,
+            resumed: false,
+            changed: None,
+        });
+    };
+    let record = select_session(env, selector)?;
+    let lease = take_lease(env, &record.id, surface)?;
+    let resumed = super::resume::resolve(env, global, record)?;
+    for note in &resumed.notes {
+        eprintln!("note: {note}");
+    }
+    let changed = resumed
+        .record_profile(env)?
+        .filter(|p| !p.changes.is_empty());
+    Ok(Opened {
+        session: resumed.record,
+        provider: resumed.provider,
+        lease,
+        resumed: true,
+        changed,
+    })
 }
 
 /// Resolve a session selector: an id (or unique prefix), or the latest root

@@ -68,12 +68,17 @@ pub fn chat(
     // A workspace config that needs trust is asked about in a modal
     // before the session starts.
     setup::settle_trust(&mut env, global, setup::TrustPolicy::Ask(&ask_trust))?;
-    let provider = setup::choose_provider(global, &env.config.config)?;
-    let session = match &resume {
-        Some(selector) => setup::select_session(&env, selector.as_deref())?,
-        None => setup::new_session(&env, &provider)?,
-    };
-    let mut agent = setup::build_agent(&env, session, &provider, "interactive")?;
+    // The lease is held until the screen closes: nobody else drives the
+    // session meanwhile.
+    let opened = setup::open_session(
+        &env,
+        global,
+        resume.as_ref().map(|s| s.as_deref()),
+        "`latch` (terminal UI)",
+    )?;
+    let _lease = opened.lease;
+    let provider = opened.provider;
+    let mut agent = setup::build_agent(&env, opened.session, &provider, "interactive")?;
     if resume.is_some() {
         agent.resume(&mut |_: AgentEvent| {})?;
     }

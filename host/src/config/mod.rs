@@ -82,6 +82,22 @@ pub struct AgentsConfig {
         deserialize_with = "at_least_one_child"
     )]
     pub max_concurrent: usize,
+    /// What the user's interrupt of a parent's turn does to its running
+    /// children: `keep` them running (the default; their reports arrive
+    /// at the parent's next turn) or `cancel` them with the turn.
+    #[serde(default)]
+    pub on_interrupt: ChildrenOnInterrupt,
+}
+
+/// `[agents] on_interrupt`.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum ChildrenOnInterrupt {
+    /// Children keep running; only the parent's turn stops.
+    #[default]
+    Keep,
+    /// Children are cancelled with the parent's turn.
+    Cancel,
 }
 
 fn default_max_concurrent() -> usize {
@@ -102,6 +118,7 @@ impl Default for AgentsConfig {
     fn default() -> Self {
         AgentsConfig {
             max_concurrent: default_max_concurrent(),
+            on_interrupt: ChildrenOnInterrupt::default(),
         }
     }
 }
@@ -530,6 +547,15 @@ mod tests {
             err.contains("at least 1") && err.contains("c.toml"),
             "{err}"
         );
+        // [agents] on_interrupt keeps children by default.
+        assert_eq!(c.agents.on_interrupt, ChildrenOnInterrupt::Keep);
+        let c =
+            Config::parse("[agents]\non_interrupt = \"cancel\"\n", Path::new("c.toml")).unwrap();
+        assert_eq!(c.agents.on_interrupt, ChildrenOnInterrupt::Cancel);
+        let err = Config::parse("[agents]\non_interrupt = \"stop\"\n", Path::new("c.toml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("stop") && err.contains("keep"), "{err}");
         // [agent] max_steps is off by default and configurable.
         assert_eq!(c.agent.max_steps, None);
         let c = Config::parse("[agent]\nmax_steps = 7\n", Path::new("c.toml")).unwrap();

@@ -6,6 +6,7 @@
 
 pub mod children;
 pub mod groups;
+pub mod profile;
 
 use crate::config::Config;
 use crate::engine::policy::{Brief, ChildPolicyComponent, PolicyError};
@@ -64,6 +65,19 @@ pub enum ChildPolicy {
 pub struct Supervisor {
     factory: Arc<dyn ContextEngineFactory>,
     child_policy: ChildPolicy,
+    /// Where engines named by a relative path live, and the limits they
+    /// run under, for rebuilding a child's recorded engine.
+    workspace: std::path::PathBuf,
+    limits: SandboxLimits,
+}
+
+/// The engine a child was built with, as its spawn recorded it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordedEngine {
+    /// The engine's name (`builtin:continuity`, a component path).
+    pub engine: String,
+    /// Its effective configuration (a JSON object) at spawn.
+    pub config: String,
 }
 
 impl Supervisor {
@@ -72,6 +86,8 @@ impl Supervisor {
         Supervisor {
             factory,
             child_policy,
+            workspace: std::path::PathBuf::from("."),
+            limits: SandboxLimits::default(),
         }
     }
 
@@ -110,7 +126,11 @@ impl Supervisor {
             None if config.engine_is_default() => ChildPolicy::SameAsRoot,
             None => ChildPolicy::Refuse,
         };
-        Ok(Supervisor::new(Arc::new(factory), child_policy))
+        Ok(Supervisor {
+            workspace: workspace.to_path_buf(),
+            limits: config.limits(),
+            ..Supervisor::new(Arc::new(factory), child_policy)
+        })
     }
 
     /// The factory every session's engine is built with.
@@ -169,5 +189,50 @@ impl Supervisor {
                 Ok(factory.create(session_id, &brief.child_model)?)
             }
         }
+    }
+
+    /// The engine of a resumed child, rebuilt from its durable profile:
+    /// the engine and configuration its spawn recorded. The supervisor's
+    /// factory builds it when the recorded engine is the factory's (with
+    /// the recorded configuration set back when the current one differs);
+    /// an engine the configuration no longer names is loaded again from
+    /// its recorded source — never another engine in its place. A child
+    /// recorded without an engine (an older log) gets the one the child
+    /// policy picks for `brief`.
+    pub fn rebuild_child_engine(
+        &self,
+        session_id: &str,
+        parent_model: &ModelProfile,
+        brief: &Brief,
+        recorded: &RecordedEngine,
+    ) -> Result<Box<dyn ContextEngine>, SupervisorError> {
+        if recorded.engine.is_empty() {
+            return self.child_engine_for(session_id, parent_model, brief);
+        }
+        let model = &brief.child_model;
+        let mut engine = if recorded.engine == self.factory.describe() {
+            self.factory.create(session_id, model)?
+        } else {
+            let runtime = EngineRuntime::global()?;
+            let loaded = runtime.load(&EngineSource::parse(&recorded.engine, &self.workspace))?;
+            ComponentFactory::new(loaded, self.limits.clone(), None).create(session_id, model)?
+        };
+        let wanted = recorded.config.trim();
+        if !wanted.is_empty() && !same_json(&engine.config()?, wanted) {
+            engine.set_config(wanted)?;
+        }
+        Ok(engine)
+    }
+}
+
+/// True when two JSON texts hold the same value (key order and spacing
+/// aside); texts that are not JSON compare as text.
+fn same_json(a: &str, b: &str) -> bool {
+    match (
+        serde_json::from_str::<serde_json::Value>(a),
+        serde_json::from_str::<serde_json::Value>(b),
+    ) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a.trim() == b.trim(),
     }
 }

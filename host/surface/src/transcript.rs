@@ -4,7 +4,8 @@
 //! User turns, committed assistant text, tool calls with their results
 //! (edits carry a unified diff), notifications, permission decisions (a
 //! grant as a notification, a denial as a denied item), denials, validations,
-//! certification attempts, child spawns, and dividers for `/compact`,
+//! certification attempts, child spawns, changes of the session's profile
+//! (a resume with another model or a looser approval mode), and dividers for `/compact`,
 //! cache-epoch rotations and interrupted runs. Bookkeeping events (kernel
 //! context text, file observations, usage) are not transcript items.
 
@@ -15,6 +16,10 @@ use std::collections::HashMap;
 /// How a tool result that answers an interrupted call begins (the host's
 /// repair writes it when a run stopped before the call finished).
 pub const INTERRUPTED_PREFIX: &str = "interrupted:";
+
+/// The source of the notification that shows a change of the session's
+/// profile (provider, model, approval or sandbox mode).
+pub const PROFILE_SOURCE: &str = "session";
 
 /// One line of a unified diff.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -286,6 +291,17 @@ impl Transcript {
                 tool: tool.clone(),
                 reason: format!("`{subject}` denied by {}: {reason}", by.label()),
             }),
+            // A run that changed what the session runs with (a resume with
+            // another model, or a looser approval mode) says so.
+            EventKind::SessionProfile(p) => {
+                if let Some(text) = p.change_text() {
+                    self.items.push(Item::Notification {
+                        seq,
+                        source: PROFILE_SOURCE.into(),
+                        text,
+                    });
+                }
+            }
             EventKind::RunInterrupted { reason } => self.items.push(Item::Divider {
                 seq,
                 kind: DividerKind::Interrupted {

@@ -11,12 +11,12 @@ use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 /// A tmux server of this test's own (its own socket), killed on drop.
-pub(super) struct Tmux {
+pub(crate) struct Tmux {
     socket: String,
 }
 
 impl Tmux {
-    pub(super) fn new() -> Tmux {
+    pub(crate) fn new() -> Tmux {
         let found = Command::new("tmux").arg("-V").output();
         assert!(
             found.is_ok_and(|o| o.status.success()),
@@ -31,7 +31,7 @@ impl Tmux {
         }
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         Command::new("tmux")
             .arg("-L")
             .arg(&self.socket)
@@ -41,7 +41,7 @@ impl Tmux {
     }
 
     /// Start `cmd` (a shell command line) in a 120×40 window named `name`.
-    pub(super) fn start(&self, name: &str, cmd: &str) {
+    pub(crate) fn start(&self, name: &str, cmd: &str) {
         let out = self.run(&[
             "new-session",
             "-d",
@@ -62,13 +62,13 @@ impl Tmux {
         self.run(&["set-option", "-w", "-t", name, "remain-on-exit", "on"]);
     }
 
-    pub(super) fn keys(&self, name: &str, keys: &[&str]) {
+    pub(crate) fn keys(&self, name: &str, keys: &[&str]) {
         let mut args = vec!["send-keys", "-t", name];
         args.extend(keys);
         assert!(self.run(&args).status.success());
     }
 
-    pub(super) fn text(&self, name: &str, text: &str) {
+    pub(crate) fn text(&self, name: &str, text: &str) {
         assert!(
             self.run(&["send-keys", "-t", name, "-l", text])
                 .status
@@ -76,7 +76,7 @@ impl Tmux {
         );
     }
 
-    pub(super) fn screen(&self, name: &str) -> Vec<String> {
+    pub(crate) fn screen(&self, name: &str) -> Vec<String> {
         let out = self.run(&["capture-pane", "-p", "-t", name]);
         let mut rows: Vec<String> = String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -88,7 +88,7 @@ impl Tmux {
     }
 
     /// Wait until every needle is on the screen; the screen.
-    pub(super) fn wait_for(&self, name: &str, needles: &[&str]) -> Vec<String> {
+    pub(crate) fn wait_for(&self, name: &str, needles: &[&str]) -> Vec<String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let screen = self.screen(name);
@@ -106,7 +106,7 @@ impl Tmux {
 
     /// True when the program in `name` has exited (its pane is dead or
     /// the session is gone).
-    pub(super) fn exited(&self, name: &str) -> bool {
+    pub(crate) fn exited(&self, name: &str) -> bool {
         let out = self.run(&["display-message", "-p", "-t", name, "#{pane_dead}"]);
         !out.status.success() || String::from_utf8_lossy(&out.stdout).trim() == "1"
     }
@@ -135,7 +135,7 @@ fn transcript(screen: &[String]) -> Vec<String> {
 /// The `latch` command line for `workspace` against `server`, with its
 /// environment, as one shell line (`env` takes its `-u` options before the
 /// assignments); `extra` goes before the provider flags.
-pub(super) fn latch_line(
+pub(crate) fn latch_line(
     workspace: &std::path::Path,
     server: &FakeServer,
     extra: &[&str],

@@ -35,6 +35,10 @@ pub enum BackendError {
     /// The user interrupted the turn (it committed `run_interrupted`).
     #[error("{0}")]
     Interrupted(String),
+    /// Another process (or another holder in this one) drives the session:
+    /// the message names it. The page can still view the session.
+    #[error("{0}")]
+    InUse(String),
 }
 
 /// The sink a command reports its signals to.
@@ -49,6 +53,13 @@ pub trait Backend: Send + Sync + 'static {
     fn workspace(&self) -> &str;
     /// Create a new root session.
     fn create_session(&self) -> Result<SessionRecord, BackendError>;
+    /// Take the session to drive it from this server (blocking): refused
+    /// with [`BackendError::InUse`] while another driver holds it, so a
+    /// message is refused before it is accepted. By default nothing is
+    /// held.
+    fn drive(&self, _session: &str) -> Result<(), BackendError> {
+        Ok(())
+    }
     /// Run one turn with the user's `text` (blocking).
     fn run_turn(&self, session: &str, text: &str, on: Sink<'_>) -> Result<(), BackendError>;
     /// Resume the session in this process: settle what an earlier process

@@ -34,3 +34,8 @@ pub use approvals::{Answer, Approvals};
 pub use backend::{Backend, BackendError, Signal};
 pub use bind::{BindError, check_bind};
 pub use server::{WebConfig, router, serve};
+
+/// What the lease of a session driven from a `latch serve` page says holds
+/// it (the backend takes leases under this name; the page is told which
+/// sessions another driver holds).
+pub const WEB_SURFACE: &str = "`latch serve` (web page)";

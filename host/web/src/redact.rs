@@ -16,6 +16,8 @@ use serde_json::{Value, json};
 
 /// The kinds whose data the web sends as stored: none carries reasoning.
 pub const SENT_AS_STORED: &[&str] = &[
+    // Provider, base URL (credentials stripped), model and modes: no key.
+    "session_profile",
     "user_message",
     "assistant_message",
     "tool_result",
@@ -121,6 +123,7 @@ mod tests {
                         .into(),
                 },
             ],
+            call_ids: vec![],
         });
         let sent = event(&state).to_string();
         for secret in ["SECRET", "c2ln", "ENCRYPTED", "thinking\":"] {

@@ -9,6 +9,9 @@
 //! * [`children`] — child agents: spawn, concurrent workers, reports,
 //!   delivery at safe boundaries, resume.
 //! * [`config_inputs`] — hostile config files: a seeded property run.
+//! * [`children_lifecycle`] — interrupts end the wait for children (which
+//!   keep running, or are cancelled as configured); a resumed child's
+//!   recorded engine configuration.
 //! * [`conformance`] — the conformance suite against the shipped engines and
 //!   the adversarial fixture.
 //! * [`continuity_component`] — the ContinuityEngine natively and as a
@@ -50,6 +53,7 @@ mod agent;
 mod call_ids;
 mod child_policy;
 mod children;
+mod children_lifecycle;
 mod common;
 mod config_inputs;
 mod conformance;

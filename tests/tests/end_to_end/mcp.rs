@@ -302,3 +302,125 @@ fn mcp_tools_run_through_the_loop_commit_mutations_first_and_survive_a_killed_se
     );
     io.block_on(server.shutdown());
 }
+
+/// An interrupt reaches a running MCP call: the agent stops waiting at
+/// once, tells the server to cancel, answers the call as interrupted and
+/// closes the run, so the next turn is a valid continuation.
+#[test]
+fn an_interrupt_ends_a_running_mcp_call_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    let io = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let long = "mcp__everything__trigger-long-running-operation";
+    let server = io
+        .block_on(FakeServer::start(Script::new([
+            ScriptedTurn::tool_call(long, r#"{"duration":30,"steps":30}"#),
+            ScriptedTurn::text("Continued after the interrupt."),
+        ])))
+        .unwrap();
+    let store = Arc::new(Store::open(ws.join(".latch/latch.db")).unwrap());
+    let session = store
+        .create_session(
+            &ws.display().to_string(),
+            None,
+            &ModelProfile::with_defaults("anthropic", "test-model"),
+        )
+        .unwrap();
+    let sandbox = Sandbox::new(SandboxPolicy::default(), &ws, &session.id).unwrap();
+    let only_everything = McpConfig {
+        servers: [(
+            "everything".to_string(),
+            node(npm_server("server-everything"), &["stdio"]),
+        )]
+        .into_iter()
+        .collect(),
+    };
+    let servers = McpServers::start(&only_everything, &ws, &sandbox).unwrap();
+    assert!(servers.start_failures().is_empty());
+    let mcp = McpTools::new(servers, store.clone(), session.id.clone()).unwrap();
+    let ctx = latch_tools::ToolContext::new(store.clone(), session.id.clone(), &ws).unwrap();
+    let tools = ExtendedTools::new(
+        Box::new(StandardTools::new(ctx)),
+        vec![],
+        session.model.estimator,
+        Some(mcp),
+    );
+    let provider = Provider::new(ProviderConfig {
+        base_url: Some(server.anthropic_base_url()),
+        api_key: Some("k".into()),
+        retry: RetryPolicy::none(),
+        ..ProviderConfig::new(ProviderKind::Anthropic)
+    })
+    .unwrap();
+    let engine = ComponentEngine::new(
+        continuity(),
+        SandboxLimits::default(),
+        &session.id,
+        session.model.clone(),
+    );
+    let mut agent = Agent::new(
+        store.clone(),
+        session.clone(),
+        ws.clone(),
+        Box::new(engine),
+        provider,
+        Box::new(tools),
+        AgentOptions::default(),
+    )
+    .unwrap();
+    let control = agent.control();
+    let interrupted_at = Arc::new(std::sync::Mutex::new(None::<Instant>));
+    let at = interrupted_at.clone();
+    let mut observer = move |e: latch::agent::AgentEvent| {
+        if let latch::agent::AgentEvent::Committed {
+            event: EventKind::AssistantMessage { .. },
+            ..
+        } = e
+        {
+            // The call is about to run: interrupt it once it is under way.
+            let (control, at) = (control.clone(), at.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(500));
+                *at.lock().unwrap() = Some(Instant::now());
+                control.interrupt();
+            });
+        }
+    };
+    let result = agent.run_turn("run the long operation", &mut observer);
+    let took = interrupted_at.lock().unwrap().unwrap().elapsed();
+    assert!(
+        matches!(result, Err(latch::agent::AgentError::Interrupted)),
+        "{result:?}"
+    );
+    assert!(
+        took < Duration::from_secs(3),
+        "the MCP call ended {took:?} after the interrupt"
+    );
+    let answer = store
+        .all_events(&session.id)
+        .unwrap()
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::ToolResult(r) if r.name == long => Some(r),
+            _ => None,
+        })
+        .unwrap();
+    assert!(
+        answer.is_error
+            && answer.content.starts_with("interrupted:")
+            && answer.content.contains("`everything`"),
+        "{answer:?}"
+    );
+    let open = store
+        .with_kernel(&session.id, |k| k.unfinished().clone())
+        .unwrap();
+    assert!(!open.open_run && open.open_calls.is_empty(), "{open:?}");
+    // The next turn is a valid continuation (the server checks protocol).
+    let outcome = agent.run_turn("go on", &mut |_| {}).unwrap();
+    assert_eq!(outcome.final_text, "Continued after the interrupt.");
+    assert_eq!(server.requests().len(), server.served().len());
+}

@@ -11,6 +11,8 @@
 //! * [`control`] — interrupts, permission answers and the group view.
 //! * [`attack`] — another local page and a local service trying to answer
 //!   a pending permission request.
+//! * [`lifecycle`] — interrupts during `wait_agents`; one driver per
+//!   session between the page, a parent agent and the terminal.
 
 #[path = "web_attack.rs"]
 mod attack;
@@ -18,6 +20,8 @@ mod attack;
 mod browser;
 #[path = "web_control.rs"]
 mod control;
+#[path = "web_lifecycle.rs"]
+mod lifecycle;
 
 use latch_kernel::Store;
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};

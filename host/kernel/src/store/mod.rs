@@ -10,6 +10,8 @@
 //!   pending deliveries) is maintained by the transaction that appends each
 //!   group event and rebuilt from the log at open; the store implements
 //!   [`crate::group::GroupPort`] over it.
+//! * Each session has at most one driver: a lease row names the process
+//!   that holds it (see [`SessionLease`]).
 //! * The kernel reducers are cached per session with a sequence watermark and
 //!   caught up from the log on demand, so canonical state stays cheap.
 
@@ -18,12 +20,15 @@ mod artifacts;
 mod events;
 mod group_port;
 mod group_projection;
+mod lease;
+mod profile;
 mod provider;
 mod recall;
 mod schema;
 mod sessions;
 
 pub use artifacts::{ImageInfo, image_info};
+pub use lease::{LEASE_TTL, LeaseError, LeaseHolder, SessionLease};
 pub use recall::{SearchRow, fts_query};
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use sessions::{SessionRecord, new_session_id};

@@ -3,7 +3,7 @@
 //! `latch_schema` table.
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// `PRAGMA application_id` of a Latch store ("LATC").
 pub const APPLICATION_ID: i64 = 0x4C41_5443;
@@ -113,5 +113,22 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         text       TEXT NOT NULL,
         PRIMARY KEY (root, recipient, message)
     );
+    "#,
+    // 4: who drives each session (one lease per session, renewed by its
+    // holder's heartbeat; coordination, not history), and an index that
+    // finds a session's latest profile without reading the rest of its log.
+    r#"
+    CREATE TABLE session_leases (
+        session     TEXT PRIMARY KEY REFERENCES sessions(id),
+        token       TEXT NOT NULL,
+        pid         INTEGER NOT NULL,
+        pid_start   TEXT,
+        host        TEXT NOT NULL,
+        surface     TEXT NOT NULL,
+        since_ms    INTEGER NOT NULL,
+        renewed_ms  INTEGER NOT NULL,
+        ttl_ms      INTEGER NOT NULL
+    );
+    CREATE INDEX events_session_profile ON events(session, seq) WHERE kind = 'session_profile';
     "#,
 ];

@@ -6,25 +6,35 @@
 //! delivery of reports at the parent's safe boundaries. [`ChildLink`] is the
 //! child's: the parent's messages at the child's safe boundaries, and
 //! cancellation. [`UserResumedChild`] is a child the user opens directly.
+//! [`SessionTools`] gives every session of the tree the same tools (skills
+//! and MCP servers included), so a child is the same child however it is
+//! opened.
 //!
 //! Everything that must survive a restart is an event (see
 //! [`latch_kernel::agents`]); the in-memory part is only which children
-//! this process runs and a flag that says a report may be waiting.
+//! this process runs and a flag that says a report may be waiting. A child
+//! this process runs is held by it: its worker holds the child session's
+//! lease ([`latch_kernel::SessionLease`]) while it runs, so nobody else
+//! drives it meanwhile.
 
 pub mod models;
 mod parent;
 pub mod schemas;
+mod tools;
 mod user;
 mod worker;
 
 pub use models::{ChildModel, ChildModels};
 pub use parent::ParentAgents;
+pub use tools::{SessionTools, StandardOnly};
 pub use user::UserResumedChild;
-pub use worker::{ChildLink, child_engine_from_profile, delegation_brief, resume as resume_child};
+pub use worker::{
+    ChildLink, ResumeError, child_engine_from_profile, delegation_brief, resume as resume_child,
+};
 
 use super::Supervisor;
-use crate::agent::AgentOptions;
-use crate::config::Config;
+use crate::agent::{AgentOptions, TurnControl};
+use crate::config::{ChildrenOnInterrupt, Config};
 use latch_kernel::{EventKind, Store};
 use latch_provider::Provider;
 use std::collections::HashMap;
@@ -33,15 +43,46 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+/// How often a wait for children looks at the parent's interrupt.
+const INTERRUPT_POLL: Duration = Duration::from_millis(20);
+
 /// A child this process runs.
 #[derive(Clone, Debug)]
 struct Live {
-    /// Set by `cancel_agent`; the child stops at its next safe boundary.
+    /// Set by `cancel_agent`; the child stops at once (its turn is
+    /// interrupted) or, not started yet, at its first safe boundary.
     cancel: Arc<AtomicBool>,
     /// Set when a message is queued for it.
     mail: Arc<AtomicBool>,
     /// True once it holds a worker slot.
     running: bool,
+    /// The running child agent's turn control, once it is built.
+    control: Arc<Mutex<Option<TurnControl>>>,
+}
+
+impl Live {
+    fn cancel(&self) {
+        self.cancel.store(true, Ordering::SeqCst);
+        if let Some(control) = self
+            .control
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            control.cancel("the parent cancelled this child");
+        }
+    }
+}
+
+/// How a wait for children ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Waited {
+    /// What it waited for holds.
+    Done,
+    /// The deadline passed first.
+    TimedOut,
+    /// The waiting agent's turn was interrupted.
+    Interrupted,
 }
 
 #[derive(Default)]
@@ -66,6 +107,11 @@ pub struct ChildSettings {
     pub models: ChildModels,
     /// Sees the children's committed events.
     pub observer: Option<ChildObserver>,
+    /// Builds each child's tools; `None`: the standard tools only.
+    pub tools: Option<Arc<dyn SessionTools>>,
+    /// What the user's interrupt of the parent's turn does to running
+    /// children (`[agents] on_interrupt`).
+    pub on_interrupt: ChildrenOnInterrupt,
 }
 
 impl Default for ChildSettings {
@@ -74,6 +120,8 @@ impl Default for ChildSettings {
             max_concurrent: crate::config::AgentsConfig::default().max_concurrent,
             models: ChildModels::default(),
             observer: None,
+            tools: None,
+            on_interrupt: ChildrenOnInterrupt::default(),
         }
     }
 }
@@ -84,7 +132,8 @@ impl ChildSettings {
         ChildSettings {
             max_concurrent: config.agents.max_concurrent,
             models: ChildModels::from_config(config),
-            observer: None,
+            on_interrupt: config.agents.on_interrupt,
+            ..ChildSettings::default()
         }
     }
 }
@@ -100,6 +149,8 @@ pub struct ChildRuntime {
     max_concurrent: usize,
     models: ChildModels,
     observer: Option<ChildObserver>,
+    tools: Arc<dyn SessionTools>,
+    on_interrupt: ChildrenOnInterrupt,
     shared: Mutex<Shared>,
     changed: Condvar,
     /// Set when a child finished: a report may wait for delivery.
@@ -134,6 +185,9 @@ impl ChildRuntime {
         options: AgentOptions,
         settings: ChildSettings,
     ) -> Arc<ChildRuntime> {
+        let tools = settings
+            .tools
+            .unwrap_or_else(|| Arc::new(StandardOnly::new(store.clone(), workspace.clone())));
         Arc::new(ChildRuntime {
             store,
             workspace,
@@ -146,6 +200,8 @@ impl ChildRuntime {
             max_concurrent: settings.max_concurrent.max(1),
             models: settings.models,
             observer: settings.observer,
+            tools,
+            on_interrupt: settings.on_interrupt,
             shared: Mutex::new(Shared::default()),
             changed: Condvar::new(),
             finished: AtomicBool::new(true),
@@ -188,6 +244,7 @@ impl ChildRuntime {
             cancel: Arc::new(AtomicBool::new(false)),
             mail: Arc::new(AtomicBool::new(true)),
             running: false,
+            control: Arc::new(Mutex::new(None)),
         };
         self.lock().live.insert(child.to_string(), live.clone());
         live
@@ -233,7 +290,7 @@ impl ChildRuntime {
     fn cancel(&self, child: &str) -> bool {
         match self.lock().live.get(child) {
             Some(l) => {
-                l.cancel.store(true, Ordering::SeqCst);
+                l.cancel();
                 true
             }
             None => false,
@@ -251,23 +308,32 @@ impl ChildRuntime {
         self.finished.swap(false, Ordering::SeqCst)
     }
 
-    /// Block until `done` holds (checked after every child's end) or the
-    /// deadline passes; true when `done` held.
-    fn wait_until(&self, deadline: Instant, mut done: impl FnMut() -> bool) -> bool {
+    /// Block until `done` holds (checked after every child's end), the
+    /// deadline passes or `stop` holds (checked every few milliseconds:
+    /// the waiting turn was interrupted).
+    fn wait_until(
+        &self,
+        deadline: Instant,
+        stop: &dyn Fn() -> bool,
+        mut done: impl FnMut() -> bool,
+    ) -> Waited {
         loop {
             let ends = self.lock().ends;
             if done() {
-                return true;
+                return Waited::Done;
             }
             let mut shared = self.lock();
             while shared.ends == ends {
+                if stop() {
+                    return Waited::Interrupted;
+                }
                 let now = Instant::now();
                 if now >= deadline {
-                    return false;
+                    return Waited::TimedOut;
                 }
                 shared = self
                     .changed
-                    .wait_timeout(shared, deadline - now)
+                    .wait_timeout(shared, (deadline - now).min(INTERRUPT_POLL))
                     .unwrap_or_else(|p| p.into_inner())
                     .0;
             }
@@ -277,13 +343,23 @@ impl ChildRuntime {
     /// Wait (at most `timeout`) until this process runs no child; true when
     /// none is left. For shutdown and tests.
     pub fn wait_idle(&self, timeout: Duration) -> bool {
-        self.wait_until(Instant::now() + timeout, || self.live_count() == 0)
+        self.wait_until(Instant::now() + timeout, &|| false, || {
+            self.live_count() == 0
+        }) == Waited::Done
     }
 
-    /// Ask every running child to stop at its next safe boundary.
+    /// Cancel every child this process runs: a running one stops at once
+    /// (its turn is interrupted, every call answered), a queued one before
+    /// it starts; each commits its report.
     pub fn cancel_all(&self) {
         for l in self.lock().live.values() {
-            l.cancel.store(true, Ordering::SeqCst);
+            l.cancel();
         }
+    }
+
+    /// True when the parent's interrupt cancels its children
+    /// (`[agents] on_interrupt = "cancel"`).
+    fn cancels_on_interrupt(&self) -> bool {
+        self.on_interrupt == ChildrenOnInterrupt::Cancel
     }
 }

@@ -2,9 +2,14 @@
 //! the delivery of finished children's reports at the parent's safe
 //! boundaries, exactly once across restarts (the delivered event is the
 //! durable marker; the [`AgentTree`] of the log says what is undelivered).
+//!
+//! Waiting for children — `wait_agents` and the end-of-turn wait — returns
+//! at once when the user interrupts the parent's turn: the children keep
+//! running (their reports arrive at a later safe boundary) unless
+//! `[agents] on_interrupt = "cancel"` cancels them with the turn.
 
 use super::schemas::{self, AgentCall};
-use super::{ChildRuntime, worker};
+use super::{ChildRuntime, Waited, worker};
 use crate::agent::{AgentError, Delegation};
 use latch_engine_sdk::types::{ToolCall, ToolResult};
 use latch_kernel::agents::{AgentTree, ChildEntry, ChildState, notification_text};
@@ -17,7 +22,13 @@ use std::time::{Duration, Instant};
 pub struct ParentAgents {
     rt: Arc<ChildRuntime>,
     tree: AgentTree,
+    /// The parent's interrupt signal (see [`Delegation::use_interrupt`]).
+    interrupt: Option<latch_tools::Cancel>,
 }
+
+/// What the model reads when the user interrupted `wait_agents` (the
+/// `interrupted:` prefix marks the call interrupted on every surface).
+const WAIT_INTERRUPTED: &str = "interrupted: the user stopped the turn while wait_agents waited";
 
 impl ParentAgents {
     /// The delegation of a parent whose children run on `rt`.
@@ -25,7 +36,13 @@ impl ParentAgents {
         ParentAgents {
             rt,
             tree: AgentTree::default(),
+            interrupt: None,
         }
+    }
+
+    /// True while the user interrupts the parent's turn.
+    fn interrupted(&self) -> bool {
+        self.interrupt.as_ref().is_some_and(|i| i.is_cancelled())
     }
 
     /// Catch the tree up with the log.
@@ -85,13 +102,19 @@ impl ParentAgents {
                     .map_err(|e| e.to_string())?;
                 self.rt.notify_mail(&id);
                 Ok(Answer::text(match self.state(&entry) {
-                    "interrupted" => {
-                        worker::resume(&self.rt, parent, &entry)?;
-                        format!(
+                    "interrupted" => match worker::resume(&self.rt, parent, &entry) {
+                        Ok(()) => format!(
                             "Child {id} was interrupted; it is resumed and gets the message at \
                              its first boundary."
-                        )
-                    }
+                        ),
+                        // Another process drives it (the user resumed it):
+                        // the message reaches it there.
+                        Err(worker::ResumeError::InUse(holder)) => format!(
+                            "Queued for child {id}, which {holder} drives now; it gets the \
+                             message at its next safe boundary there."
+                        ),
+                        Err(worker::ResumeError::Failed(e)) => return Err(e),
+                    },
                     "running" | "queued" => {
                         format!("Queued for child {id}; it arrives at its next safe boundary.")
                     }
@@ -167,7 +190,9 @@ impl ParentAgents {
         let rt = self.rt.clone();
         let mut tree = std::mem::take(&mut self.tree);
         let mut failure = None;
-        let ready = rt.wait_until(deadline, || {
+        let interrupt = self.interrupt.clone();
+        let stop = move || interrupt.as_ref().is_some_and(|i| i.is_cancelled());
+        let waited = rt.wait_until(deadline, &stop, || {
             if let Err(e) = catch_up(&rt, &parent.id, &mut tree) {
                 failure = Some(e.to_string());
                 return true;
@@ -180,6 +205,27 @@ impl ParentAgents {
         if let Some(e) = failure {
             return Err(e);
         }
+        if waited == Waited::Interrupted {
+            // Nothing is handed over: what arrived is delivered at a later
+            // safe boundary. The children keep running unless the turn's
+            // end cancels them.
+            let still: Vec<String> = self
+                .tree
+                .children()
+                .filter(|c| wanted(&c.id) && self.rt.is_live(&c.id))
+                .map(|c| format!("{} ({})", c.id, c.role))
+                .collect();
+            return Err(if still.is_empty() {
+                format!("{WAIT_INTERRUPTED}.")
+            } else {
+                format!(
+                    "{WAIT_INTERRUPTED}; still running: {}. Their reports reach you at a later \
+                     turn.",
+                    still.join(", ")
+                )
+            });
+        }
+        let ready = waited == Waited::Done;
         let reports: Vec<(String, u64, String)> = self
             .tree
             .undelivered()
@@ -303,7 +349,9 @@ impl Delegation for ParentAgents {
         let deadline = Instant::now() + Duration::from_secs(schemas::MAX_WAIT_S);
         let mut tree = std::mem::take(&mut self.tree);
         let mut failure = None;
-        rt.wait_until(deadline, || {
+        let interrupt = self.interrupt.clone();
+        let stop = move || interrupt.as_ref().is_some_and(|i| i.is_cancelled());
+        let waited = rt.wait_until(deadline, &stop, || {
             if let Err(e) = catch_up(&rt, &session.id, &mut tree) {
                 failure = Some(e);
                 return true;
@@ -314,6 +362,19 @@ impl Delegation for ParentAgents {
         if let Some(e) = failure {
             return Err(e.into());
         }
+        if waited == Waited::Interrupted || self.interrupted() {
+            return Err(AgentError::Interrupted);
+        }
         Ok(self.notifications())
+    }
+
+    fn use_interrupt(&mut self, interrupt: latch_tools::Cancel) {
+        self.interrupt = Some(interrupt);
+    }
+
+    fn on_interrupted(&mut self) {
+        if self.rt.cancels_on_interrupt() {
+            self.rt.cancel_all();
+        }
     }
 }

@@ -1,16 +1,19 @@
 //! Starting and resuming a child: its session and durable profile, its
-//! engine through the supervisor's factory, its worker thread, and the
-//! report committed when its run ends.
+//! engine through the supervisor's factory (rebuilt from the recorded
+//! engine and configuration on resume), its tools from the tree's one
+//! [`super::SessionTools`], its lease (the parent's process holds the
+//! child while it runs), its worker thread, and the report committed when
+//! its run ends.
 
 use super::{ChildRuntime, Live};
-use crate::agent::tools::StandardTools;
 use crate::agent::{Agent, AgentError, AgentEvent, AgentOptions, Delegation};
 use crate::engine::ContextEngine;
 use crate::engine::policy::Brief;
-use crate::supervisor::Supervisor;
+use crate::supervisor::profile::{self, Settings};
+use crate::supervisor::{RecordedEngine, Supervisor};
 use latch_engine_sdk::types::ToolCall;
 use latch_kernel::agents::{ChildEntry, ReportOutcome, build_report};
-use latch_kernel::{EventKind, SessionRecord, Store};
+use latch_kernel::{EventKind, LeaseError, SessionLease, SessionRecord, Store};
 use latch_provider::ToolSchema;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -37,6 +40,11 @@ pub fn delegation_brief(parent: &str, role: &str, task: &str, context: Option<&s
 const RESUME_INPUT: &str = "[Latch] Your run was interrupted. Continue your delegated task where \
      it stopped, then end your turn with a summary.";
 
+/// What the lease of a child run by a parent says holds it.
+fn child_surface(parent: &str) -> String {
+    format!("the parent session {parent}, which runs it as a child agent")
+}
+
 /// The engine of a child, through the supervisor's single factory.
 fn child_engine(
     supervisor: &Supervisor,
@@ -58,10 +66,11 @@ fn child_engine(
 }
 
 /// The engine of the child session `record`, rebuilt through the
-/// supervisor's factory from its durable profile: its model from its
-/// session, its role and task from the spawn recorded in its parent's log.
-/// Every resume (by the parent, or `latch context`/`recall` on a child)
-/// builds it this way.
+/// supervisor from its durable profile: its model from its session, its
+/// engine and engine configuration as its spawn (in its parent's log)
+/// recorded them. Every resume (by the parent, by the user with `latch
+/// resume <child-id>`, or `latch context`/`recall` on a child) builds it
+/// this way.
 pub fn child_engine_from_profile(
     supervisor: &Supervisor,
     store: &Store,
@@ -73,15 +82,41 @@ pub fn child_engine_from_profile(
         .ok_or_else(|| format!("session {} is not a child agent", record.id))?;
     let parent = store.session(parent_id).map_err(|e| e.to_string())?;
     let tree = store.agent_tree(parent_id).map_err(|e| e.to_string())?;
-    let (role, task) = tree
-        .child(&record.id)
+    let entry = tree.child(&record.id);
+    let (role, task) = entry
         .map(|c| (c.role.clone(), c.task.clone()))
         .unwrap_or_else(|| ("child".into(), String::new()));
-    child_engine(supervisor, &record.id, &parent, &role, &task, &record.model)
+    let recorded = RecordedEngine {
+        engine: entry.map(|c| c.engine.clone()).unwrap_or_default(),
+        config: entry.map(|c| c.engine_config.clone()).unwrap_or_default(),
+    };
+    let brief = Brief {
+        parent_session: parent.id.clone(),
+        role,
+        task,
+        child_model: record.model.clone(),
+    };
+    supervisor
+        .rebuild_child_engine(&record.id, &parent.model, &brief, &recorded)
+        .map_err(|e| e.to_string())
+}
+
+/// What a child runs with in this process: its parent's provider and
+/// safety modes, its own model.
+fn settings(rt: &ChildRuntime, record: &SessionRecord) -> Settings {
+    let perms = rt.options.permissions.as_ref();
+    Settings {
+        provider: rt.provider.kind().name().to_string(),
+        base_url: rt.provider.config().base_url.clone(),
+        model: record.model.model.clone(),
+        approval: perms.map(|p| p.approval).unwrap_or_default(),
+        sandbox: perms.map(|p| p.sandbox.mode).unwrap_or_default(),
+    }
 }
 
 /// Spawn a child of `parent`: its session, its engine, its profile event
-/// (in the parent's session) and its worker. Returns the child's id.
+/// (in the parent's session), its own session profile, its lease and its
+/// worker. Returns the child's id.
 pub(super) fn spawn(
     rt: &Arc<ChildRuntime>,
     parent: &SessionRecord,
@@ -106,6 +141,8 @@ pub(super) fn spawn(
             return Err(e);
         }
     };
+    let lease = SessionLease::acquire(&rt.store, &record.id, &child_surface(&parent.id))
+        .map_err(|e| e.to_string())?;
     let engine_config = engine.config().unwrap_or_else(|_| "{}".into());
     rt.store
         .append(
@@ -120,20 +157,65 @@ pub(super) fn spawn(
             },
         )
         .map_err(|e| e.to_string())?;
+    profile::record(&rt.store, &record.id, &settings(rt, &record), |_| {
+        "its parent's run".into()
+    })
+    .map_err(|e| e.to_string())?;
     let input = delegation_brief(&parent.id, role, task, context);
     let id = record.id.clone();
-    start(rt, record, role, engine, input, chosen.max_tokens, false)?;
+    start(
+        rt,
+        Started {
+            record,
+            role: role.to_string(),
+            engine,
+            input,
+            max_tokens: chosen.max_tokens,
+            resumed: false,
+            lease,
+        },
+    )?;
     Ok(id)
 }
 
-/// Resume an interrupted child from its durable profile: a fresh engine
-/// through the factory, the log repaired, then a run that continues it.
-/// (The parent's `message_agent` does this for an interrupted child.)
+/// Why a child could not be resumed.
+#[derive(Debug)]
+pub enum ResumeError {
+    /// Another process (or holder) drives the child: its description.
+    InUse(String),
+    /// Anything else, as the model reads it.
+    Failed(String),
+}
+
+impl From<String> for ResumeError {
+    fn from(e: String) -> ResumeError {
+        ResumeError::Failed(e)
+    }
+}
+
+impl std::fmt::Display for ResumeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ResumeError::InUse(holder) => write!(f, "the child is driven by {holder}"),
+            ResumeError::Failed(e) => f.write_str(e),
+        }
+    }
+}
+
+/// Resume an interrupted child from its durable profile: its lease, a
+/// fresh engine rebuilt from the recorded one, the log repaired, then a
+/// run that continues it. (The parent's `message_agent` does this for an
+/// interrupted child.) Refused while another process drives the child.
 pub fn resume(
     rt: &Arc<ChildRuntime>,
     parent: &SessionRecord,
     entry: &ChildEntry,
-) -> Result<(), String> {
+) -> Result<(), ResumeError> {
+    let lease = match SessionLease::acquire(&rt.store, &entry.id, &child_surface(&parent.id)) {
+        Ok(lease) => lease,
+        Err(LeaseError::Held { holder, .. }) => return Err(ResumeError::InUse(holder.to_string())),
+        Err(e) => return Err(ResumeError::Failed(e.to_string())),
+    };
     let record = rt.store.session(&entry.id).map_err(|e| e.to_string())?;
     let engine = child_engine_from_profile(&rt.supervisor, &rt.store, &record)?;
     // The output limit its model is configured with now, as a resumed root
@@ -149,42 +231,55 @@ pub fn resume(
             },
         )
         .map_err(|e| e.to_string())?;
+    // It runs with its parent's provider and safety modes now: a change
+    // from what it ran with is recorded (and shown).
+    profile::record(&rt.store, &record.id, &settings(rt, &record), |_| {
+        format!("its parent's run (session {})", parent.id)
+    })
+    .map_err(|e| e.to_string())?;
     start(
         rt,
-        record,
-        &entry.role,
-        engine,
-        RESUME_INPUT.into(),
-        max_tokens,
-        true,
-    )
+        Started {
+            record,
+            role: entry.role.clone(),
+            engine,
+            input: RESUME_INPUT.into(),
+            max_tokens,
+            resumed: true,
+            lease,
+        },
+    )?;
+    Ok(())
 }
 
-fn start(
-    rt: &Arc<ChildRuntime>,
+/// A child about to run.
+struct Started {
     record: SessionRecord,
-    role: &str,
+    role: String,
     engine: Box<dyn ContextEngine>,
     input: String,
     max_tokens: u32,
     resumed: bool,
-) -> Result<(), String> {
-    let live = rt.register(&record.id);
-    let tools = latch_tools::ToolContext::new(rt.store.clone(), record.id.clone(), &rt.workspace)
-        .map_err(|e| e.to_string());
-    let tools = match tools {
-        Ok(t) => t,
-        Err(e) => {
-            rt.release(&record.id);
-            return Err(e);
-        }
-    };
+    /// Held until its report is committed.
+    lease: SessionLease,
+}
+
+fn start(rt: &Arc<ChildRuntime>, started: Started) -> Result<(), String> {
+    let live = rt.register(&started.record.id);
     let rt2 = rt.clone();
-    let role = role.to_string();
-    let id = record.id.clone();
+    let id = started.record.id.clone();
     let spawned = std::thread::Builder::new()
         .name(format!("latch-child-{id}"))
         .spawn(move || {
+            let Started {
+                record,
+                role,
+                engine,
+                input,
+                max_tokens,
+                resumed,
+                lease,
+            } = started;
             let id = record.id.clone();
             let run_with = Run {
                 role: &role,
@@ -193,7 +288,7 @@ fn start(
                 resumed,
             };
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                run(&rt2, record, engine, tools, live, &run_with)
+                run(&rt2, record, engine, live, &run_with)
             }));
             let (outcome, summary) = match outcome {
                 Ok(Some(r)) => r,
@@ -213,6 +308,7 @@ fn start(
             if let Err(e) = crate::supervisor::groups::member_ended(&rt2.store, &id, outcome) {
                 tracing::error!("child {id} could not leave its group: {e}");
             }
+            drop(lease);
             rt2.release(&id);
         });
     match spawned {
@@ -238,13 +334,24 @@ fn run(
     rt: &Arc<ChildRuntime>,
     record: SessionRecord,
     engine: Box<dyn ContextEngine>,
-    tools: latch_tools::ToolContext,
     live: Live,
     run: &Run<'_>,
 ) -> Option<(ReportOutcome, String)> {
     if !rt.acquire(&record.id, &live.cancel) {
         return None;
     }
+    // The same tools a child the user resumes gets (skills, MCP servers),
+    // its commands in its parent's sandbox.
+    let sandbox = rt
+        .options
+        .permissions
+        .as_ref()
+        .map(|p| p.sandbox.mode)
+        .unwrap_or_default();
+    let (tools, extensions) = match rt.tools.build(&record, sandbox) {
+        Ok(built) => built,
+        Err(e) => return Some((ReportOutcome::Failed, e)),
+    };
     let link = ChildLink {
         rt: rt.clone(),
         cancel: live.cancel.clone(),
@@ -263,7 +370,7 @@ fn run(
         rt.workspace.clone(),
         engine,
         provider,
-        Box::new(StandardTools::new(tools)),
+        tools,
         AgentOptions {
             max_tokens: run.max_tokens,
             ..rt.options.clone()
@@ -271,13 +378,20 @@ fn run(
     );
     let mut agent = match agent {
         // Its group membership wraps its link to the parent.
-        Ok(a) => a.with_delegation(Box::new(crate::supervisor::groups::GroupMember::for_child(
-            Box::new(link),
-            rt.store.clone(),
-            &root,
-        ))),
+        Ok(a) => a.with_extensions(extensions).with_delegation(Box::new(
+            crate::supervisor::groups::GroupMember::for_child(
+                Box::new(link),
+                rt.store.clone(),
+                &root,
+            ),
+        )),
         Err(e) => return Some((ReportOutcome::Failed, e.to_string())),
     };
+    // A cancellation from now on interrupts its turn at once.
+    *live.control.lock().unwrap_or_else(|p| p.into_inner()) = Some(agent.control());
+    if live.cancel.load(Ordering::SeqCst) {
+        agent.control().cancel("the parent cancelled this child");
+    }
     let id = agent.session().id.clone();
     let mut observer = |e: AgentEvent| {
         if let AgentEvent::Committed { event, .. } = e {
@@ -292,6 +406,10 @@ fn run(
     Some(match agent.run_turn(run.input, &mut observer) {
         Ok(outcome) => (ReportOutcome::Completed, outcome.final_text),
         Err(AgentError::Cancelled(why)) => (ReportOutcome::Cancelled, why),
+        Err(AgentError::Interrupted) if live.cancel.load(Ordering::SeqCst) => (
+            ReportOutcome::Cancelled,
+            "the parent cancelled this child".into(),
+        ),
         Err(e) => (ReportOutcome::Failed, e.to_string()),
     })
 }

@@ -376,6 +376,18 @@ impl Delegation for GroupMember {
             None => Ok(Vec::new()),
         }
     }
+
+    fn use_interrupt(&mut self, interrupt: latch_tools::Cancel) {
+        if let Some(d) = self.inner.as_mut() {
+            d.use_interrupt(interrupt);
+        }
+    }
+
+    fn on_interrupted(&mut self) {
+        if let Some(d) = self.inner.as_mut() {
+            d.on_interrupted();
+        }
+    }
 }
 
 #[cfg(test)]

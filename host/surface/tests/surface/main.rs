@@ -260,3 +260,55 @@ fn unknown_sessions_and_repeated_pages_change_nothing() {
     assert_eq!(s.durable().transcript, before.transcript);
     assert_eq!(s.durable().task, before.task);
 }
+
+/// A resume that changed what the session runs with shows each change in
+/// the transcript (a looser mode marked as such); the first profile, which
+/// changes nothing, shows nothing. Live and resumed agree.
+#[test]
+fn a_profile_change_is_a_transcript_line_and_the_first_profile_is_not() {
+    use latch_engine_sdk::types::ModelProfile;
+    use latch_kernel::{ProfileChange, SessionProfile, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("s.db")).unwrap();
+    let model = ModelProfile::with_defaults("openai-compatible", "local");
+    let id = store.create_session("/w", None, &model).unwrap().id;
+    let first = SessionProfile {
+        provider: "openai-compatible".into(),
+        base_url: Some("http://127.0.0.1:9/v1".into()),
+        model: "local".into(),
+        approval: "untrusted".into(),
+        sandbox: "read-only".into(),
+        changes: vec![],
+    };
+    store
+        .append(&id, EventKind::SessionProfile(first.clone()))
+        .unwrap();
+    store.append(&id, EventKind::user_text("hello")).unwrap();
+    let looser = SessionProfile {
+        approval: "never".into(),
+        changes: vec![ProfileChange {
+            setting: "approval".into(),
+            from: "untrusted".into(),
+            to: "never".into(),
+            by: "--approval never".into(),
+            looser: true,
+        }],
+        ..first
+    };
+    store
+        .append(&id, EventKind::SessionProfile(looser))
+        .unwrap();
+    // All of the session's own events, as a surface's catch-up reads them.
+    let events = store.all_events(&id).unwrap();
+    let s = live(&id, &events, true);
+    let items = s.durable().transcript.items();
+    assert_eq!(items.len(), 2, "{items:?}");
+    let Item::Notification { source, text, .. } = &items[1] else {
+        panic!("{items:?}")
+    };
+    assert_eq!(source, latch_surface::transcript::PROFILE_SOURCE);
+    assert!(
+        text.contains("approval untrusted → never (LOOSER; by --approval never)"),
+        "{text}"
+    );
+}

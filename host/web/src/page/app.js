@@ -235,7 +235,18 @@ async function refresh() {
   if (!current) return;
   const id = current;
   const data = await api("/sessions/" + id);
-  if (id === current) render(data.state);
+  if (id === current) { render(data.state); viewOnly(data.driver); }
+}
+
+// A session another process drives (a terminal, a parent agent) is viewed
+// read-only: say who drives it; its messages would be refused.
+function viewOnly(driver) {
+  const n = $("notice");
+  if (driver && !driver.this_server) {
+    notice("View only: " + driver.surface + " (pid " + driver.pid + " on " + driver.host + ") drives this session.");
+  } else if (n.textContent.startsWith("View only:")) {
+    notice("");
+  }
 }
 
 function scheduleRefresh() {

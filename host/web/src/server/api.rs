@@ -38,7 +38,7 @@ impl From<BackendError> for ApiError {
             BackendError::NotFound(_) => StatusCode::NOT_FOUND,
             BackendError::BadRequest(_) => StatusCode::BAD_REQUEST,
             BackendError::Failed(_) => StatusCode::INTERNAL_SERVER_ERROR,
-            BackendError::Interrupted(_) => StatusCode::CONFLICT,
+            BackendError::Interrupted(_) | BackendError::InUse(_) => StatusCode::CONFLICT,
         };
         ApiError(status, e.to_string())
     }
@@ -147,7 +147,10 @@ pub async fn create(State(state): State<Arc<AppState>>) -> ApiResult {
     Ok((StatusCode::CREATED, Json(summary(&s, false, Vec::new()))).into_response())
 }
 
-/// `GET /api/sessions/{id}`: the reducers' current state of the session.
+/// `GET /api/sessions/{id}`: the reducers' current state of the session,
+/// and who drives it (`driver`: pid, host, surface, since when; `null`
+/// when nobody does). A session another process drives is viewed
+/// read-only: its messages and commands are refused with 409.
 pub async fn show(State(state): State<Arc<AppState>>, Path(id): Path<String>) -> ApiResult {
     let st = state.clone();
     let value = blocking(move || {
@@ -158,7 +161,19 @@ pub async fn show(State(state): State<Arc<AppState>>, Path(id): Path<String>) ->
             st.backend.workspace(),
             st.hub.live_since(&id),
         )?;
-        Ok(json!({ "session": id, "state": view::state(&observed) }))
+        let driver = st.backend.store().lease_holder(&id)?.map(|h| {
+            json!({
+                "pid": h.pid,
+                "host": h.host,
+                "surface": h.surface,
+                "since_ms": h.since_ms,
+                "this_process": h.this_process,
+                // Driven by this server's own pages (not a child agent
+                // this process runs, not another process).
+                "this_server": h.this_process && h.surface == crate::WEB_SURFACE,
+            })
+        });
+        Ok(json!({ "session": id, "state": view::state(&observed), "driver": driver }))
     })
     .await?;
     Ok(Json(value).into_response())
@@ -248,6 +263,13 @@ pub async fn message(
         let st = state.clone();
         let id = id.clone();
         blocking(move || known(&st, &id).map(drop)).await?;
+    }
+    // A session another process drives is refused here, with its holder,
+    // not after the receipt.
+    {
+        let st = state.clone();
+        let id = id.clone();
+        blocking(move || Ok(st.backend.drive(&id)?)).await?;
     }
     let receipt = format!("r{}", state.receipts.fetch_add(1, Ordering::Relaxed) + 1);
     claim(

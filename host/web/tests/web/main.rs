@@ -69,6 +69,7 @@ impl Scripted {
             model_reason: None,
             approval: "untrusted".into(),
             sandbox: "workspace-write".into(),
+            mcp: None,
         };
         self.commit(session, EventKind::PermissionRequested(request), on)?;
         let stop = || self.interrupted.load(Ordering::SeqCst);

@@ -34,6 +34,7 @@ fn session_with_reasoning(server: &Server) -> (String, u64) {
                     json: r#"{"type":"thinking","thinking":"SECRET THINKING about the fix","signature":"SIGNATURE-BYTES"}"#
                         .into(),
                 }],
+                call_ids: vec![],
             }),
         )
         .unwrap();
@@ -47,6 +48,7 @@ fn session_with_reasoning(server: &Server) -> (String, u64) {
                     json: r#"{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"SECRET SUMMARY"}],"encrypted_content":"ENCRYPTED-BLOB"}"#
                         .into(),
                 }],
+                call_ids: vec![],
             }),
         )
         .unwrap();

@@ -1,0 +1,258 @@
+//! Resuming a session as it ran: the provider, base URL, model and the
+//! approval and sandbox modes come from the session's durable profile
+//! (see [`latch_kernel::profile`]); a flag overrides any of them. The
+//! configuration never loosens a resumed session: a configured approval or
+//! sandbox mode stricter than the recorded one applies, a looser one is
+//! only reported (the flag applies it). Whatever differs from the recorded
+//! profile is recorded as a new profile listing the changes, which every
+//! surface shows in the transcript. The API key is never stored: it comes
+//! from the configuration or the environment of the provider resumed.
+
+use super::GlobalArgs;
+use super::setup::{Env, ProviderChoice, default_model};
+use crate::supervisor::profile::{self, Settings};
+use anyhow::bail;
+use latch_kernel::{SessionProfile, SessionRecord};
+use latch_provider::{ProviderConfig, ProviderKind};
+use latch_sandbox::{ApprovalMode, SandboxMode};
+use std::collections::HashMap;
+
+/// A session opened for resume: what it runs with now.
+pub struct Resumed {
+    /// The session, its model profile the one it runs with now.
+    pub record: SessionRecord,
+    /// The provider to talk to.
+    pub provider: ProviderChoice,
+    /// The settings recorded for this run.
+    pub settings: Settings,
+    /// Where each setting that did not come from the recorded profile came
+    /// from (`--model x`, the configuration), for the changes' `by`.
+    sources: HashMap<&'static str, String>,
+    /// Said to the user before the session opens (e.g. a looser configured
+    /// mode that was not applied).
+    pub notes: Vec<String>,
+}
+
+impl Resumed {
+    /// Record the settings as the session's profile when they differ from
+    /// the recorded one (or none was recorded); the profile recorded.
+    pub fn record_profile(&self, env: &Env) -> anyhow::Result<Option<SessionProfile>> {
+        let by = |setting: &str| {
+            self.sources
+                .get(setting)
+                .cloned()
+                .unwrap_or_else(|| "this resume".to_string())
+        };
+        Ok(profile::record(
+            &env.store,
+            &self.record.id,
+            &self.settings,
+            by,
+        )?)
+    }
+}
+
+/// One mode of a resumed session: the flag, else the recorded mode unless
+/// the configuration is stricter. Returns the mode, where it came from
+/// (when not from the record) and a note for a looser configured mode.
+fn resolve_mode<M: Copy + PartialEq + std::fmt::Display>(
+    flag: Option<M>,
+    recorded: Option<M>,
+    configured: M,
+    looser: impl Fn(M, M) -> bool,
+    flag_name: &str,
+    config_key: &str,
+) -> (M, Option<String>, Option<String>) {
+    match (flag, recorded) {
+        (Some(f), _) => (f, Some(format!("--{flag_name} {f}")), None),
+        (None, Some(r)) if looser(r, configured) => (
+            configured,
+            Some(format!(
+                "{config_key} = \"{configured}\" in the configuration"
+            )),
+            None,
+        ),
+        (None, Some(r)) if looser(configured, r) => (
+            r,
+            None,
+            Some(format!(
+                "the session ran with {flag_name} mode `{r}`; the configured {config_key} = \
+                 \"{configured}\" is looser and is not applied on resume (pass --{flag_name} \
+                 {configured} to apply it)"
+            )),
+        ),
+        (None, Some(r)) => (r, None, None),
+        (None, None) => (
+            configured,
+            Some(format!("{config_key} in the configuration")),
+            None,
+        ),
+    }
+}
+
+/// How `record` resumes under `global`'s flags and `env`'s configuration
+/// (nothing is written).
+pub fn resolve(env: &Env, global: &GlobalArgs, record: SessionRecord) -> anyhow::Result<Resumed> {
+    let config = &env.config.config;
+    let recorded = env.store.session_profile(&record.id)?;
+    let mut sources: HashMap<&'static str, String> = HashMap::new();
+    let mut notes = Vec::new();
+
+    // The provider, its base URL and the model: the flags, else the record.
+    let was_provider = recorded
+        .as_ref()
+        .map(|p| p.provider.clone())
+        .unwrap_or_else(|| record.model.provider.clone());
+    let kind_name = match &global.provider {
+        Some(p) => {
+            sources.insert("provider", format!("--provider {p}"));
+            p.clone()
+        }
+        None => was_provider.clone(),
+    };
+    let kind: ProviderKind = kind_name.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let same_provider = kind.name() == was_provider;
+    let base_url = match (&global.base_url, &recorded) {
+        (Some(url), _) => {
+            sources.insert("base_url", format!("--base-url {url}"));
+            Some(url.clone())
+        }
+        // The recorded one, or the provider's default when none was set.
+        (None, Some(p)) if same_provider => p.base_url.clone(),
+        // No record of it (an older session) or another provider: as a new
+        // session would choose it.
+        (None, _) => {
+            sources.insert("base_url", "the configuration or environment".into());
+            config.provider.base_url.clone()
+        }
+    };
+    let model = match &global.model {
+        Some(m) => {
+            sources.insert("model", format!("--model {m}"));
+            m.clone()
+        }
+        None if same_provider => recorded
+            .as_ref()
+            .map(|p| p.model.clone())
+            .unwrap_or_else(|| record.model.model.clone()),
+        None => {
+            sources.insert("model", "the configuration".into());
+            config
+                .provider
+                .model
+                .clone()
+                .unwrap_or_else(|| default_model(kind).to_string())
+        }
+    };
+    let mut provider_config = ProviderConfig::from_env(
+        kind,
+        config.provider.api_key.as_deref(),
+        base_url.as_deref(),
+    );
+    if let Some(wire) = &config.provider.wire {
+        provider_config.openai_wire = wire.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    }
+    provider_config.reasoning = config.reasoning();
+    if kind.requires_api_key() && provider_config.api_key.is_none() {
+        bail!(
+            "session {} runs on the {} provider (model {model}), and Latch never stores API \
+             keys: export {}=... or set [provider] api_key in .latch/config.toml; or continue it \
+             with another provider (--provider, --base-url, --model)",
+            record.id,
+            kind.name(),
+            kind.api_key_env()
+        );
+    }
+    if kind == ProviderKind::OpenAiCompatible && provider_config.base_url.is_none() {
+        bail!(
+            "session {} runs on the openai-compatible provider but no base URL is recorded for \
+             it: pass --base-url http://host:port/v1",
+            record.id
+        );
+    }
+    let max_tokens = config
+        .models
+        .get(&model)
+        .and_then(|m| m.max_tokens)
+        .or(config.provider.max_tokens)
+        .unwrap_or(8_192);
+
+    // The safety modes: the flag, else the recorded one unless the
+    // configuration is stricter.
+    fn parse<M: std::str::FromStr>(s: Option<&String>) -> Option<M> {
+        s.and_then(|s| s.parse().ok())
+    }
+    let (approval, from, note) = resolve_mode(
+        global.approval,
+        parse(recorded.as_ref().map(|p| &p.approval)),
+        config.permissions.approval,
+        |a: ApprovalMode, b| a.is_looser_than(b),
+        "approval",
+        "[permissions] approval",
+    );
+    sources.extend(from.map(|f| ("approval", f)));
+    notes.extend(note);
+    let (sandbox, from, note) = resolve_mode(
+        global.sandbox,
+        parse(recorded.as_ref().map(|p| &p.sandbox)),
+        config.sandbox.mode,
+        |a: SandboxMode, b| a.is_looser_than(b),
+        "sandbox",
+        "[sandbox] mode",
+    );
+    sources.extend(from.map(|f| ("sandbox", f)));
+    notes.extend(note);
+
+    // The model profile the session runs with: its own while provider and
+    // model are the ones it was created with.
+    let mut record = record;
+    if record.model.provider != kind.name() || record.model.model != model {
+        record.model = config.model_profile(kind.name(), &model, max_tokens)?;
+    }
+    let settings = Settings {
+        provider: kind.name().to_string(),
+        base_url: provider_config.base_url.clone(),
+        model: model.clone(),
+        approval,
+        sandbox,
+    };
+    Ok(Resumed {
+        record,
+        provider: ProviderChoice {
+            kind,
+            model,
+            config: provider_config,
+            max_tokens,
+        },
+        settings,
+        sources,
+        notes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_flag_wins_the_record_stays_and_the_configuration_only_tightens() {
+        use ApprovalMode::*;
+        let looser = |a: ApprovalMode, b| a.is_looser_than(b);
+        let r = |flag, rec, conf| resolve_mode(flag, rec, conf, looser, "approval", "key");
+        // The flag, even looser than the record.
+        assert_eq!(r(Some(Never), Some(Untrusted), OnRequest).0, Never);
+        // The record over a looser configuration, with a note.
+        let (mode, from, note) = r(None, Some(Untrusted), OnRequest);
+        assert_eq!((mode, from), (Untrusted, None));
+        assert!(note.unwrap().contains("--approval on-request"));
+        // A stricter configuration applies.
+        let (mode, from, note) = r(None, Some(OnRequest), Untrusted);
+        assert_eq!(mode, Untrusted);
+        assert!(from.unwrap().contains("in the configuration"));
+        assert_eq!(note, None);
+        // Equally loose: the record.
+        assert_eq!(r(None, Some(Never), OnRequest).0, Never);
+        // No record (an older session): the configuration.
+        assert_eq!(r(None, None, Edits).0, Edits);
+    }
+}
