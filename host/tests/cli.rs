@@ -21,9 +21,12 @@
 //! * [`compare`] — `latch engine compare`: short scripted sessions whose
 //!   figures are checked against the captured requests (the full sessions
 //!   are `#[ignore]`d: the local tier).
+//! * [`acp`] — `latch acp` driven by a scripted ACP client over stdio.
 //! * [`trust`] — workspace trust: `run`/`serve` refuse, `--trust-workspace`,
 //!   `latch trust [--revoke]`, the REPL question and the TUI modal.
 
+#[path = "cli/acp.rs"]
+mod acp;
 #[path = "cli/children.rs"]
 mod children;
 #[path = "cli/compare.rs"]

@@ -1,6 +1,7 @@
 //! The `latch` command line: argument parsing (clap) and the commands' entry
 //! points. Every command runs on the same store and configuration.
 
+pub mod acp_cmd;
 pub mod approve;
 pub mod compare_cmd;
 pub mod demo;
@@ -209,6 +210,12 @@ pub enum Command {
         after_help = "Prints http://127.0.0.1:PORT/#token=... ; open it in a browser.\n\nExamples:\n  latch serve\n  latch serve --port 0\n  ssh -L 7420:127.0.0.1:7420 host   # then open the printed URL locally"
     )]
     Serve(serve_cmd::ServeArgs),
+    /// Speak the Agent Client Protocol on stdio: an editor (Zed, or any
+    /// ACP client) drives Latch sessions with its own UI.
+    #[command(
+        after_help = "Started by the editor, not by hand. In Zed's settings.json:\n  \"agent_servers\": { \"Latch\": { \"command\": \"latch\", \"args\": [\"acp\"] } }"
+    )]
+    Acp,
 }
 
 /// `latch mcp ...`.
@@ -395,6 +402,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             mcp_cmd::list(&cli.global, &workspace, json)
         }
         Some(Command::Serve(args)) => serve_cmd::run(&cli.global, &workspace, &args),
+        Some(Command::Acp) => acp_cmd::run(&cli.global),
         Some(Command::Trust { revoke }) => trust_cmd::run(&cli.global, &workspace, revoke),
     }
 }

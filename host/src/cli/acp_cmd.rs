@@ -1,0 +1,252 @@
+//! `latch acp`: Latch as an Agent Client Protocol agent on stdio.
+//!
+//! Implements [`latch_acp::Sessions`] with the agent API every surface
+//! uses: a session is created with the configured provider (or loaded and
+//! resumed with its durable profile, as `latch resume` does), its lease is
+//! taken for the `acp` surface (one driver per session: a session the
+//! terminal or the web page drives is refused with who holds it), and its
+//! permission requests go to the editor through the connection's
+//! [`Asker`].
+//!
+//! The editor gives each session a working directory: each one is a
+//! workspace with its own store and configuration. Nobody can be asked
+//! about workspace trust before the protocol starts, so a workspace config
+//! that needs trust runs without those keys and says so on stderr (the
+//! editor's log); `latch trust` in that folder trusts it.
+
+use super::GlobalArgs;
+use super::setup::{self, Env};
+use crate::agent::{Agent, AgentError, AgentEvent, Decision, DecisionPort, TurnControl};
+use latch_acp::{ACP_SURFACE, AgentInfo, Answer, Asker, Live, SessionError, Sessions, TurnEnd};
+use latch_kernel::{EventKind, LeaseError, PermissionRequest, SessionLease};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The agent mode ACP sessions run in (the editor decides permissions).
+pub const EDITOR_MODE: &str = "editor";
+
+/// A session this process drives: its agent and its lease.
+struct Driven {
+    agent: Arc<Mutex<Agent>>,
+    _lease: SessionLease,
+}
+
+/// The sessions an editor drives through one `latch acp` process.
+pub struct EditorSessions {
+    global: GlobalArgs,
+    /// Each workspace's store and configuration, opened on first use.
+    envs: Mutex<HashMap<PathBuf, Arc<Env>>>,
+    driven: Mutex<HashMap<String, Driven>>,
+    /// Each driven session's turn control, reachable while its turn runs
+    /// (the agent itself is locked by the turn).
+    controls: Mutex<HashMap<String, TurnControl>>,
+}
+
+/// The editor as a session's decision port.
+struct EditorApprover {
+    asker: Asker,
+    control: TurnControl,
+}
+
+impl DecisionPort for EditorApprover {
+    fn decide(&self, request: &PermissionRequest) -> Decision {
+        match self.asker.ask(request, &|| self.control.is_interrupted()) {
+            Answer::Once => Decision::Once,
+            Answer::Always => Decision::Session,
+            Answer::Deny(reason) => Decision::Deny(reason),
+        }
+    }
+}
+
+fn failed(e: impl std::fmt::Display) -> SessionError {
+    SessionError::Failed(e.to_string())
+}
+
+fn anyhow_failed(e: anyhow::Error) -> SessionError {
+    SessionError::Failed(format!("{e:#}"))
+}
+
+impl EditorSessions {
+    /// Sessions opened with `global`'s flags (provider, model, modes,
+    /// store, config) over each workspace's configuration.
+    pub fn new(global: &GlobalArgs) -> EditorSessions {
+        EditorSessions {
+            global: global.clone(),
+            envs: Mutex::new(HashMap::new()),
+            driven: Mutex::new(HashMap::new()),
+            controls: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn env(&self, cwd: &Path) -> Result<Arc<Env>, SessionError> {
+        let mut envs = self.envs.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(env) = envs.get(cwd) {
+            return Ok(env.clone());
+        }
+        let mut env = Env::open(&self.global, cwd).map_err(|e| {
+            SessionError::BadRequest(format!(
+                "cannot open the workspace {}: {e:#}",
+                cwd.display()
+            ))
+        })?;
+        setup::settle_trust(&mut env, &self.global, setup::TrustPolicy::Warn)
+            .map_err(anyhow_failed)?;
+        let env = Arc::new(env);
+        envs.insert(cwd.to_path_buf(), env.clone());
+        Ok(env)
+    }
+
+    /// Drive `agent` from now on: the editor decides its requests.
+    fn drive(&self, mut agent: Agent, lease: SessionLease, asker: Asker) -> String {
+        let id = agent.session().id.clone();
+        let control = agent.control();
+        agent.set_decision_port(Arc::new(EditorApprover {
+            asker,
+            control: control.clone(),
+        }));
+        self.controls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.clone(), control);
+        self.driven
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(
+                id.clone(),
+                Driven {
+                    agent: Arc::new(Mutex::new(agent)),
+                    _lease: lease,
+                },
+            );
+        id
+    }
+}
+
+fn in_use(e: LeaseError) -> SessionError {
+    match e {
+        LeaseError::Held { .. } => SessionError::InUse(format!(
+            "{e}; close it there first, or open another session"
+        )),
+        LeaseError::Store(e) => failed(e),
+    }
+}
+
+impl Sessions for EditorSessions {
+    fn create(&self, cwd: &Path, asker: Asker) -> Result<String, SessionError> {
+        let env = self.env(cwd)?;
+        let provider = setup::choose_provider(&self.global, &env.config.config)
+            .map_err(|e| SessionError::BadRequest(format!("{e:#}")))?;
+        let record = setup::new_session(&env, &provider).map_err(anyhow_failed)?;
+        let lease = SessionLease::acquire(&env.store, &record.id, ACP_SURFACE).map_err(in_use)?;
+        let agent =
+            setup::build_agent(&env, record, &provider, EDITOR_MODE).map_err(anyhow_failed)?;
+        Ok(self.drive(agent, lease, asker))
+    }
+
+    fn load(&self, id: &str, cwd: &Path, asker: Asker) -> Result<Vec<EventKind>, SessionError> {
+        let env = self.env(cwd)?;
+        let not_found = || {
+            SessionError::NotFound(format!(
+                "no session `{id}` in the workspace {} (`latch sessions` there lists them)",
+                env.workspace.display()
+            ))
+        };
+        let record = env.store.resolve_session(id).map_err(|_| not_found())?;
+        if record.id != id || record.workspace != env.workspace_key() {
+            return Err(not_found());
+        }
+        if self
+            .driven
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains_key(id)
+        {
+            return Err(SessionError::InUse(format!(
+                "session `{id}` is already open in this editor"
+            )));
+        }
+        let lease = SessionLease::acquire(&env.store, id, ACP_SURFACE).map_err(in_use)?;
+        let resumed = super::resume::resolve(&env, &self.global, record).map_err(anyhow_failed)?;
+        for note in &resumed.notes {
+            eprintln!("note: {note}");
+        }
+        resumed.record_profile(&env).map_err(anyhow_failed)?;
+        let mut agent = setup::build_agent(&env, resumed.record, &resumed.provider, EDITOR_MODE)
+            .map_err(anyhow_failed)?;
+        // Settle what an earlier process left (a turn cut short, a request
+        // that never got its answer) before the editor sees the history.
+        agent.resume(&mut |_| {}).map_err(failed)?;
+        let events = env
+            .store
+            .events(id, 0, u64::MAX, u32::MAX)
+            .map_err(failed)?
+            .into_iter()
+            .map(|e| e.kind)
+            .collect();
+        self.drive(agent, lease, asker);
+        Ok(events)
+    }
+
+    fn prompt(
+        &self,
+        id: &str,
+        text: &str,
+        on: &mut (dyn FnMut(Live<'_>) + Send),
+    ) -> Result<TurnEnd, SessionError> {
+        let agent = self
+            .driven
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .map(|d| d.agent.clone())
+            .ok_or_else(|| SessionError::NotFound(format!("session `{id}` is not open")))?;
+        let mut agent = agent.lock().unwrap_or_else(|p| p.into_inner());
+        let mut observer = |event: AgentEvent| match event {
+            AgentEvent::TextDelta(t) => on(Live::Text(t)),
+            AgentEvent::Committed { event, .. } => on(Live::Committed(event)),
+            AgentEvent::Reasoning | AgentEvent::Retrying { .. } => {}
+        };
+        match agent.run_turn(text, &mut observer) {
+            Ok(_) => Ok(TurnEnd::Finished),
+            Err(AgentError::Interrupted) => Ok(TurnEnd::Cancelled),
+            Err(AgentError::StepLimit(_)) => Ok(TurnEnd::StepLimit),
+            Err(AgentError::Truncated { .. }) => Ok(TurnEnd::Truncated),
+            Err(e) => Err(failed(e)),
+        }
+    }
+
+    fn cancel(&self, id: &str) {
+        if let Some(control) = self
+            .controls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+        {
+            control.interrupt();
+        }
+    }
+}
+
+/// `latch acp`: serve the editor on stdin and stdout until it closes the
+/// connection. Logs and notes go to stderr (the editor's log).
+pub fn run(global: &GlobalArgs) -> anyhow::Result<i32> {
+    let sessions = Arc::new(EditorSessions::new(global));
+    let info = AgentInfo {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    };
+    latch_acp::serve(
+        sessions.clone(),
+        info,
+        std::io::stdin().lock(),
+        Box::new(std::io::stdout()),
+    )?;
+    // Every turn has ended: drop the agents (their tools stop what they
+    // started) and release the leases.
+    sessions
+        .driven
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clear();
+    Ok(0)
+}

@@ -1,0 +1,390 @@
+//! `latch acp` driven by a scripted Agent Client Protocol client over
+//! stdio, against the local provider server: an editor creates a session,
+//! prompts it, sees the answer stream, the tool calls with the edit's diff
+//! and files, answers permission requests (allow and deny), cancels a turn
+//! waiting on one, is refused a session another driver holds, and after a
+//! restart loads the session with its conversation replayed from the store.
+
+use super::{at, latch, project, runtime};
+use latch_kernel::{DecidedBy, EventKind, Store};
+use latch_provider::fake::{FakeServer, Script, ScriptStep, ScriptedTurn};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+/// The editor's side of one `latch acp` process.
+struct Editor {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<Value>,
+    next_id: u64,
+    /// Every message received, in order.
+    seen: Vec<Value>,
+}
+
+const WAIT: Duration = Duration::from_secs(60);
+
+impl Editor {
+    fn start(ws: &Path, server: &FakeServer) -> Editor {
+        let mut child = latch(ws)
+            .args(at(server))
+            .args(["--approval", "edits", "acp"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value: Value = serde_json::from_str(&line).unwrap_or_else(|e| {
+                    panic!("latch acp wrote a line that is not JSON ({e}): {line}")
+                });
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        Editor {
+            stdin: child.stdin.take(),
+            child,
+            lines,
+            next_id: 1,
+            seen: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, message: Value) {
+        let stdin = self.stdin.as_mut().unwrap();
+        writeln!(stdin, "{message}").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc":"2.0","id":id,"method":method,"params":params}));
+        id
+    }
+
+    /// The next message matching `pred` (every message on the way is kept
+    /// in `seen`).
+    fn until(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let message = self.lines.recv_timeout(left).unwrap_or_else(|_| {
+                panic!(
+                    "no {what} within {WAIT:?}; received:\n{}",
+                    self.seen
+                        .iter()
+                        .map(|m| m.to_string())
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                )
+            });
+            self.seen.push(message.clone());
+            if pred(&message) {
+                return message;
+            }
+        }
+    }
+
+    fn response(&mut self, id: u64) -> Value {
+        self.until(&format!("response to request {id}"), |m| {
+            m["id"] == json!(id) && m.get("method").is_none()
+        })
+    }
+
+    fn permission_request(&mut self) -> Value {
+        self.until("session/request_permission", |m| {
+            m["method"] == "session/request_permission"
+        })
+    }
+
+    fn answer(&mut self, request: &Value, option: &str) {
+        let id = request["id"].clone();
+        self.send(json!({"jsonrpc":"2.0","id":id,
+            "result":{"outcome":{"outcome":"selected","optionId":option}}}));
+    }
+
+    /// The `session/update`s seen so far, their `update` objects.
+    fn updates(&self) -> Vec<Value> {
+        self.seen
+            .iter()
+            .filter(|m| m["method"] == "session/update")
+            .map(|m| m["params"]["update"].clone())
+            .collect()
+    }
+
+    /// Close the connection; the process ends with status 0.
+    fn close(mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                assert!(status.success(), "latch acp exited with {status}");
+                return;
+            }
+            assert!(Instant::now() < deadline, "latch acp did not exit at EOF");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Editor {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn script() -> Script {
+    Script::new([
+        ScriptedTurn::tool_call("read_file", r#"{"path":"src/math.sh"}"#),
+        ScriptedTurn::text("Fixing the operator.").with_tool_call(
+            "edit_file",
+            r#"{"path":"src/math.sh","old_string":"$1 - $2","new_string":"$1 + $2"}"#,
+        ),
+        ScriptedTurn::tool_call("shell", r#"{"command":"sh test.sh > allowed.txt"}"#),
+        ScriptedTurn::text("Fixed and checked."),
+        // The second prompt: a command the user denies.
+        ScriptedTurn::tool_call("shell", r#"{"command":"echo no > denied.txt"}"#),
+        ScriptedTurn::text("Understood, not writing it."),
+        // The third: a command whose request is still waiting when the
+        // editor cancels the turn.
+        ScriptedTurn::tool_call("shell", r#"{"command":"echo late > cancelled.txt"}"#),
+    ])
+    .with_responder(|_| ScriptStep::Turn(ScriptedTurn::text("Nothing else.")))
+}
+
+fn text_prompt(session: &str, text: &str) -> Value {
+    json!({"sessionId": session, "prompt": [{"type":"text","text": text}]})
+}
+
+fn events(ws: &Path, session: &str) -> Vec<EventKind> {
+    let store = Store::open(latch_kernel::default_store_path(ws)).unwrap();
+    store
+        .events(session, 0, u64::MAX, 100_000)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect()
+}
+
+#[test]
+fn an_editor_drives_a_durable_session_over_acp() {
+    let rt = runtime();
+    let server = rt.block_on(FakeServer::start(script())).unwrap();
+    let ws = project();
+    let cwd = ws.path().canonicalize().unwrap();
+    let mut editor = Editor::start(ws.path(), &server);
+
+    let init = editor.request(
+        "initialize",
+        json!({"protocolVersion":1,"clientCapabilities":{"fs":{"readTextFile":false,"writeTextFile":false}}}),
+    );
+    let init = editor.response(init);
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    assert_eq!(init["result"]["agentCapabilities"]["loadSession"], true);
+
+    let new = editor.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let new = editor.response(new);
+    let session = new["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session id: {new}"))
+        .to_string();
+
+    // 1. A turn with a read, an edit (allowed by `edits`) and a command the
+    // editor's user allows.
+    let prompt = editor.request("session/prompt", text_prompt(&session, "make add add"));
+    let ask = editor.permission_request();
+    assert_eq!(ask["params"]["sessionId"], json!(session));
+    let title = ask["params"]["toolCall"]["title"].as_str().unwrap();
+    assert!(title.contains("sh test.sh > allowed.txt"), "{ask}");
+    let kinds: Vec<&str> = ask["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["allow_once", "allow_always", "reject_once"]);
+    editor.answer(&ask, "allow_once");
+    let done = editor.response(prompt);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("allowed.txt")).unwrap(),
+        "ok\n",
+        "the allowed command ran after the fix"
+    );
+
+    let updates = editor.updates();
+    let text: String = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap_or(""))
+        .collect();
+    assert!(text.contains("Fixing the operator."), "{text}");
+    assert!(text.contains("Fixed and checked."), "{text}");
+    let calls: Vec<&Value> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call")
+        .collect();
+    let edit = calls
+        .iter()
+        .find(|c| c["kind"] == "edit")
+        .unwrap_or_else(|| panic!("no edit tool call in {updates:?}"));
+    assert_eq!(edit["title"], "Edit src/math.sh");
+    let math = cwd.join("src/math.sh");
+    assert_eq!(
+        edit["content"][0],
+        json!({"type":"diff","path": math, "oldText":"$1 - $2","newText":"$1 + $2"})
+    );
+    assert_eq!(edit["locations"][0]["path"], json!(math));
+    let read = calls.iter().find(|c| c["kind"] == "read").unwrap();
+    assert_eq!(read["locations"][0]["path"], json!(math));
+    let shell = calls.iter().find(|c| c["kind"] == "execute").unwrap();
+    let finished = |id: &Value| {
+        updates
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "tool_call_update" && &u["toolCallId"] == id)
+            .filter_map(|u| u["status"].as_str())
+            .next_back()
+            .map(str::to_string)
+    };
+    assert_eq!(finished(&edit["toolCallId"]).as_deref(), Some("completed"));
+    assert_eq!(finished(&shell["toolCallId"]).as_deref(), Some("completed"));
+
+    // 2. A command the user denies: it never runs, its call fails, the
+    // model is told.
+    let prompt = editor.request("session/prompt", text_prompt(&session, "now write no"));
+    let ask = editor.permission_request();
+    editor.answer(&ask, "reject_once");
+    let done = editor.response(prompt);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert!(!ws.path().join("denied.txt").exists());
+    let denied_id = ask["params"]["toolCall"]["toolCallId"].clone();
+    let status = editor
+        .updates()
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["toolCallId"] == denied_id)
+        .filter_map(|u| u["status"].as_str().map(str::to_string))
+        .next_back();
+    assert_eq!(status.as_deref(), Some("failed"));
+
+    // 3. Cancelled while a request waits: the turn ends `cancelled` at
+    // once, the command never runs.
+    let prompt = editor.request("session/prompt", text_prompt(&session, "write late"));
+    let _ask = editor.permission_request();
+    let cancelled_at = Instant::now();
+    editor.send(json!({"jsonrpc":"2.0","method":"session/cancel","params":{"sessionId": session}}));
+    let done = editor.response(prompt);
+    assert_eq!(done["result"]["stopReason"], "cancelled", "{done}");
+    assert!(cancelled_at.elapsed() < Duration::from_secs(10));
+    assert!(!ws.path().join("cancelled.txt").exists());
+
+    // One driver per session: a second editor process is refused with who
+    // holds it.
+    let mut second = Editor::start(ws.path(), &server);
+    let load = second.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+    );
+    let refused = second.response(load);
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("acp"), "{refused}");
+    second.close();
+
+    editor.close();
+
+    // Durable: the decisions are in the store as the user's.
+    let log = events(ws.path(), &session);
+    assert!(log.iter().any(|e| matches!(
+        e,
+        EventKind::PermissionGranted {
+            by: DecidedBy::User,
+            ..
+        }
+    )));
+    assert!(log.iter().any(|e| matches!(
+        e,
+        EventKind::PermissionDenied {
+            by: DecidedBy::User,
+            ..
+        }
+    )));
+
+    // A restarted editor loads the session: the conversation is replayed.
+    let mut editor = Editor::start(ws.path(), &server);
+    let load = editor.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": cwd, "mcpServers": []}),
+    );
+    let loaded = editor.response(load);
+    assert!(loaded.get("error").is_none(), "{loaded}");
+    let replay = editor.updates();
+    let said: Vec<&str> = replay
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "user_message_chunk")
+        .map(|u| u["content"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(said, ["make add add", "now write no", "write late"]);
+    let replayed_edit = replay
+        .iter()
+        .find(|u| u["sessionUpdate"] == "tool_call" && u["kind"] == "edit")
+        .unwrap_or_else(|| panic!("the edit is not replayed: {replay:?}"));
+    assert_eq!(replayed_edit["toolCallId"], edit["toolCallId"]);
+    assert_eq!(replayed_edit["content"], edit["content"]);
+    // It can go on.
+    let prompt = editor.request("session/prompt", text_prompt(&session, "anything else?"));
+    let done = editor.response(prompt);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    editor.close();
+}
+
+#[test]
+fn protocol_mistakes_get_errors_that_say_what_to_do() {
+    let rt = runtime();
+    let server = rt.block_on(FakeServer::start(script())).unwrap();
+    let ws = project();
+    let mut editor = Editor::start(ws.path(), &server);
+    editor.send(json!("not an object"));
+    let bad = editor.until("an error for a non-object", |m| m.get("error").is_some());
+    assert_eq!(bad["error"]["code"], -32600, "{bad}");
+    let relative = editor.request("session/new", json!({"cwd": "repo", "mcpServers": []}));
+    let relative = editor.response(relative);
+    assert!(
+        relative["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("absolute"),
+        "{relative}"
+    );
+    let unknown = editor.request(
+        "session/prompt",
+        json!({"sessionId":"nope","prompt":[{"type":"text","text":"hi"}]}),
+    );
+    let unknown = editor.response(unknown);
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("session/new"),
+        "{unknown}"
+    );
+    let missing = editor.request(
+        "session/load",
+        json!({"sessionId":"zzzz","cwd": ws.path().canonicalize().unwrap(),"mcpServers":[]}),
+    );
+    let missing = editor.response(missing);
+    assert_eq!(missing["error"]["code"], -32002, "{missing}");
+    let nope = editor.request("session/set_model", json!({}));
+    let nope = editor.response(nope);
+    assert_eq!(nope["error"]["code"], -32601, "{nope}");
+    editor.close();
+}
