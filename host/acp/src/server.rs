@@ -200,6 +200,18 @@ pub trait Sessions: Send + Sync + 'static {
     ) -> Result<TurnEnd, SessionError>;
     /// Stop session `id`'s running turn at once (not blocking).
     fn cancel(&self, id: &str);
+    /// The modes session `id` offers and the one it runs in (none: the
+    /// session has no modes).
+    fn modes(&self, _id: &str) -> Option<SessionModeState> {
+        None
+    }
+    /// Run session `id` in `mode` from its next tool call on (called only
+    /// between turns).
+    fn set_mode(&self, _id: &str, mode: &str) -> Result<(), SessionError> {
+        Err(SessionError::BadRequest(format!(
+            "this session has no modes (asked for `{mode}`)"
+        )))
+    }
 }
 
 /// Who Latch says it is in `initialize`.
@@ -312,6 +324,7 @@ impl Server {
             "authenticate" => Ok(json!({})),
             "session/new" => self.new_session(raw),
             "session/load" => self.load_session(raw),
+            "session/set_mode" => self.set_mode(raw),
             "session/prompt" => match self.prompt(id.clone(), raw) {
                 // Answered by the turn's thread when it ends.
                 Ok(()) => return,
@@ -392,6 +405,7 @@ impl Server {
             .create(&req.cwd, asker.clone())
             .map_err(|e| e.rpc())?;
         let _ = asker.session.set(id.clone());
+        let modes = self.sessions.modes(&id);
         self.open.lock().unwrap_or_else(|p| p.into_inner()).insert(
             id.clone(),
             Open {
@@ -399,7 +413,11 @@ impl Server {
                 running: false,
             },
         );
-        Ok(json!({"sessionId": id}))
+        let mut answer = json!({"sessionId": id});
+        if let Some(modes) = modes {
+            answer["modes"] = json!(modes);
+        }
+        Ok(answer)
     }
 
     fn load_session(&mut self, raw: Value) -> Result<Value, RpcError> {
@@ -419,6 +437,7 @@ impl Server {
                 },
             );
         }
+        let modes = self.sessions.modes(&req.session_id);
         self.open.lock().unwrap_or_else(|p| p.into_inner()).insert(
             req.session_id,
             Open {
@@ -426,7 +445,41 @@ impl Server {
                 running: false,
             },
         );
-        Ok(Value::Null)
+        Ok(match modes {
+            Some(modes) => json!({ "modes": modes }),
+            None => json!({}),
+        })
+    }
+
+    fn set_mode(&mut self, raw: Value) -> Result<Value, RpcError> {
+        let req: SetSessionModeRequest = params(raw)?;
+        match self
+            .open
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&req.session_id)
+        {
+            None => {
+                return Err(RpcError::new(
+                    RESOURCE_NOT_FOUND,
+                    format!("no open session `{}`", req.session_id),
+                ));
+            }
+            Some(o) if o.running => {
+                return Err(RpcError::new(
+                    INVALID_PARAMS,
+                    format!(
+                        "session `{}` is running a turn: change its mode when the turn has ended",
+                        req.session_id
+                    ),
+                ));
+            }
+            Some(_) => {}
+        }
+        self.sessions
+            .set_mode(&req.session_id, &req.mode_id)
+            .map_err(|e| e.rpc())?;
+        Ok(json!({}))
     }
 
     fn prompt(&mut self, id: Value, raw: Value) -> Result<(), RpcError> {

@@ -155,6 +155,37 @@ pub struct PromptRequest {
     pub prompt: Vec<ContentBlock>,
 }
 
+/// `session/set_mode` parameters.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetSessionModeRequest {
+    /// The session.
+    pub session_id: String,
+    /// One of the modes the session offered.
+    pub mode_id: String,
+}
+
+/// A mode a session can run in (Latch's approval modes).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionMode {
+    /// Its id, e.g. `edits`.
+    pub id: String,
+    /// What the editor shows.
+    pub name: String,
+    /// What it means.
+    pub description: String,
+}
+
+/// The modes a session offers and the one it runs in.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionModeState {
+    /// The mode in force.
+    pub current_mode_id: String,
+    /// Every mode offered.
+    pub available_modes: Vec<SessionMode>,
+}
+
 /// `session/cancel` parameters.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -281,6 +281,20 @@ impl Agent {
         }
     }
 
+    /// Ask as `mode` says from the next tool call on (a surface whose user
+    /// changed the session's mode records the change in the session's
+    /// profile first). An agent built without permission settings asks
+    /// nobody; then nothing changes and this returns false.
+    pub fn set_approval(&mut self, mode: ApprovalMode) -> bool {
+        match self.options.permissions.as_mut() {
+            Some(p) => {
+                p.approval = mode;
+                true
+            }
+            None => false,
+        }
+    }
+
     /// Decide `call` before it runs (see the module docs).
     pub(crate) fn permit(
         &mut self,

@@ -17,8 +17,11 @@
 use super::GlobalArgs;
 use super::setup::{self, Env};
 use crate::agent::{Agent, AgentError, AgentEvent, Decision, DecisionPort, TurnControl};
+use crate::supervisor::profile::{self, Settings};
+use latch_acp::wire::{SessionMode, SessionModeState};
 use latch_acp::{ACP_SURFACE, AgentInfo, Answer, Asker, Live, SessionError, Sessions, TurnEnd};
 use latch_kernel::{EventKind, LeaseError, PermissionRequest, SessionLease};
+use latch_sandbox::ApprovalMode;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -29,6 +32,7 @@ pub const EDITOR_MODE: &str = "editor";
 /// A session this process drives: its agent and its lease.
 struct Driven {
     agent: Arc<Mutex<Agent>>,
+    env: Arc<Env>,
     _lease: SessionLease,
 }
 
@@ -98,7 +102,7 @@ impl EditorSessions {
     }
 
     /// Drive `agent` from now on: the editor decides its requests.
-    fn drive(&self, mut agent: Agent, lease: SessionLease, asker: Asker) -> String {
+    fn drive(&self, env: Arc<Env>, mut agent: Agent, lease: SessionLease, asker: Asker) -> String {
         let id = agent.session().id.clone();
         let control = agent.control();
         agent.set_decision_port(Arc::new(EditorApprover {
@@ -116,6 +120,7 @@ impl EditorSessions {
                 id.clone(),
                 Driven {
                     agent: Arc::new(Mutex::new(agent)),
+                    env,
                     _lease: lease,
                 },
             );
@@ -132,6 +137,44 @@ fn in_use(e: LeaseError) -> SessionError {
     }
 }
 
+impl EditorSessions {
+    fn driven_env(&self, id: &str) -> Option<Arc<Env>> {
+        self.driven
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .map(|d| d.env.clone())
+    }
+}
+
+/// What the editor shows for an approval mode.
+fn mode_name(mode: ApprovalMode) -> &'static str {
+    match mode {
+        ApprovalMode::Untrusted => "Ask for edits and commands",
+        ApprovalMode::Edits => "Edit freely, ask for commands",
+        ApprovalMode::OnRequest => "Ask only to leave the sandbox",
+        ApprovalMode::Never => "Never ask",
+    }
+}
+
+/// What an approval mode means, in the editor's mode picker.
+fn mode_description(mode: ApprovalMode) -> &'static str {
+    match mode {
+        ApprovalMode::Untrusted => {
+            "untrusted: every edit and every command off the read-only allowlist is asked about"
+        }
+        ApprovalMode::Edits => {
+            "edits: edits run; commands off the read-only allowlist are asked about"
+        }
+        ApprovalMode::OnRequest => {
+            "on-request: everything the sandbox allows runs; the model may ask to leave the sandbox"
+        }
+        ApprovalMode::Never => {
+            "never: everything the sandbox allows runs; what would need asking is denied"
+        }
+    }
+}
+
 impl Sessions for EditorSessions {
     fn create(&self, cwd: &Path, asker: Asker) -> Result<String, SessionError> {
         let env = self.env(cwd)?;
@@ -141,7 +184,7 @@ impl Sessions for EditorSessions {
         let lease = SessionLease::acquire(&env.store, &record.id, ACP_SURFACE).map_err(in_use)?;
         let agent =
             setup::build_agent(&env, record, &provider, EDITOR_MODE).map_err(anyhow_failed)?;
-        Ok(self.drive(agent, lease, asker))
+        Ok(self.drive(env, agent, lease, asker))
     }
 
     fn load(&self, id: &str, cwd: &Path, asker: Asker) -> Result<Vec<EventKind>, SessionError> {
@@ -184,7 +227,7 @@ impl Sessions for EditorSessions {
             .into_iter()
             .map(|e| e.kind)
             .collect();
-        self.drive(agent, lease, asker);
+        self.drive(env, agent, lease, asker);
         Ok(events)
     }
 
@@ -214,6 +257,66 @@ impl Sessions for EditorSessions {
             Err(AgentError::Truncated { .. }) => Ok(TurnEnd::Truncated),
             Err(e) => Err(failed(e)),
         }
+    }
+
+    fn modes(&self, id: &str) -> Option<SessionModeState> {
+        let env = self.driven_env(id)?;
+        let (approval, _) = setup::session_modes(&env, id).ok()?;
+        Some(SessionModeState {
+            current_mode_id: approval.name().to_string(),
+            available_modes: ApprovalMode::ALL
+                .into_iter()
+                .map(|mode| SessionMode {
+                    id: mode.name().to_string(),
+                    name: mode_name(mode).to_string(),
+                    description: mode_description(mode).to_string(),
+                })
+                .collect(),
+        })
+    }
+
+    fn set_mode(&self, id: &str, mode: &str) -> Result<(), SessionError> {
+        let approval: ApprovalMode = mode.parse().map_err(|e| {
+            SessionError::BadRequest(format!("{e} (the modes session/new offered)"))
+        })?;
+        let (agent, env) = {
+            let driven = self.driven.lock().unwrap_or_else(|p| p.into_inner());
+            let d = driven
+                .get(id)
+                .ok_or_else(|| SessionError::NotFound(format!("session `{id}` is not open")))?;
+            (d.agent.clone(), d.env.clone())
+        };
+        let mut agent = agent.lock().unwrap_or_else(|p| p.into_inner());
+        let recorded = env.store.session_profile(id).map_err(failed)?;
+        let (current, sandbox) = setup::session_modes(&env, id).map_err(anyhow_failed)?;
+        if current == approval {
+            return Ok(());
+        }
+        let settings = match recorded {
+            Some(p) => Settings {
+                provider: p.provider,
+                base_url: p.base_url,
+                model: p.model,
+                approval,
+                sandbox,
+            },
+            None => Settings {
+                approval,
+                ..setup::new_settings(
+                    &env,
+                    &setup::choose_provider(&self.global, &env.config.config)
+                        .map_err(anyhow_failed)?,
+                )
+            },
+        };
+        // Durable first: the transcript shows the change and a resume runs
+        // with it.
+        profile::record(&env.store, id, &settings, |_| {
+            "the editor (session/set_mode)".to_string()
+        })
+        .map_err(failed)?;
+        agent.set_approval(approval);
+        Ok(())
     }
 
     fn cancel(&self, id: &str) {

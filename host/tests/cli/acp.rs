@@ -159,6 +159,11 @@ fn script() -> Script {
         // The third: a command whose request is still waiting when the
         // editor cancels the turn.
         ScriptedTurn::tool_call("shell", r#"{"command":"echo late > cancelled.txt"}"#),
+        // After the restart: a plain answer, then (in mode `never`) a
+        // command that runs unasked.
+        ScriptedTurn::text("Nothing else."),
+        ScriptedTurn::tool_call("shell", r#"{"command":"echo free > free.txt"}"#),
+        ScriptedTurn::text("Written."),
     ])
     .with_responder(|_| ScriptStep::Turn(ScriptedTurn::text("Nothing else.")))
 }
@@ -199,6 +204,15 @@ fn an_editor_drives_a_durable_session_over_acp() {
         .as_str()
         .unwrap_or_else(|| panic!("no session id: {new}"))
         .to_string();
+    // The approval modes are the session's modes, `--approval` the current.
+    assert_eq!(new["result"]["modes"]["currentModeId"], "edits", "{new}");
+    let offered: Vec<&str> = new["result"]["modes"]["availableModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(offered, ["never", "on-request", "untrusted", "edits"]);
 
     // 1. A turn with a read, an edit (allowed by `edits`) and a command the
     // editor's user allows.
@@ -340,11 +354,64 @@ fn an_editor_drives_a_durable_session_over_acp() {
         .unwrap_or_else(|| panic!("the edit is not replayed: {replay:?}"));
     assert_eq!(replayed_edit["toolCallId"], edit["toolCallId"]);
     assert_eq!(replayed_edit["content"], edit["content"]);
+    assert_eq!(loaded["result"]["modes"]["currentModeId"], "edits");
     // It can go on.
     let prompt = editor.request("session/prompt", text_prompt(&session, "anything else?"));
     let done = editor.response(prompt);
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+
+    // The editor's mode picker: an unknown mode is refused, `never` runs
+    // the command unasked, and the change is durable.
+    let bad = editor.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "yolo"}),
+    );
+    let bad = editor.response(bad);
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("yolo"),
+        "{bad}"
+    );
+    let set = editor.request(
+        "session/set_mode",
+        json!({"sessionId": session, "modeId": "never"}),
+    );
+    let set = editor.response(set);
+    assert!(set.get("error").is_none(), "{set}");
+    let asked_before = editor
+        .seen
+        .iter()
+        .filter(|m| m["method"] == "session/request_permission")
+        .count();
+    let prompt = editor.request("session/prompt", text_prompt(&session, "write free"));
+    let done = editor.response(prompt);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let asked_after = editor
+        .seen
+        .iter()
+        .filter(|m| m["method"] == "session/request_permission")
+        .count();
+    assert_eq!(asked_before, asked_after, "mode `never` asked");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("free.txt")).unwrap(),
+        "free\n"
+    );
     editor.close();
+    let profile = Store::open(latch_kernel::default_store_path(ws.path()))
+        .unwrap()
+        .session_profile(&session)
+        .unwrap()
+        .unwrap();
+    assert_eq!(profile.approval, "never");
+    assert!(
+        profile
+            .changes
+            .iter()
+            .any(|c| c.setting == "approval" && c.by.contains("session/set_mode")),
+        "{profile:?}"
+    );
 }
 
 #[test]
