@@ -185,12 +185,25 @@ fn answer_of(result: Value) -> Answer {
 /// opens, driven by this process.
 pub trait Sessions: Send + Sync + 'static {
     /// Create a session in workspace `cwd`, driven by this process with
-    /// `asker` deciding its permission requests; its id.
-    fn create(&self, cwd: &Path, asker: Asker) -> Result<String, SessionError>;
+    /// `asker` deciding its permission requests and the editor's MCP
+    /// `servers` beside the configured ones; its id.
+    fn create(
+        &self,
+        cwd: &Path,
+        servers: &[McpServer],
+        asker: Asker,
+    ) -> Result<String, SessionError>;
     /// Take session `id` of workspace `cwd` to drive it (refused while
-    /// another driver holds it) with `asker` deciding, and return its
+    /// another driver holds it) with `asker` deciding and the editor's MCP
+    /// `servers` beside the configured ones, and return its
     /// committed conversation events, oldest first, for the replay.
-    fn load(&self, id: &str, cwd: &Path, asker: Asker) -> Result<Vec<EventKind>, SessionError>;
+    fn load(
+        &self,
+        id: &str,
+        cwd: &Path,
+        servers: &[McpServer],
+        asker: Asker,
+    ) -> Result<Vec<EventKind>, SessionError>;
     /// Run one turn of session `id` with the user's `text` (blocking).
     fn prompt(
         &self,
@@ -300,21 +313,35 @@ fn absolute(cwd: &Path) -> Result<(), RpcError> {
     }
 }
 
-/// The editor's MCP servers are not started: Latch's own configuration
-/// says which servers a session has (and workspace trust guards them).
-fn note_mcp_servers(servers: &[Value]) {
-    if servers.is_empty() {
-        return;
+/// The editor's MCP servers, checked: stdio and streamable HTTP are
+/// taken, anything else is refused with the reason.
+fn check_mcp_servers(servers: &[McpServer]) -> Result<(), RpcError> {
+    for server in servers {
+        match (server.transport.as_deref(), &server.command, &server.url) {
+            (None | Some("stdio"), Some(_), _) | (Some("http"), _, Some(_)) => {}
+            (Some(other), _, _) if other != "http" && other != "stdio" => {
+                return Err(RpcError::new(
+                    INVALID_PARAMS,
+                    format!(
+                        "MCP server `{}` uses the `{other}` transport; Latch connects to stdio \
+                         and streamable-HTTP servers (its `initialize` answer says \
+                         mcpCapabilities.sse = false)",
+                        server.name
+                    ),
+                ));
+            }
+            _ => {
+                return Err(RpcError::new(
+                    INVALID_PARAMS,
+                    format!(
+                        "MCP server `{}` needs a `command` (stdio) or a `url` (type http)",
+                        server.name
+                    ),
+                ));
+            }
+        }
     }
-    let names: Vec<&str> = servers
-        .iter()
-        .map(|s| s.get("name").and_then(Value::as_str).unwrap_or("?"))
-        .collect();
-    eprintln!(
-        "latch acp: the editor's MCP servers ({}) are not started; configure MCP servers in \
-         .latch/config.toml or the user config ([mcp.servers.NAME]) so every surface has them",
-        names.join(", ")
-    );
+    Ok(())
 }
 
 impl Server {
@@ -375,7 +402,7 @@ impl Server {
             "agentCapabilities": {
                 "loadSession": true,
                 "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
-                "mcpCapabilities": {"http": false, "sse": false},
+                "mcpCapabilities": {"http": true, "sse": false},
             },
             "authMethods": [],
             "agentInfo": {"name": "latch", "title": "Latch", "version": self.info.version},
@@ -396,13 +423,13 @@ impl Server {
     fn new_session(&mut self, raw: Value) -> Result<Value, RpcError> {
         let req: NewSessionRequest = params(raw)?;
         absolute(&req.cwd)?;
-        note_mcp_servers(&req.mcp_servers);
+        check_mcp_servers(&req.mcp_servers)?;
         // The session's id is only known once it exists: the asker is
         // bound to it right after.
         let asker = self.asker(None);
         let id = self
             .sessions
-            .create(&req.cwd, asker.clone())
+            .create(&req.cwd, &req.mcp_servers, asker.clone())
             .map_err(|e| e.rpc())?;
         let _ = asker.session.set(id.clone());
         let modes = self.sessions.modes(&id);
@@ -423,10 +450,15 @@ impl Server {
     fn load_session(&mut self, raw: Value) -> Result<Value, RpcError> {
         let req: LoadSessionRequest = params(raw)?;
         absolute(&req.cwd)?;
-        note_mcp_servers(&req.mcp_servers);
+        check_mcp_servers(&req.mcp_servers)?;
         let events = self
             .sessions
-            .load(&req.session_id, &req.cwd, self.asker(Some(&req.session_id)))
+            .load(
+                &req.session_id,
+                &req.cwd,
+                &req.mcp_servers,
+                self.asker(Some(&req.session_id)),
+            )
             .map_err(|e| e.rpc())?;
         for update in updates::replay(&events, &req.cwd) {
             self.channel.notify(

@@ -127,9 +127,44 @@ pub struct InitializeRequest {
 pub struct NewSessionRequest {
     /// The workspace: an absolute path.
     pub cwd: PathBuf,
-    /// MCP servers the editor offers (Latch uses its own configuration).
+    /// MCP servers the editor gives the session, beside Latch's own.
     #[serde(default)]
-    pub mcp_servers: Vec<Value>,
+    pub mcp_servers: Vec<McpServer>,
+}
+
+/// A name and a value (an environment variable, an HTTP header).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NameValue {
+    /// The name.
+    pub name: String,
+    /// The value.
+    pub value: String,
+}
+
+/// An MCP server the editor gives a session: a stdio program (no `type`)
+/// or a streamable-HTTP endpoint (`type: "http"`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct McpServer {
+    /// The server's name (its tools are `mcp__NAME__TOOL`).
+    pub name: String,
+    /// The transport: absent for stdio, `http`, or `sse` (refused).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+    /// The program of a stdio server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// Its arguments.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// Variables added to its environment.
+    #[serde(default)]
+    pub env: Vec<NameValue>,
+    /// The endpoint of an HTTP server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Headers sent with every request to an HTTP server.
+    #[serde(default)]
+    pub headers: Vec<NameValue>,
 }
 
 /// `session/load` parameters.
@@ -140,9 +175,9 @@ pub struct LoadSessionRequest {
     pub session_id: String,
     /// The workspace: an absolute path.
     pub cwd: PathBuf,
-    /// MCP servers the editor offers (Latch uses its own configuration).
+    /// MCP servers the editor gives the session, beside Latch's own.
     #[serde(default)]
-    pub mcp_servers: Vec<Value>,
+    pub mcp_servers: Vec<McpServer>,
 }
 
 /// `session/prompt` parameters.

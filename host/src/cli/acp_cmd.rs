@@ -18,9 +18,10 @@ use super::GlobalArgs;
 use super::setup::{self, Env};
 use crate::agent::{Agent, AgentError, AgentEvent, Decision, DecisionPort, TurnControl};
 use crate::supervisor::profile::{self, Settings};
-use latch_acp::wire::{SessionMode, SessionModeState};
+use latch_acp::wire::{McpServer, NameValue, SessionMode, SessionModeState};
 use latch_acp::{ACP_SURFACE, AgentInfo, Answer, Asker, Live, SessionError, Sessions, TurnEnd};
 use latch_kernel::{EventKind, LeaseError, PermissionRequest, SessionLease};
+use latch_mcp::ServerConfig;
 use latch_sandbox::ApprovalMode;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -128,6 +129,55 @@ impl EditorSessions {
     }
 }
 
+/// `env` with the editor's MCP servers beside the configured ones (a
+/// configured server of the same name wins, with a note on stderr). The
+/// editor is the user's own program, so its servers are trusted as the
+/// command line is.
+fn with_editor_servers(env: Arc<Env>, servers: &[McpServer]) -> Result<Arc<Env>, SessionError> {
+    if servers.is_empty() {
+        return Ok(env);
+    }
+    let mut config = env.config.clone();
+    for server in servers {
+        if config.config.mcp.servers.contains_key(&server.name) {
+            eprintln!(
+                "latch acp: the editor's MCP server `{}` is not started: the configuration \
+                 has a server of that name",
+                server.name
+            );
+            continue;
+        }
+        let pairs = |list: &[NameValue]| {
+            list.iter()
+                .map(|p| (p.name.clone(), p.value.clone()))
+                .collect()
+        };
+        let entry = ServerConfig {
+            command: server.command.clone().filter(|_| server.url.is_none()),
+            args: server.args.clone(),
+            env: pairs(&server.env),
+            url: server.url.clone(),
+            headers: pairs(&server.headers),
+            enabled: true,
+            ..ServerConfig::default()
+        };
+        config.config.mcp.servers.insert(server.name.clone(), entry);
+    }
+    config
+        .config
+        .mcp
+        .check()
+        .map_err(|e| SessionError::BadRequest(format!("the editor's MCP servers: {e}")))?;
+    Ok(Arc::new(Env {
+        workspace: env.workspace.clone(),
+        store: env.store.clone(),
+        config,
+        max_steps: env.max_steps,
+        approval: env.approval,
+        sandbox: env.sandbox,
+    }))
+}
+
 fn in_use(e: LeaseError) -> SessionError {
     match e {
         LeaseError::Held { .. } => SessionError::InUse(format!(
@@ -176,8 +226,13 @@ fn mode_description(mode: ApprovalMode) -> &'static str {
 }
 
 impl Sessions for EditorSessions {
-    fn create(&self, cwd: &Path, asker: Asker) -> Result<String, SessionError> {
-        let env = self.env(cwd)?;
+    fn create(
+        &self,
+        cwd: &Path,
+        servers: &[McpServer],
+        asker: Asker,
+    ) -> Result<String, SessionError> {
+        let env = with_editor_servers(self.env(cwd)?, servers)?;
         let provider = setup::choose_provider(&self.global, &env.config.config)
             .map_err(|e| SessionError::BadRequest(format!("{e:#}")))?;
         let record = setup::new_session(&env, &provider).map_err(anyhow_failed)?;
@@ -187,8 +242,14 @@ impl Sessions for EditorSessions {
         Ok(self.drive(env, agent, lease, asker))
     }
 
-    fn load(&self, id: &str, cwd: &Path, asker: Asker) -> Result<Vec<EventKind>, SessionError> {
-        let env = self.env(cwd)?;
+    fn load(
+        &self,
+        id: &str,
+        cwd: &Path,
+        servers: &[McpServer],
+        asker: Asker,
+    ) -> Result<Vec<EventKind>, SessionError> {
+        let env = with_editor_servers(self.env(cwd)?, servers)?;
         let not_found = || {
             SessionError::NotFound(format!(
                 "no session `{id}` in the workspace {} (`latch sessions` there lists them)",

@@ -29,9 +29,13 @@ const WAIT: Duration = Duration::from_secs(60);
 
 impl Editor {
     fn start(ws: &Path, server: &FakeServer) -> Editor {
+        Editor::start_with(ws, server, "edits")
+    }
+
+    fn start_with(ws: &Path, server: &FakeServer, approval: &str) -> Editor {
         let mut child = latch(ws)
             .args(at(server))
-            .args(["--approval", "edits", "acp"])
+            .args(["--approval", approval, "acp"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -453,5 +457,67 @@ fn protocol_mistakes_get_errors_that_say_what_to_do() {
     let nope = editor.request("session/set_model", json!({}));
     let nope = editor.response(nope);
     assert_eq!(nope["error"]["code"], -32601, "{nope}");
+    editor.close();
+}
+
+#[test]
+fn the_editors_mcp_servers_are_the_sessions_tools() {
+    let rt = runtime();
+    let script = Script::new([
+        ScriptedTurn::tool_call("mcp__everything__echo", r#"{"message":"from the editor"}"#),
+        ScriptedTurn::text("Echoed."),
+    ]);
+    let server = rt.block_on(FakeServer::start(script)).unwrap();
+    let ws = project();
+    let cwd = ws.path().canonicalize().unwrap();
+    let mut editor = Editor::start_with(ws.path(), &server, "on-request");
+    let everything = super::skills_mcp::npm_server("server-everything");
+    let new = editor.request(
+        "session/new",
+        json!({"cwd": cwd, "mcpServers": [{"name": "everything", "command": "node",
+            "args": [everything, "stdio"], "env": [{"name": "LATCH_FROM", "value": "editor"}]}]}),
+    );
+    let new = editor.response(new);
+    let session = new["result"]["sessionId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{new}"))
+        .to_string();
+    let prompt = editor.request("session/prompt", text_prompt(&session, "echo it"));
+    // Whatever the approval mode asks about this tool is allowed.
+    let done = loop {
+        let m = editor.until("the turn's end or a permission request", |m| {
+            m["id"] == json!(prompt) || m["method"] == "session/request_permission"
+        });
+        if m["method"] == "session/request_permission" {
+            editor.answer(&m, "allow_once");
+            continue;
+        }
+        break m;
+    };
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let output: String = editor
+        .updates()
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "completed")
+        .map(|u| u["content"].to_string())
+        .collect();
+    assert!(output.contains("Echo: from the editor"), "{output}");
+    // The model was offered the editor's server's tools.
+    let offered = server.requests().last().unwrap().body.to_string();
+    assert!(offered.contains("mcp__everything__echo"), "{offered}");
+
+    // A transport Latch does not speak is refused with the reason.
+    let sse = editor.request(
+        "session/new",
+        json!({"cwd": cwd, "mcpServers": [{"name": "s", "type": "sse", "url": "http://127.0.0.1:9/sse", "headers": []}]}),
+    );
+    let sse = editor.response(sse);
+    assert!(
+        sse["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("sse"),
+        "{sse}"
+    );
     editor.close();
 }

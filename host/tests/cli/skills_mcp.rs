@@ -9,7 +9,7 @@ use latch_kernel::{EventKind, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
 use std::path::{Path, PathBuf};
 
-fn npm_server(package: &str) -> PathBuf {
+pub(super) fn npm_server(package: &str) -> PathBuf {
     let script = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("../.ci/cache/npm/node_modules/@modelcontextprotocol")
         .join(package)
