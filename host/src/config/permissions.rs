@@ -2,7 +2,6 @@
 //! may touch and which secret-looking variables they keep. Unknown keys and unknown mode names are refused with
 //! the key, its line and the valid choices.
 
-use latch_provider::ProviderKind;
 use latch_sandbox::{ApprovalMode, SandboxMode, SandboxPolicy};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -52,6 +51,7 @@ pub struct SandboxConfig {
 /// [`latch_sandbox::env::PROVIDER_KEYS`], which the sandbox leaves out).
 #[cfg(test)]
 pub fn provider_key_vars() -> Vec<&'static str> {
+    use latch_provider::ProviderKind;
     let mut vars: Vec<&'static str> = [
         ProviderKind::Anthropic,
         ProviderKind::OpenAi,
