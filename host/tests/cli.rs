@@ -22,6 +22,8 @@
 //!   figures are checked against the captured requests (the full sessions
 //!   are `#[ignore]`d: the local tier).
 //! * [`acp`] — `latch acp` driven by a scripted ACP client over stdio.
+//! * [`sandbox`] — `latch sandbox check` refuses its four probes, the
+//!   Unix-socket connect outside the workspace among them.
 //! * [`trust`] — workspace trust: `run`/`serve` refuse, `--trust-workspace`,
 //!   `latch trust [--revoke]`, the REPL question and the TUI modal.
 
@@ -43,6 +45,8 @@ mod npm_registry;
 mod permissions;
 #[path = "cli/safety.rs"]
 mod safety;
+#[path = "cli/sandbox.rs"]
+mod sandbox;
 #[path = "cli/skills_mcp.rs"]
 mod skills_mcp;
 #[path = "cli/trust.rs"]

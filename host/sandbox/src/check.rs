@@ -1,7 +1,8 @@
 //! `latch sandbox check`: what this machine can enforce, and a self-test
-//! that runs three probes inside a `workspace-write` sandbox — a write
-//! outside the workspace, a read of `~/.ssh`, a TCP connect to 127.0.0.1 —
-//! each of which must be refused.
+//! that runs four probes inside a `workspace-write` sandbox — a write
+//! outside the workspace, a read of `~/.ssh`, a TCP connect to 127.0.0.1,
+//! a connect to a Unix socket outside the workspace (a listener the check
+//! starts itself) — each of which must be refused.
 //!
 //! A probe is a process the caller builds (the `latch` binary runs itself
 //! as `latch sandbox probe OP TARGET`, which calls [`probe`]); it exits 0
@@ -13,6 +14,7 @@ use crate::mode::SandboxMode;
 use crate::rules::SandboxPolicy;
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -43,6 +45,8 @@ pub enum ProbeOp {
     Read,
     /// Open a TCP connection to `host:port`.
     Connect,
+    /// Connect to the Unix socket at a path.
+    UnixConnect,
 }
 
 impl ProbeOp {
@@ -52,14 +56,20 @@ impl ProbeOp {
             ProbeOp::Write => "write",
             ProbeOp::Read => "read",
             ProbeOp::Connect => "connect",
+            ProbeOp::UnixConnect => "unix-connect",
         }
     }
 
     /// Parse a name.
     pub fn parse(name: &str) -> Option<ProbeOp> {
-        [ProbeOp::Write, ProbeOp::Read, ProbeOp::Connect]
-            .into_iter()
-            .find(|o| o.name() == name)
+        [
+            ProbeOp::Write,
+            ProbeOp::Read,
+            ProbeOp::Connect,
+            ProbeOp::UnixConnect,
+        ]
+        .into_iter()
+        .find(|o| o.name() == name)
     }
 }
 
@@ -86,6 +96,7 @@ pub fn probe(op: ProbeOp, target: &str) -> std::io::Result<()> {
                 .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
             TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map(drop)
         }
+        ProbeOp::UnixConnect => UnixStream::connect(target).map(drop),
     }
 }
 
@@ -127,6 +138,12 @@ pub fn self_test(
         .and_then(|l| l.local_addr().ok())
         .map(|a| a.port())
         .unwrap_or(9);
+    // A socket of this process outside the workspace and the session temp
+    // dir, as the D-Bus session bus or an SSH agent would be.
+    let socket =
+        std::env::temp_dir().join(format!("latch-sandbox-check-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&socket);
+    let unix_listener = UnixListener::bind(&socket).ok();
     let ssh = home
         .map(|h| h.join(".ssh"))
         .unwrap_or_else(|| PathBuf::from("~/.ssh"));
@@ -142,6 +159,11 @@ pub fn self_test(
             ProbeOp::Connect,
             format!("127.0.0.1:{port}"),
         ),
+        (
+            "Unix socket connect outside the workspace",
+            ProbeOp::UnixConnect,
+            socket.display().to_string(),
+        ),
     ];
     let mut results = Vec::new();
     for (what, op, target) in probes {
@@ -149,6 +171,8 @@ pub fn self_test(
         results.push(result);
     }
     let _ = std::fs::remove_file(&outside);
+    drop(unix_listener);
+    let _ = std::fs::remove_file(&socket);
     let _ = sandbox.remove_temp_dir();
     Ok(results)
 }

@@ -4,11 +4,33 @@
 //! …) unless the policy passes it through (`[sandbox] env_passthrough`).
 //! Like Codex's default shell environment policy: a command the model runs
 //! never reads the user's keys from its environment by accident.
+//!
+//! The provider keys ([`PROVIDER_KEYS`]) are left out in every mode,
+//! `full-access` and granted escalations included, and so from every MCP
+//! server too, unless the user names them in `env_passthrough`.
 
 use std::ffi::{OsStr, OsString};
 
 /// Parts of a variable name that mark it as a secret.
 pub const SECRET_MARKERS: &[&str] = &["KEY", "SECRET", "TOKEN", "PASSWORD", "CREDENTIAL"];
+
+/// The variables Latch reads provider keys from: never inherited by a
+/// command or an MCP server, whatever the mode, unless passed through.
+pub const PROVIDER_KEYS: &[&str] = &["ANTHROPIC_API_KEY", "OPENAI_API_KEY"];
+
+/// The provider keys among `names` that are not in `passthrough`.
+pub fn hidden_provider_keys(
+    names: impl IntoIterator<Item = OsString>,
+    passthrough: &[String],
+) -> Vec<OsString> {
+    names
+        .into_iter()
+        .filter(|n| {
+            PROVIDER_KEYS.iter().any(|k| OsStr::new(k) == n.as_os_str())
+                && !passthrough.iter().any(|p| OsStr::new(p) == n.as_os_str())
+        })
+        .collect()
+}
 
 /// True when `name` contains one of [`SECRET_MARKERS`], in any case.
 pub fn looks_secret(name: &OsStr) -> bool {

@@ -23,6 +23,8 @@ use crate::error::SandboxError;
 use crate::landlock;
 use crate::mode::SandboxMode;
 use crate::rules::{SandboxPolicy, rules};
+use crate::seccomp;
+use crate::supervise::{self, SocketRules};
 use std::ffi::{CStr, CString};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -48,7 +50,7 @@ pub struct Sandbox {
 
 impl Sandbox {
     /// No sandbox: commands run with the user's full rights (today's
-    /// behaviour, chosen explicitly).
+    /// behaviour, chosen explicitly), without the provider keys.
     pub fn full_access() -> Sandbox {
         Sandbox {
             policy: SandboxPolicy {
@@ -188,12 +190,25 @@ impl Sandbox {
         self.abi
     }
 
+    /// The Unix sockets a command may connect to: under the workspace, the
+    /// session temp dir and `[sandbox] allow_unix_sockets` (real paths).
+    fn socket_rules(&self, temp_dir: &Path) -> SocketRules {
+        let real = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        let mut allowed = vec![self.workspace.clone(), real(temp_dir)];
+        allowed.extend(self.policy.allow_unix_sockets.iter().map(|p| real(p)));
+        SocketRules {
+            allowed,
+            network: self.policy.network,
+        }
+    }
+
     fn needs_namespaces(&self) -> bool {
         self.policy.mode != SandboxMode::FullAccess
             && (!self.policy.network || self.policy.mode == SandboxMode::WorkspaceWrite)
     }
 
     /// `cmd`, confined (the MCP client and every tool spawn through this).
+    /// Under `full-access` only the provider keys are left out.
     pub fn command(&self, mut cmd: Command) -> Result<Command, SandboxError> {
         self.apply(&mut cmd)?;
         Ok(cmd)
@@ -204,10 +219,16 @@ impl Sandbox {
     /// ([`crate::env`]; variables set on `cmd` itself and the policy's
     /// `env_passthrough` stay), and install the steps that run in the child
     /// before `exec`. A failure of those steps makes the spawn fail with the
-    /// kernel's error. Under `full-access` nothing changes.
+    /// kernel's error. Under `full-access` only the provider keys
+    /// ([`env::PROVIDER_KEYS`]) not passed through are removed.
     pub fn apply(&self, cmd: &mut Command) -> Result<(), SandboxError> {
         let mode = self.policy.mode;
         if mode == SandboxMode::FullAccess {
+            let hidden = env::hidden_provider_keys(
+                std::env::vars_os().map(|(name, _)| name),
+                &self.policy.env_passthrough,
+            );
+            remove_unless_set(cmd, hidden);
             return Ok(());
         }
         let temp_dir = self.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
@@ -248,20 +269,15 @@ impl Sandbox {
         if unshare != 0 {
             unshare |= libc::CLONE_NEWUSER;
         }
-        let child = ChildSteps::new(unshare, ruleset, pinned, protected);
+        let channel = supervise::start(self.socket_rules(&temp_dir))
+            .map_err(|e| setup(Path::new("the socket supervisor"), e))?;
+        let child = ChildSteps::new(unshare, ruleset, pinned, protected, mode, channel);
         cmd.env("TMPDIR", &temp_dir);
         let hidden = env::hidden(
             std::env::vars_os().map(|(name, _)| name),
             &self.policy.env_passthrough,
         );
-        for name in hidden {
-            let set_here = cmd
-                .get_envs()
-                .any(|(set, value)| set == name.as_os_str() && value.is_some());
-            if !set_here {
-                cmd.env_remove(name);
-            }
-        }
+        remove_unless_set(cmd, hidden);
         // SAFETY: `enter` runs in the forked child before exec and makes only
         // async-signal-safe system calls (unshare, open, write, close, mount,
         // prctl, landlock_restrict_self) on data prepared in the parent; it
@@ -273,6 +289,19 @@ impl Sandbox {
     }
 }
 
+/// Remove `names` from what `cmd` inherits, except those set on `cmd`
+/// itself.
+fn remove_unless_set(cmd: &mut Command, names: Vec<std::ffi::OsString>) {
+    for name in names {
+        let set_here = cmd
+            .get_envs()
+            .any(|(set, value)| set == name.as_os_str() && value.is_some());
+        if !set_here {
+            cmd.env_remove(name);
+        }
+    }
+}
+
 /// What the child does before `exec`, prepared in the parent.
 struct ChildSteps {
     unshare: libc::c_int,
@@ -281,6 +310,10 @@ struct ChildSteps {
     gid_map: Vec<u8>,
     pinned: Vec<CString>,
     protected: Vec<(CString, libc::c_ulong)>,
+    /// The seccomp program ([`seccomp::program`]).
+    filter: Vec<libc::sock_filter>,
+    /// The child's end of the channel to the supervisor.
+    channel: OwnedFd,
 }
 
 impl ChildSteps {
@@ -289,6 +322,8 @@ impl ChildSteps {
         ruleset: OwnedFd,
         pinned: Vec<CString>,
         protected: Vec<(CString, libc::c_ulong)>,
+        mode: SandboxMode,
+        channel: OwnedFd,
     ) -> ChildSteps {
         // SAFETY: geteuid/getegid cannot fail and touch no memory.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -299,6 +334,8 @@ impl ChildSteps {
             gid_map: format!("{gid} {gid} 1\n").into_bytes(),
             pinned,
             protected,
+            filter: seccomp::program(mode),
+            channel,
         }
     }
 
@@ -361,6 +398,44 @@ impl ChildSteps {
                 self.ruleset.as_raw_fd(),
                 0u32,
             ))?;
+            self.hand_over_listener()?;
+        }
+        Ok(())
+    }
+
+    /// Install the seccomp filter with a listener, tell the supervisor our
+    /// pid and the listener's fd, and wait until it has taken it.
+    ///
+    /// # Safety
+    /// Runs in the forked child: async-signal-safe system calls only.
+    unsafe fn hand_over_listener(&self) -> std::io::Result<()> {
+        let refused = || std::io::Error::from_raw_os_error(libc::EPERM);
+        let prog = libc::sock_fprog {
+            len: self.filter.len() as libc::c_ushort,
+            filter: self.filter.as_ptr().cast_mut(),
+        };
+        // SAFETY: plain system calls on memory owned by `self` and this frame.
+        unsafe {
+            let listener = libc::syscall(
+                libc::SYS_seccomp,
+                libc::SECCOMP_SET_MODE_FILTER,
+                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
+                &prog as *const libc::sock_fprog,
+            );
+            if listener < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let msg = [libc::getpid(), listener as libc::c_int];
+            let channel = self.channel.as_raw_fd();
+            if libc::write(channel, msg.as_ptr().cast(), 8) != 8 {
+                return Err(refused());
+            }
+            let mut ack = 0u8;
+            let n = libc::read(channel, (&mut ack as *mut u8).cast(), 1);
+            libc::close(listener as libc::c_int);
+            if n != 1 || ack != 1 {
+                return Err(refused());
+            }
         }
         Ok(())
     }

@@ -7,7 +7,7 @@ use crate::mode::SandboxMode;
 use crate::rules::Rules;
 use landlock::{
     ABI, Access, AccessFs, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreatedAttr,
+    RulesetAttr, RulesetCreatedAttr, Scope,
 };
 use std::os::fd::OwnedFd;
 
@@ -15,9 +15,13 @@ use std::os::fd::OwnedFd;
 /// Landlock (for tests of the refusal); another number pretends that ABI.
 pub const PRETEND_ABI_ENV: &str = "LATCH_SANDBOX_PRETEND_LANDLOCK_ABI";
 
-/// The newest ABI Latch uses: file rights up to truncation. Network rules
-/// (ABI 4) are not needed: the network is cut off by a namespace.
+/// The newest ABI whose file rights Latch uses: up to truncation. Network
+/// rules (ABI 4) are not needed: the network is cut off by a namespace.
 const USED: ABI = ABI::V3;
+
+/// The first ABI that scopes abstract Unix sockets and signals to the
+/// sandbox's own processes.
+pub const SCOPED_ABI: u32 = 6;
 
 /// The Landlock ABI version the kernel offers (0: none), or why it could
 /// not be read.
@@ -83,10 +87,18 @@ pub fn ruleset(mode: SandboxMode, version: u32, rules: &Rules) -> Result<OwnedFd
         what,
         source: std::io::Error::other(e.to_string()),
     };
-    let mut created = Ruleset::default()
+    let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::HardRequirement)
         .handle_access(all)
-        .map_err(|e| fail("the Landlock ruleset".into(), &e))?
+        .map_err(|e| fail("the Landlock ruleset".into(), &e))?;
+    if version >= SCOPED_ABI {
+        // A command may not connect to abstract sockets nor signal
+        // processes outside its own sandbox.
+        ruleset = ruleset
+            .scope(Scope::AbstractUnixSocket | Scope::Signal)
+            .map_err(|e| fail("the Landlock scopes".into(), &e))?;
+    }
+    let mut created = ruleset
         .create()
         .map_err(|e| fail("the Landlock ruleset".into(), &e))?;
     let grants = rules

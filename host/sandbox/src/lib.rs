@@ -19,9 +19,17 @@
 //! tokio (rmcp's `TokioChildProcess`), `tokio::process::Command::from(it)`;
 //! the steps installed before `exec` travel with the command.
 //!
+//! * `seccomp` — the system-call filter: Unix sockets, io_uring, and
+//!   metadata writes under `read-only`.
+//! * `supervise` — the parent's threads that check and perform each
+//!   `connect` the filter hands over.
+//!
 //! Enforcement is by the kernel, never by parsing the command: Landlock
-//! confines the file system, a fresh network namespace cuts off the
-//! network (unless `[sandbox] network = true`). A machine that cannot
+//! confines the file system (and, from ABI 6, abstract sockets and
+//! signals), a fresh network namespace cuts off the network (unless
+//! `[sandbox] network = true`), and a seccomp filter with a supervisor
+//! keeps Unix-socket connects inside the workspace and the session temp
+//! dir. A machine that cannot
 //! enforce the chosen mode gets a [`SandboxError`] naming the mode and how
 //! to choose another — never a silent downgrade.
 
@@ -35,6 +43,8 @@ mod exec;
 pub mod landlock;
 pub mod mode;
 pub mod rules;
+mod seccomp;
+mod supervise;
 
 pub use approval::{Action, Verdict, decide};
 pub use error::SandboxError;

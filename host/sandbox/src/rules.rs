@@ -21,6 +21,10 @@ pub struct SandboxPolicy {
     /// Variables a confined command keeps although their names look secret
     /// (`[sandbox] env_passthrough`; see [`crate::env`]).
     pub env_passthrough: Vec<String>,
+    /// Unix sockets (or directories of them) outside the workspace and the
+    /// session temp dir a command may connect to (`[sandbox]
+    /// allow_unix_sockets`, e.g. `/run/user/1000/docker.sock`).
+    pub allow_unix_sockets: Vec<PathBuf>,
 }
 
 /// Paths under the home directory a sandboxed command may never read:
@@ -34,8 +38,15 @@ pub const HOME_SECRETS: &[&str] = &[
     ".docker",
     ".netrc",
     ".git-credentials",
+    ".config/git/credentials",
     ".password-store",
     ".pypirc",
+    ".npmrc",
+    ".pgpass",
+    ".cargo/credentials",
+    ".cargo/credentials.toml",
+    ".gem/credentials",
+    ".terraform.d/credentials.tfrc.json",
     ".config/gcloud",
     ".config/gh",
     ".config/latch",
@@ -153,10 +164,36 @@ mod tests {
     fn secrets_under_home_are_never_readable_and_their_siblings_are() {
         let home = tempfile::tempdir().unwrap();
         let h = home.path();
-        for d in [".ssh", ".cargo", ".config/gh", ".config/git"] {
+        for d in [
+            ".ssh",
+            ".cargo/registry",
+            ".cargo/bin",
+            ".config/gh",
+            ".config/git",
+        ] {
             std::fs::create_dir_all(h.join(d)).unwrap();
         }
         std::fs::write(h.join(".netrc"), "machine x").unwrap();
+        std::fs::write(h.join(".config/git/config"), "[user]").unwrap();
+        let secrets = [
+            ".netrc",
+            ".npmrc",
+            ".pypirc",
+            ".cargo/credentials",
+            ".cargo/credentials.toml",
+            ".pgpass",
+            ".docker/config.json",
+            ".kube/config",
+            ".git-credentials",
+            ".config/gcloud/credentials.db",
+            ".azure/accessTokens.json",
+            ".aws/credentials",
+            ".gnupg/private-keys-v1.d",
+        ];
+        for secret in secrets {
+            std::fs::create_dir_all(h.join(secret).parent().unwrap()).unwrap();
+            std::fs::write(h.join(secret), "secret").unwrap();
+        }
         let ws = tempfile::tempdir().unwrap();
         let r = rules(
             &policy(SandboxMode::ReadOnly),
@@ -169,6 +206,10 @@ mod tests {
         assert!(!covered(&h.join(".netrc")));
         assert!(!covered(&h.join(".config/gh/hosts.yml")));
         assert!(covered(&h.join(".cargo/bin/cargo")));
+        assert!(covered(&h.join(".cargo/registry/index")));
+        for secret in secrets {
+            assert!(!covered(&h.join(secret)), "{secret} is readable");
+        }
         assert!(covered(&h.join(".config/git/config")));
         assert!(covered(Path::new("/usr/bin/sh")));
         assert!(covered(ws.path()));

@@ -58,10 +58,14 @@ impl ToolSet for StandardTools {
     }
 
     fn execute_escalated(&mut self, call: &ToolCall) -> ToolResult {
-        let outside = self
+        // Outside the sandbox, but with the session's passthrough: the
+        // provider keys stay out unless the user named them.
+        let free = self
             .ctx
-            .clone()
-            .with_sandbox(Arc::new(Sandbox::full_access()));
+            .sandbox()
+            .adjusted(Some(latch_sandbox::SandboxMode::FullAccess), None)
+            .unwrap_or_else(|_| Sandbox::full_access());
+        let outside = self.ctx.clone().with_sandbox(Arc::new(free));
         latch_tools::execute(&outside, call).result
     }
 

@@ -112,7 +112,7 @@ fn check_cmd(global: &GlobalArgs, workspace: &Path) -> anyhow::Result<i32> {
     for r in &results {
         all &= r.refused;
         println!(
-            "  {} {:<28} {}: {}",
+            "  {} {:<42} {}: {}",
             if r.refused {
                 "✓ refused"
             } else {

@@ -2,7 +2,6 @@
 //! may touch and which secret-looking variables they keep. Unknown keys and unknown mode names are refused with
 //! the key, its line and the valid choices.
 
-use latch_provider::ProviderKind;
 use latch_sandbox::{ApprovalMode, SandboxMode, SandboxPolicy};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
@@ -34,15 +33,25 @@ pub struct SandboxConfig {
     #[serde(default)]
     pub writable_roots: Vec<PathBuf>,
     /// Variables sandboxed commands keep although their names look secret
-    /// (contain `KEY`, `SECRET`, `TOKEN`, `PASSWORD` or `CREDENTIAL`); the
-    /// provider keys Latch itself reads are never passed through.
+    /// (contain `KEY`, `SECRET`, `TOKEN`, `PASSWORD` or `CREDENTIAL`). The
+    /// provider keys Latch itself reads reach no command and no MCP server,
+    /// in any mode, unless named here.
     #[serde(default, deserialize_with = "passthrough")]
     pub env_passthrough: Vec<String>,
+    /// Unix sockets (or directories of them) outside the workspace and the
+    /// session temp dir that sandboxed commands may connect to, e.g.
+    /// `/run/user/1000/docker.sock` (`~/` is the home directory, relative
+    /// paths are resolved against the workspace).
+    #[serde(default)]
+    pub allow_unix_sockets: Vec<PathBuf>,
 }
 
-/// The variables Latch reads provider keys from: never passed to a
-/// sandboxed command.
+/// The variables Latch reads provider keys from: passed to no command and
+/// no MCP server unless named in `env_passthrough` (every one of them is in
+/// [`latch_sandbox::env::PROVIDER_KEYS`], which the sandbox leaves out).
+#[cfg(test)]
 pub fn provider_key_vars() -> Vec<&'static str> {
+    use latch_provider::ProviderKind;
     let mut vars: Vec<&'static str> = [
         ProviderKind::Anthropic,
         ProviderKind::OpenAi,
@@ -63,13 +72,6 @@ fn passthrough<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Vec<String>, D:
                 "[sandbox] env_passthrough: `{name}` is not a variable name"
             )));
         }
-        if provider_key_vars().contains(&name.as_str()) {
-            return Err(serde::de::Error::custom(format!(
-                "[sandbox] env_passthrough: `{name}` is the provider key Latch itself uses; \
-                 sandboxed commands never see it. Remove it, and give a command that needs a \
-                 key a variable of its own"
-            )));
-        }
     }
     Ok(names)
 }
@@ -81,17 +83,22 @@ impl SandboxConfig {
         SandboxPolicy {
             mode: mode.unwrap_or(self.mode),
             network: self.network,
-            writable_roots: self
-                .writable_roots
-                .iter()
-                .map(|p| match p.strip_prefix("~") {
-                    Ok(rest) => dirs::home_dir().unwrap_or_default().join(rest),
-                    Err(_) => workspace.join(p),
-                })
-                .collect(),
+            writable_roots: resolve(&self.writable_roots, workspace),
             env_passthrough: self.env_passthrough.clone(),
+            allow_unix_sockets: resolve(&self.allow_unix_sockets, workspace),
         }
     }
+}
+
+/// `~/` against the home directory, relative paths against `workspace`.
+fn resolve(paths: &[PathBuf], workspace: &Path) -> Vec<PathBuf> {
+    paths
+        .iter()
+        .map(|p| match p.strip_prefix("~") {
+            Ok(rest) => dirs::home_dir().unwrap_or_default().join(rest),
+            Err(_) => workspace.join(p),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -121,28 +128,33 @@ mod tests {
             p.writable_roots,
             vec![Path::new("/w/cache"), Path::new("/opt/x")]
         );
+        let c = Config::parse(
+            "[sandbox]\nallow_unix_sockets = [\"/run/user/1000/docker.sock\", \"run/app.sock\"]\n",
+            Path::new("c.toml"),
+        )
+        .unwrap();
+        assert_eq!(
+            c.sandbox.policy(Path::new("/w"), None).allow_unix_sockets,
+            vec![
+                Path::new("/run/user/1000/docker.sock"),
+                Path::new("/w/run/app.sock")
+            ]
+        );
     }
 
     #[test]
-    fn env_passthrough_reaches_the_policy_and_never_names_a_provider_key() {
+    fn env_passthrough_reaches_the_policy_and_provider_keys_only_when_named() {
         let c = Config::parse(
-            "[sandbox]\nenv_passthrough = [\"NPM_TOKEN\"]\n",
+            "[sandbox]\nenv_passthrough = [\"NPM_TOKEN\", \"OPENAI_API_KEY\"]\n",
             Path::new("c.toml"),
         )
         .unwrap();
         let p = c.sandbox.policy(Path::new("/w"), None);
-        assert_eq!(p.env_passthrough, ["NPM_TOKEN"]);
-        for key in ["ANTHROPIC_API_KEY", "OPENAI_API_KEY"] {
-            let err = Config::parse(
-                &format!("[sandbox]\nenv_passthrough = [\"{key}\"]\n"),
-                Path::new("c.toml"),
-            )
-            .unwrap_err()
-            .to_string();
-            assert!(
-                err.contains(key) && err.contains("provider key") && err.contains("line 2"),
-                "{err}"
-            );
+        assert_eq!(p.env_passthrough, ["NPM_TOKEN", "OPENAI_API_KEY"]);
+        // Every variable a provider key is read from is one the sandbox
+        // leaves out of every command.
+        for var in super::provider_key_vars() {
+            assert!(latch_sandbox::env::PROVIDER_KEYS.contains(&var), "{var}");
         }
         let err = Config::parse(
             "[sandbox]\nenv_passthrough = [\"A=B\"]\n",

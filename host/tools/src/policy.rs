@@ -264,10 +264,23 @@ fn read_only_simple(words: &[String]) -> bool {
     };
     match name.as_str() {
         "ls" | "cat" | "head" | "tail" | "wc" | "pwd" | "echo" | "grep" | "egrep" | "fgrep"
-        | "stat" | "file" | "du" | "df" | "which" | "tree" | "diff" | "cmp" | "true" | "test"
-        | "[" => true,
+        | "stat" | "du" | "df" | "which" | "diff" | "cmp" | "true" | "test" | "[" => true,
         "rg" => no(&["--pre"]),
-        "sort" => no(&["-o", "--output"]),
+        // `-o FILE` in any cluster (`-uo`, `-oFILE`), `--output` and
+        // `--compress-program` however abbreviated (getopt takes prefixes).
+        "sort" => !args.iter().any(|a| {
+            short_cluster_has(a, 'o')
+                || long_prefix_of(a, "--output", 3)
+                || long_prefix_of(a, "--compress-program", 4)
+        }),
+        // `tree -o FILE` writes its listing.
+        "tree" => !args
+            .iter()
+            .any(|a| short_cluster_has(a, 'o') || long_prefix_of(a, "--output", 3)),
+        // `file -C` compiles a magic file and writes it.
+        "file" => !args
+            .iter()
+            .any(|a| short_cluster_has(a, 'C') || long_prefix_of(a, "--compile", 4)),
         "find" => no(&[
             "-exec", "-execdir", "-ok", "-okdir", "-delete", "-fprint", "-fprint0", "-fprintf",
             "-fls",
@@ -286,10 +299,23 @@ fn read_only_simple(words: &[String]) -> bool {
                         "-a" | "-v" | "-vv" | "-r" | "--list" | "--show-current"
                     )
                 }));
-            safe && no(&["--output", "-o"])
+            safe && no(&["-o"]) && !args.iter().any(|a| long_prefix_of(a, "--output", 4))
         }
         _ => false,
     }
+}
+
+/// True when `arg` is a cluster of short options (`-uo`) holding `letter`.
+fn short_cluster_has(arg: &str, letter: char) -> bool {
+    arg.starts_with('-') && !arg.starts_with("--") && arg[1..].contains(letter)
+}
+
+/// True when `arg` (before any `=`) abbreviates the long option `long`
+/// with at least `min` characters, as getopt accepts (`--out=x` for
+/// `--output`).
+fn long_prefix_of(arg: &str, long: &str, min: usize) -> bool {
+    let name = arg.split('=').next().unwrap_or(arg);
+    name.len() >= min && name.starts_with("--") && long.starts_with(name)
 }
 
 /// The simple commands of a command line, each as its words with quotes
@@ -463,6 +489,10 @@ mod tests {
             "grep -rn foo src 2>/dev/null",
             "rg TODO",
             "find . -name '*.rs'",
+            "git log --oneline",
+            "sort -u -k 2 notes.txt",
+            "tree -L 2 -a",
+            "file src/main.rs",
         ] {
             assert!(is_read_only(cmd), "{cmd}");
         }
@@ -477,6 +507,27 @@ mod tests {
             "cargo test",
             "git diff --output=patch",
             "sort -o out in",
+            "sort -uo out in",
+            "sort -oout in",
+            "sort --output=out in",
+            "sort --outp=out in",
+            "sort --output out in",
+            "sort --compress-program=sh in",
+            "tree -o out",
+            "tree -oout .",
+            "file -C -m magic",
+            "git log --out=patch",
+            "find . -fprint out",
+            "find . -fprintf out %p",
+            "find . -fls out",
+            "find . -exec rm {} ;",
+            "find . -execdir rm {} ;",
+            "find . -ok rm {} ;",
+            "sed -i s/a/b/ f",
+            "sed --in-place s/a/b/ f",
+            "ls > listing.txt",
+            "cat a 1> b",
+            "tree . >| out",
             "git branch -D main",
             "",
         ] {

@@ -4,7 +4,8 @@
 //! inherits the restriction, a loopback TCP connect fails unless the
 //! network is allowed, `.git/hooks` and `.latch` stay read-only,
 //! `full-access` behaves as an unsandboxed command, a missing Landlock is a
-//! clear error, and the self-test refuses all three probes.
+//! clear error, and the self-test refuses all four probes. Sockets,
+//! signals and metadata writes are in [`sockets`].
 
 use latch_sandbox::check::{self, ProbeOp};
 use latch_sandbox::landlock::PRETEND_ABI_ENV;
@@ -12,6 +13,8 @@ use latch_sandbox::{Sandbox, SandboxMode, SandboxPolicy};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output};
+
+mod sockets;
 
 struct Fixture {
     ws: tempfile::TempDir,
@@ -111,7 +114,11 @@ const ENETUNREACH: i32 = 101;
 fn probe_entry() {
     if let Ok(spec) = std::env::var("LATCH_TEST_PROBE") {
         let (op, target) = spec.split_once(' ').unwrap();
-        match check::probe(ProbeOp::parse(op).unwrap(), target) {
+        let result = match ProbeOp::parse(op) {
+            Some(op) => check::probe(op, target),
+            None => sockets::probe(op, target),
+        };
+        match result {
             Ok(()) => {
                 println!("PROBE-OK");
                 std::process::exit(0)
@@ -125,9 +132,15 @@ fn probe_entry() {
 }
 
 fn probe_cmd(op: ProbeOp, target: &str) -> Command {
+    named_probe(op.name(), target)
+}
+
+/// The probe process for an operation by name (those of [`ProbeOp`] and
+/// those of [`sockets::probe`]).
+fn named_probe(op: &str, target: &str) -> Command {
     let mut c = Command::new(std::env::current_exe().unwrap());
     c.args(["--exact", "probe_entry", "--nocapture", "--test-threads=1"])
-        .env("LATCH_TEST_PROBE", format!("{} {target}", op.name()));
+        .env("LATCH_TEST_PROBE", format!("{op} {target}"));
     c
 }
 
@@ -331,13 +344,14 @@ fn a_machine_without_landlock_is_a_clear_error_never_a_downgrade() {
 }
 
 #[test]
-fn the_self_test_refuses_all_three_probes() {
+fn the_self_test_refuses_all_four_probes() {
     let f = fixture();
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
     std::fs::write(home.path().join(".ssh/id_rsa"), "KEY").unwrap();
     let results = check::self_test(f.ws.path(), Some(home.path()), &probe_cmd).unwrap();
-    assert_eq!(results.len(), 3);
+    assert_eq!(results.len(), 4);
+    assert!(results[3].what.contains("Unix socket"), "{results:?}");
     for r in &results {
         assert!(r.refused, "{r:?}");
     }
@@ -446,4 +460,49 @@ fn an_adjusted_sibling_shares_the_temp_dir_and_removing_it_takes_everything() {
     assert!(free.remove_temp_dir().unwrap());
     assert!(!dir.exists());
     assert!(!strict.remove_temp_dir().unwrap(), "already gone");
+}
+
+#[test]
+fn provider_keys_reach_no_command_in_any_mode_unless_passed_through() {
+    const NAME: &str = "provider_keys_reach_no_command_in_any_mode_unless_passed_through";
+    if std::env::var_os("ANTHROPIC_API_KEY").as_deref() != Some("sk-ant-parent".as_ref()) {
+        let o = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+            .env("ANTHROPIC_API_KEY", "sk-ant-parent")
+            .env("OPENAI_API_KEY", "sk-oai-parent")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stdout).contains("KEYS-CHECKED"),
+            "{}",
+            text(&o)
+        );
+        return;
+    }
+    let f = fixture();
+    let seen = |sb: &Sandbox| {
+        let mut cmd = Command::new("sh");
+        cmd.arg("-c")
+            .arg("env | grep -E '^(ANTHROPIC|OPENAI)_API_KEY' | sort")
+            .current_dir(f.ws.path());
+        let o = sb.command(cmd).unwrap().output().unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    for mode in SandboxMode::ALL {
+        assert_eq!(seen(&sandbox(&f, mode, true)), "", "{mode}");
+    }
+    assert_eq!(seen(&Sandbox::full_access()), "", "an escalation");
+    let named = Sandbox::new(
+        SandboxPolicy {
+            mode: SandboxMode::FullAccess,
+            env_passthrough: vec!["OPENAI_API_KEY".into()],
+            ..SandboxPolicy::default()
+        },
+        f.ws.path(),
+        "keys",
+    )
+    .unwrap();
+    assert_eq!(seen(&named), "OPENAI_API_KEY=sk-oai-parent\n");
+    println!("KEYS-CHECKED");
 }

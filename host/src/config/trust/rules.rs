@@ -78,6 +78,11 @@ pub const RULES: &[Rule] = &[
         adds_entries,
     ),
     Rule::new(
+        "sandbox.allow_unix_sockets",
+        Effect::LowersSafety,
+        adds_entries,
+    ),
+    Rule::new(
         "permissions.approval",
         Effect::LowersSafety,
         looser_approval,

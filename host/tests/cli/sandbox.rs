@@ -1,0 +1,31 @@
+//! `latch sandbox check` on this machine: every probe of its self-test is
+//! refused, the Unix-socket connect outside the workspace among them (a
+//! listener the check starts itself), and the check says the sandbox holds.
+
+use super::latch;
+
+#[test]
+fn sandbox_check_refuses_every_probe_the_unix_socket_among_them() {
+    let ws = tempfile::tempdir().unwrap();
+    let out = latch(ws.path())
+        .args(["sandbox", "check"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let all = format!("{stdout}\nstderr: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{all}");
+    let unix = stdout
+        .lines()
+        .find(|l| l.contains("Unix socket connect outside the workspace"))
+        .unwrap_or_else(|| panic!("no Unix socket probe: {all}"));
+    assert!(
+        unix.contains("✓ refused") && unix.contains(".sock") && unix.contains("Permission denied"),
+        "{unix}"
+    );
+    assert_eq!(stdout.matches("✓ refused").count(), 4, "{all}");
+    assert!(!stdout.contains("ALLOWED"), "{all}");
+    assert!(
+        stdout.contains("the sandbox holds on this machine"),
+        "{all}"
+    );
+}
