@@ -11,6 +11,7 @@ pub mod group_cmd;
 pub mod integrations;
 pub mod mcp_cmd;
 pub mod render;
+pub mod repl_input;
 pub mod resume;
 pub mod sandbox_cmd;
 pub mod serve_cmd;
