@@ -21,11 +21,15 @@
 //! * [`compare`] — `latch engine compare`: short scripted sessions whose
 //!   figures are checked against the captured requests (the full sessions
 //!   are `#[ignore]`d: the local tier).
+//! * [`commands`] — custom slash commands: Tab, `/help` and `$ARGUMENTS`
+//!   in the TUI and the line interface.
 //! * [`trust`] — workspace trust: `run`/`serve` refuse, `--trust-workspace`,
 //!   `latch trust [--revoke]`, the REPL question and the TUI modal.
 
 #[path = "cli/children.rs"]
 mod children;
+#[path = "cli/commands.rs"]
+mod commands;
 #[path = "cli/compare.rs"]
 mod compare;
 #[path = "cli/crash.rs"]

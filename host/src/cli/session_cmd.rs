@@ -174,7 +174,11 @@ fn slash(
     let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
     let result = match cmd {
         "/help" => {
+            // `/sessions` is the TUI's (here: `latch sessions`).
             for (usage, help) in commands.help_lines() {
+                if usage == "/sessions" {
+                    continue;
+                }
                 println!("{usage:<14} {help}");
             }
             return Slash::Handled;
