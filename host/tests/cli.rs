@@ -23,6 +23,8 @@
 //!   are `#[ignore]`d: the local tier).
 //! * [`commands`] — custom slash commands: Tab, `/help` and `$ARGUMENTS`
 //!   in the TUI and the line interface.
+//! * [`hooks`] — `[hooks]` at every point, in the sandbox, a `pre_tool`
+//!   denial the model reads, trust for a workspace's hooks, the TUI row.
 //! * [`trust`] — workspace trust: `run`/`serve` refuse, `--trust-workspace`,
 //!   `latch trust [--revoke]`, the REPL question and the TUI modal.
 
@@ -36,6 +38,8 @@ mod compare;
 mod crash;
 #[path = "cli/group.rs"]
 mod group;
+#[path = "cli/hooks.rs"]
+mod hooks;
 #[path = "cli/lifecycle.rs"]
 mod lifecycle;
 #[path = "cli/npm_registry.rs"]

@@ -50,5 +50,5 @@ pub use commands::{CommandFileError, CustomCommand, CustomCommands};
 pub use slash::{SLASH_COMMANDS, Slash, SlashError, complete as complete_slash};
 pub use slots::{GroupView, PermissionPrompt};
 pub use surface::{Durable, Surface};
-pub use transcript::{DiffLine, DividerKind, Item, ToolRow, ToolStatus, Transcript};
+pub use transcript::{DiffLine, DividerKind, Item, ToolRow, ToolStatus, Transcript, hook_text};
 pub use usage::{RequestUsage, Usage};

@@ -22,7 +22,11 @@ fn workspace_with_commands() -> tempfile::TempDir {
          Review $ARGUMENTS and list its bugs.\n",
     )
     .unwrap();
-    std::fs::write(claude.join("explain.md"), "Explain the code in $ARGUMENTS.\n").unwrap();
+    std::fs::write(
+        claude.join("explain.md"),
+        "Explain the code in $ARGUMENTS.\n",
+    )
+    .unwrap();
     ws
 }
 
@@ -59,7 +63,11 @@ fn tab_completes_and_runs_a_custom_command_in_the_tui() {
     tmux.keys("tui", &["Enter"]);
     tmux.wait_for(
         "tui",
-        &["/review <file>", "Review one file for bugs (custom)", "/explain"],
+        &[
+            "/review <file>",
+            "Review one file for bugs (custom)",
+            "/explain",
+        ],
     );
     tmux.keys("tui", &["Escape"]);
     tmux.text("tui", "/rev");
@@ -90,11 +98,17 @@ fn tab_completes_and_runs_a_custom_command_in_the_line_interface() {
     let (_rt, server) = server();
     let ws = workspace_with_commands();
     let tmux = Tmux::new();
-    tmux.start("plain", &latch_line(ws.path(), &server, &["chat", "--plain"]));
+    tmux.start(
+        "plain",
+        &latch_line(ws.path(), &server, &["chat", "--plain"]),
+    );
     tmux.wait_for("plain", &["/help /context"]);
     tmux.text("plain", "/help");
     tmux.keys("plain", &["Enter"]);
-    tmux.wait_for("plain", &["/review <file>", "Review one file for bugs (custom)"]);
+    tmux.wait_for(
+        "plain",
+        &["/review <file>", "Review one file for bugs (custom)"],
+    );
     tmux.text("plain", "/rev");
     tmux.keys("plain", &["Tab"]);
     tmux.wait_for("plain", &["› /review"]);
