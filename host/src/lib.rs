@@ -8,6 +8,7 @@
 
 pub mod agent;
 pub mod cli;
+pub mod commands;
 pub mod compare;
 pub mod config;
 pub mod engine;

@@ -24,6 +24,10 @@
 //! * [`acp`] — `latch acp` driven by a scripted ACP client over stdio.
 //! * [`sandbox`] — `latch sandbox check` refuses its four probes, the
 //!   Unix-socket connect outside the workspace among them.
+//! * [`commands`] — custom slash commands: Tab, `/help` and `$ARGUMENTS`
+//!   in the TUI and the line interface.
+//! * [`hooks`] — `[hooks]` at every point, in the sandbox, a `pre_tool`
+//!   denial the model reads, trust for a workspace's hooks, the TUI row.
 //! * [`trust`] — workspace trust: `run`/`serve` refuse, `--trust-workspace`,
 //!   `latch trust [--revoke]`, the REPL question and the TUI modal.
 
@@ -31,12 +35,16 @@
 mod acp;
 #[path = "cli/children.rs"]
 mod children;
+#[path = "cli/commands.rs"]
+mod commands;
 #[path = "cli/compare.rs"]
 mod compare;
 #[path = "cli/crash.rs"]
 mod crash;
 #[path = "cli/group.rs"]
 mod group;
+#[path = "cli/hooks.rs"]
+mod hooks;
 #[path = "cli/lifecycle.rs"]
 mod lifecycle;
 #[path = "cli/npm_registry.rs"]

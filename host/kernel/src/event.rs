@@ -324,6 +324,32 @@ pub enum EventKind {
         /// Why.
         reason: String,
     },
+    /// A configured hook ran (see `[hooks]` in the config). Hidden from
+    /// engines: a `pre_tool` hook's denial reaches the model as the call's
+    /// result.
+    HookRan {
+        /// When it ran: `session_start`, `user_message`, `pre_tool`,
+        /// `post_tool` or `turn_end`.
+        hook: String,
+        /// The command line.
+        command: String,
+        /// The tool, for `pre_tool` and `post_tool`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        tool: Option<String>,
+        /// The call id, for `pre_tool` and `post_tool`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        call_id: Option<String>,
+        /// Exit code; none when it was killed (timeout, signal) or could
+        /// not start.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        exit_code: Option<i32>,
+        /// A bounded part of its combined output.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        output: String,
+        /// True when it denied the tool call (`pre_tool`, non-zero exit).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        denied: bool,
+    },
     /// Provider-reported usage of one request (authoritative over estimates).
     /// Every figure is stored as reported; a figure the provider did not
     /// report is `None`, never 0 (logs written before that stored 0 for an
@@ -581,6 +607,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "group",
     "group_message_delivered",
     "session_profile",
+    "hook_ran",
 ];
 
 /// The kinds hidden from engines, from recent context, from recall and from
@@ -600,6 +627,7 @@ pub const ENGINE_HIDDEN_KINDS: &[&str] = &[
     "provider_state",
     "group",
     "session_profile",
+    "hook_ran",
 ];
 
 /// Why a stored event could not be decoded.
@@ -658,6 +686,7 @@ impl EventKind {
             EventKind::ProcessExited { .. } => "process_exited",
             EventKind::CertificationAttempt { .. } => "certification_attempt",
             EventKind::ToolDenied { .. } => "tool_denied",
+            EventKind::HookRan { .. } => "hook_ran",
             EventKind::ProviderUsage { .. } => "provider_usage",
             EventKind::ChildSpawned { .. } => "child_spawned",
             EventKind::AgentResumed { .. } => "agent_resumed",
@@ -883,6 +912,20 @@ impl EventKind {
             EventKind::ToolDenied { tool, reason, .. } => note(
                 KernelNoteKind::Failure,
                 format!("{tool} denied: {reason}"),
+                vec![],
+            ),
+            // Hidden from engines (see `ENGINE_HIDDEN_KINDS`); for recall.
+            EventKind::HookRan {
+                hook,
+                command,
+                exit_code,
+                ..
+            } => note(
+                KernelNoteKind::Other,
+                match exit_code {
+                    Some(c) => format!("{hook} hook `{command}` exited with code {c}"),
+                    None => format!("{hook} hook `{command}` did not finish"),
+                },
                 vec![],
             ),
             EventKind::ProviderUsage {

@@ -100,6 +100,15 @@ impl ToolSet for ExtendedTools {
         self.base.on_resume();
     }
 
+    fn run_hook(
+        &mut self,
+        command: &str,
+        env: &[(&str, String)],
+        timeout: std::time::Duration,
+    ) -> latch_tools::HookRun {
+        self.base.run_hook(command, env, timeout)
+    }
+
     fn use_cancel(&mut self, cancel: latch_tools::Cancel) {
         // An interrupt also ends a running MCP call.
         if let Some(mcp) = self.mcp.as_mut() {

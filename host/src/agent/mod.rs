@@ -14,6 +14,7 @@ mod control;
 mod error;
 pub mod extended;
 mod guarded;
+pub mod hooks;
 pub mod permissions;
 pub mod prompt;
 pub mod provider_io;
@@ -129,6 +130,20 @@ pub trait ToolSet: Send {
     /// when the agent is built: the agent's [`TurnControl`] sets it on an
     /// interrupt). A tool set that runs no commands ignores it.
     fn use_cancel(&mut self, _cancel: latch_tools::Cancel) {}
+    /// Run a hook command with `env` where the tools run commands (the
+    /// session's sandbox and workspace). A tool set that runs no commands
+    /// cannot run hooks: it says so as the run's output.
+    fn run_hook(
+        &mut self,
+        _command: &str,
+        _env: &[(&str, String)],
+        _timeout: std::time::Duration,
+    ) -> latch_tools::HookRun {
+        latch_tools::HookRun {
+            exit_code: None,
+            output: "this tool set runs no commands, so it cannot run hooks".into(),
+        }
+    }
 }
 
 /// One session's agent.
@@ -172,6 +187,9 @@ pub struct Agent {
     /// (see [`Agent::with_extensions`]).
     extensions: Vec<ExtensionSource>,
     extension_tokens: u64,
+    /// Configured hooks (see [`hooks`]), and whether `session_start` ran.
+    hooks: hooks::HookCommands,
+    session_started: bool,
 }
 
 impl Agent {
@@ -232,6 +250,8 @@ impl Agent {
             permission_log: None,
             extensions: Vec::new(),
             extension_tokens: 0,
+            hooks: hooks::HookCommands::default(),
+            session_started: false,
         })
     }
 

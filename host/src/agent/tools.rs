@@ -69,6 +69,15 @@ impl ToolSet for StandardTools {
         latch_tools::execute(&outside, call).result
     }
 
+    fn run_hook(
+        &mut self,
+        command: &str,
+        env: &[(&str, String)],
+        timeout: std::time::Duration,
+    ) -> latch_tools::HookRun {
+        latch_tools::run_hook(&self.ctx, command, env, timeout)
+    }
+
     fn use_cancel(&mut self, cancel: latch_tools::Cancel) {
         self.ctx = self.ctx.clone().with_cancel(cancel);
     }

@@ -5,6 +5,7 @@
 //! continued, not taken for the end of the turn.
 
 use super::call_ids;
+use super::hooks::HookPoint;
 use super::permissions::Permit;
 use super::provider_io::{self, RequestFigures};
 use super::{Agent, AgentError, AgentEvent, StoreMedia, TurnOutcome, fill_provider_metrics};
@@ -69,6 +70,10 @@ impl Agent {
     ) -> Result<TurnOutcome, AgentError> {
         self.repair_interrupted(observer)?;
         self.start_controlled_turn();
+        if !self.session_started {
+            self.session_started = true;
+            self.run_hooks(HookPoint::SessionStart, None, &[], observer)?;
+        }
         // The session context is recorded when it is new or changed; the
         // first recorded one stays the first provider-visible message, and a
         // change reaches the model as an appended note.
@@ -99,8 +104,20 @@ impl Agent {
             },
             observer,
         )?;
+        self.run_hooks(
+            HookPoint::UserMessage,
+            None,
+            &[("LATCH_PROMPT", input.to_string())],
+            observer,
+        )?;
         match self.drive(input, observer) {
             Ok(outcome) => {
+                self.run_hooks(
+                    HookPoint::TurnEnd,
+                    None,
+                    &[("LATCH_FINAL_TEXT", outcome.final_text.clone())],
+                    observer,
+                )?;
                 self.append(
                     EventKind::RunFinished {
                         outcome: "completed".into(),
@@ -266,6 +283,10 @@ impl Agent {
             // during a later call loses none of the earlier ones.
             for call in &calls {
                 self.check_interrupt()?;
+                if let Some(denied) = self.pre_tool_hooks(call, observer)? {
+                    self.append(EventKind::ToolResult(denied), observer)?;
+                    continue;
+                }
                 if self.delegated_call(call, observer)? {
                     continue;
                 }
@@ -279,7 +300,8 @@ impl Agent {
                         Permit::Denied => continue,
                     }
                 };
-                self.append(EventKind::ToolResult(result), observer)?;
+                self.append(EventKind::ToolResult(result.clone()), observer)?;
+                self.post_tool_hooks(call, &result, observer)?;
             }
         }
     }

@@ -12,6 +12,7 @@ pub mod group_cmd;
 pub mod integrations;
 pub mod mcp_cmd;
 pub mod render;
+pub mod repl_input;
 pub mod resume;
 pub mod sandbox_cmd;
 pub mod serve_cmd;
@@ -89,7 +90,7 @@ pub struct GlobalArgs {
 pub enum Command {
     /// An interactive session in the workspace (the default command).
     #[command(
-        after_help = "Slash commands: /context  /compact  /recall <query>  /group  /exit\n\nExamples:\n  latch\n  latch --provider openai-compatible --base-url http://localhost:11434/v1 --model qwen2.5-coder chat"
+        after_help = "Slash commands: /help  /context  /compact  /recall <query>  /group  /exit, and custom ones from .latch/commands/*.md\n\nExamples:\n  latch\n  latch --provider openai-compatible --base-url http://localhost:11434/v1 --model qwen2.5-coder chat"
     )]
     Chat {
         /// Keep the line interface even on a terminal (the default on a

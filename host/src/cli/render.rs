@@ -44,6 +44,10 @@ pub fn event_line(event: &EventKind) -> Option<String> {
             terminal_safe(reason, 4 * MAX_PRINTED_CHARS)
         )),
         EventKind::ManualCompact => Some("  ◇ working memory reset (/compact)".into()),
+        EventKind::HookRan { .. } => Some(format!(
+            "  ◇ hook {}",
+            terminal_safe(&latch_surface::hook_text(event), MAX_PRINTED_CHARS)
+        )),
         EventKind::SessionProfile(p) => p.change_text().map(|text| {
             format!(
                 "  {} {}",

@@ -255,9 +255,22 @@ impl Backend for AgentBackend {
         self.agent(session, &mut |_| {}).map(drop)
     }
 
+    fn commands(&self) -> Vec<(String, String)> {
+        let (commands, _) = crate::commands::load(&self.env.workspace);
+        commands
+            .iter()
+            .map(|c| (c.usage(), c.description.clone()))
+            .collect()
+    }
+
     fn run_turn(&self, session: &str, text: &str, on: Sink<'_>) -> Result<(), BackendError> {
+        // `/name args` of a custom command runs the prompt it expands to.
+        let (commands, _) = crate::commands::load(&self.env.workspace);
+        let text = commands
+            .expand_line(text)
+            .unwrap_or_else(|| text.to_string());
         self.with_agent(session, on, |agent, on| {
-            match agent.run_turn(text, &mut observer(on)) {
+            match agent.run_turn(&text, &mut observer(on)) {
                 Ok(_) => Ok(()),
                 Err(e @ AgentError::Interrupted) => Err(BackendError::Interrupted(e.to_string())),
                 Err(e) => Err(failed(e)),

@@ -5,7 +5,7 @@ use super::GlobalArgs;
 use super::render;
 use super::setup::{self, Env};
 use crate::agent::{Agent, AgentEvent};
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::Path;
 
 /// Observer that prints the streaming transcript (and, with `json`, every
@@ -133,25 +133,24 @@ pub fn chat(
             agent.engine_name()
         );
     }
-    eprintln!("type a task, or /context /compact /recall <query> /group /exit");
-    let stdin = std::io::stdin();
-    loop {
-        print!("\n› ");
-        std::io::stdout().flush()?;
-        let mut line = String::new();
-        if stdin.lock().read_line(&mut line)? == 0 {
-            break;
-        }
+    let (commands, warnings) = crate::commands::load(&env.workspace);
+    for w in &warnings {
+        eprintln!("warning: {w}");
+    }
+    eprintln!("type a task, or /help /context /compact /recall <query> /group /exit");
+    let mut input = super::repl_input::LineInput::new(commands.clone());
+    while let Some(line) = input.read()? {
         let line = line.trim();
         if line.is_empty() {
             continue;
         }
-        match slash(&mut agent, line, &mut out) {
+        let task = match slash(&mut agent, line, &commands, &mut out) {
             Slash::Exit => break,
             Slash::Handled => continue,
-            Slash::Task => {}
-        }
-        if let Err(e) = agent.run_turn(line, &mut out) {
+            Slash::Task => line.to_string(),
+            Slash::Custom(prompt) => prompt,
+        };
+        if let Err(e) = agent.run_turn(&task, &mut out) {
             eprintln!("error: {}", safe(&e.to_string()));
         }
     }
@@ -162,11 +161,29 @@ enum Slash {
     Exit,
     Handled,
     Task,
+    /// A custom command: the prompt it expands to.
+    Custom(String),
 }
 
-fn slash(agent: &mut Agent, line: &str, out: &mut (dyn FnMut(AgentEvent) + Send)) -> Slash {
+fn slash(
+    agent: &mut Agent,
+    line: &str,
+    commands: &latch_surface::CustomCommands,
+    out: &mut (dyn FnMut(AgentEvent) + Send),
+) -> Slash {
     let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
     let result = match cmd {
+        "/help" => {
+            // `/sessions` is the TUI's (here: `latch sessions`).
+            for (usage, help) in commands.help_lines() {
+                if usage == "/sessions" {
+                    continue;
+                }
+                println!("{usage:<14} {help}");
+            }
+            return Slash::Handled;
+        }
+        _ if let Some(prompt) = commands.expand_line(line) => return Slash::Custom(prompt),
         "/exit" | "/quit" => return Slash::Exit,
         "/context" => agent.context_report().and_then(|r| {
             let figures = agent.provider_figures()?;
@@ -196,7 +213,7 @@ fn slash(agent: &mut Agent, line: &str, out: &mut (dyn FnMut(AgentEvent) + Send)
         }
         c if c.starts_with('/') => {
             eprintln!(
-                "unknown command {c}: try /context, /compact, /recall <query>, /group, /exit"
+                "unknown command {c}: try /help, /context, /compact, /recall <query>, /group, /exit"
             );
             return Slash::Handled;
         }

@@ -321,7 +321,8 @@ pub fn build_agent_observed(
         tools,
         options.clone(),
     )?
-    .with_extensions(extensions);
+    .with_extensions(extensions)
+    .with_hooks(env.config.config.hooks.commands());
     if !is_root {
         // A child the user drives: its parent hears of the run and gets
         // its report, and it stays a member of its group with the same

@@ -127,6 +127,9 @@ pub fn open(
     surface.go_live();
     let mut state = UiState::new(surface, title);
     state.quit_on_q = quit_on_q;
+    let (commands, warnings) = crate::commands::load(std::path::Path::new(&workspace));
+    state.commands = commands;
+    state.notice = warnings.first().cloned();
     let control = agent.control();
     // Approvals are answered in the modal (never on the raw-mode terminal).
     let (approver, answers) = TuiApprover::new(control.clone());

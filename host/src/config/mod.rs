@@ -2,6 +2,7 @@
 //! the user's `latch/config.toml`. Every table refuses unknown keys with the
 //! key's name and line, so a typo is never silently ignored.
 
+pub mod hooks;
 mod permissions;
 
 pub use permissions::{PermissionsConfig, SandboxConfig};
@@ -69,6 +70,10 @@ pub struct Config {
     /// MCP servers, started at session start.
     #[serde(default)]
     pub mcp: skills_mcp::McpConfig,
+    /// Commands run at session start, around tool calls, on a user message
+    /// and at the end of a turn.
+    #[serde(default)]
+    pub hooks: hooks::HooksConfig,
 }
 
 /// `[agents]`: child agents.

@@ -28,6 +28,7 @@
 //! * [`children`] — child agents and their state.
 //! * [`slots`] — the GROUP block and permission-prompt extension points.
 //! * [`slash`] — slash-command parsing shared by every surface.
+//! * [`commands`] — custom slash commands: Markdown files with `$ARGUMENTS`.
 //! * [`surface`] — [`Surface`], the combined reducer.
 
 #![warn(missing_docs)]
@@ -35,6 +36,7 @@
 pub mod activity;
 pub mod catch_up;
 pub mod children;
+pub mod commands;
 pub mod slash;
 pub mod slots;
 pub mod surface;
@@ -44,8 +46,9 @@ pub mod usage;
 pub use activity::{Activity, Delta, Phase};
 pub use catch_up::{catch_up, replay_live, surface_of};
 pub use children::{ChildView, Children};
+pub use commands::{CommandFileError, CustomCommand, CustomCommands};
 pub use slash::{SLASH_COMMANDS, Slash, SlashError, complete as complete_slash};
 pub use slots::{GroupView, PermissionPrompt};
 pub use surface::{Durable, Surface};
-pub use transcript::{DiffLine, DividerKind, Item, ToolRow, ToolStatus, Transcript};
+pub use transcript::{DiffLine, DividerKind, Item, ToolRow, ToolStatus, Transcript, hook_text};
 pub use usage::{RequestUsage, Usage};

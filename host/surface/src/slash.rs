@@ -32,6 +32,8 @@ pub enum Slash {
     Help,
     /// `/exit` (or `/quit`).
     Exit,
+    /// A custom command (see [`crate::commands`]): the prompt it expands to.
+    Custom(String),
 }
 
 /// Why a line is not a valid slash command.
@@ -63,6 +65,14 @@ impl Slash {
     /// Parse `line`: `None` when it is not a slash command (a task for the
     /// model), else the command or why it is not one.
     pub fn parse(line: &str) -> Option<Result<Slash, SlashError>> {
+        Slash::parse_with(line, &crate::commands::CustomCommands::new())
+    }
+
+    /// [`Slash::parse`], knowing the custom commands `custom` too.
+    pub fn parse_with(
+        line: &str,
+        custom: &crate::commands::CustomCommands,
+    ) -> Option<Result<Slash, SlashError>> {
         let line = line.trim();
         if !line.starts_with('/') {
             return None;
@@ -78,6 +88,7 @@ impl Slash {
             "/sessions" => Ok(Slash::Sessions),
             "/help" => Ok(Slash::Help),
             "/exit" | "/quit" => Ok(Slash::Exit),
+            _ if let Some(prompt) = custom.expand_line(line) => Ok(Slash::Custom(prompt)),
             other => Err(SlashError::Unknown(other.to_string())),
         })
     }

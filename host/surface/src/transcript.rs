@@ -235,6 +235,11 @@ impl Transcript {
                 }
                 self.generation = k.generation;
             }
+            EventKind::HookRan { .. } => self.items.push(Item::Notification {
+                seq,
+                source: "hook".into(),
+                text: hook_text(event),
+            }),
             EventKind::ToolDenied { tool, reason, .. } => self.items.push(Item::Denied {
                 seq,
                 tool: tool.clone(),
@@ -361,6 +366,40 @@ pub fn parts_text(parts: &[Part]) -> String {
         .map(latch_engine_sdk::render_part_text)
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// The line a `hook_ran` event shows: which hook, the command, how it
+/// ended and the first line of its output; empty for other kinds.
+pub fn hook_text(event: &EventKind) -> String {
+    let EventKind::HookRan {
+        hook,
+        command,
+        tool,
+        exit_code,
+        output,
+        denied,
+        ..
+    } = event
+    else {
+        return String::new();
+    };
+    let on = tool
+        .as_deref()
+        .map(|t| format!(" ({t})"))
+        .unwrap_or_default();
+    let how = match (exit_code, denied) {
+        (_, true) => "denied the call".to_string(),
+        (Some(0), _) => "ok".to_string(),
+        (Some(c), _) => format!("exit {c}"),
+        (None, _) => "did not finish".to_string(),
+    };
+    let first = output.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let first: String = first.chars().take(160).collect();
+    if first.is_empty() {
+        format!("{hook}{on} `{command}`: {how}")
+    } else {
+        format!("{hook}{on} `{command}`: {how}: {first}")
+    }
 }
 
 fn tool_row(seq: u64, call: &ToolCall) -> ToolRow {

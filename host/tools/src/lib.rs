@@ -26,6 +26,7 @@ mod args;
 mod error;
 mod evidence;
 mod files;
+pub mod hook;
 mod paths;
 pub mod policy;
 pub mod preview;
@@ -38,6 +39,7 @@ mod spec;
 mod task;
 
 pub use error::ToolError;
+pub use hook::{HookRun, run_hook};
 pub use latch_sandbox::Sandbox;
 pub use policy::{DenyRule, hard_deny, is_read_only};
 pub use preview::{Preview, preview};

@@ -3,7 +3,7 @@
 
 use crate::event::{Command, PermissionAnswer};
 use crate::state::{Popup, UiState};
-use latch_surface::{SLASH_COMMANDS, Slash, complete_slash};
+use latch_surface::Slash;
 use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 /// Lines one PageUp/PageDown scrolls.
@@ -126,8 +126,24 @@ pub fn on_key(state: &mut UiState, key: KeyEvent) -> Vec<Command> {
         KeyCode::Enter => return submit(state),
         KeyCode::Tab => {
             let text = state.composer.text().to_string();
-            if let [only] = complete_slash(&text)[..] {
-                state.composer.set(format!("{only} "));
+            let found = state.commands.complete(&text);
+            match &found[..] {
+                [] => {}
+                [only] => state.composer.set(format!("{only} ")),
+                many => {
+                    // As far as they agree, and the choices on the status line.
+                    let common = many.iter().skip(1).fold(many[0].clone(), |acc, n| {
+                        acc.chars()
+                            .zip(n.chars())
+                            .take_while(|(a, b)| a == b)
+                            .map(|(a, _)| a)
+                            .collect()
+                    });
+                    if common.len() > text.len() {
+                        state.composer.set(common);
+                    }
+                    state.notice = Some(many.join("  "));
+                }
             }
         }
         KeyCode::Char('q') if state.quit_on_q && state.composer.is_empty() && !state.running => {
@@ -175,7 +191,7 @@ fn submit(state: &mut UiState) -> Vec<Command> {
     let text = state.composer.take();
     state.scroll = 0;
     state.notice = None;
-    match Slash::parse(&text) {
+    match Slash::parse_with(&text, &state.commands) {
         None if state.running => {
             state.queued.push(text.clone());
             vec![Command::Steer(text)]
@@ -198,9 +214,19 @@ fn submit(state: &mut UiState) -> Vec<Command> {
                 state.quit = true;
                 vec![Command::Exit]
             }
+            Slash::Custom(prompt) if state.running => {
+                state.queued.push(prompt.clone());
+                vec![Command::Steer(prompt)]
+            }
+            Slash::Custom(prompt) => {
+                state.running = true;
+                vec![Command::Submit(prompt)]
+            }
             Slash::Help => {
-                let mut lines: Vec<String> = SLASH_COMMANDS
-                    .iter()
+                let mut lines: Vec<String> = state
+                    .commands
+                    .help_lines()
+                    .into_iter()
                     .map(|(n, h)| format!("{n:<14} {h}"))
                     .collect();
                 lines.push(String::new());

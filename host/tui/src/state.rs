@@ -52,6 +52,8 @@ pub struct UiState {
     pub deny_reason: Option<String>,
     /// Session, model and engine, for the status line.
     pub title: String,
+    /// The custom slash commands (`/help` lists them, Tab completes them).
+    pub commands: latch_surface::CustomCommands,
 }
 
 impl UiState {
@@ -73,6 +75,7 @@ impl UiState {
             answered: None,
             deny_reason: None,
             title: title.into(),
+            commands: latch_surface::CustomCommands::new(),
         }
     }
 

@@ -60,6 +60,12 @@ pub trait Backend: Send + Sync + 'static {
     fn drive(&self, _session: &str) -> Result<(), BackendError> {
         Ok(())
     }
+    /// The workspace's custom slash commands as `(usage, help)`, for the
+    /// page's `/help` and completion (the turn expands them). None by
+    /// default.
+    fn commands(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
     /// Run one turn with the user's `text` (blocking).
     fn run_turn(&self, session: &str, text: &str, on: Sink<'_>) -> Result<(), BackendError>;
     /// Resume the session in this process: settle what an earlier process

@@ -33,6 +33,7 @@ pub const SENT_AS_STORED: &[&str] = &[
     "process_exited",
     "certification_attempt",
     "tool_denied",
+    "hook_ran",
     "provider_usage",
     "child_spawned",
     "agent_resumed",

@@ -8,6 +8,7 @@
 //! reasoning text on the wire.
 //!
 //! * [`browser`] — the page in headless Chromium.
+//! * [`commands`] — custom slash commands and a hook's row on the page.
 //! * [`control`] — interrupts, permission answers and the group view.
 //! * [`attack`] — another local page and a local service trying to answer
 //!   a pending permission request.
@@ -18,6 +19,8 @@
 mod attack;
 #[path = "web_browser.rs"]
 mod browser;
+#[path = "web_commands.rs"]
+mod commands;
 #[path = "web_control.rs"]
 mod control;
 #[path = "web_lifecycle.rs"]

@@ -96,6 +96,7 @@ pub const RULES: &[Rule] = &[
         not_builtin,
     ),
     Rule::program("mcp.servers.*"),
+    Rule::program("hooks.*"),
 ];
 
 /// `full-access` over `workspace-write` over `read-only`.
@@ -155,11 +156,17 @@ fn not_builtin(value: &Value, without: Option<&Value>) -> bool {
     value.as_str().is_some_and(|v| !v.starts_with("builtin:")) && Some(value) != without
 }
 
-/// Any entry but one that only turns the entry off (`enabled = false`).
+/// Any entry but one that only turns the entry off (`enabled = false`),
+/// an empty command list (a hook point with no commands), or a number (a
+/// hook timeout).
 fn starts_program(value: &Value, _without: Option<&Value>) -> bool {
-    match value.as_table() {
-        Some(t) => !(t.len() == 1 && t.get("enabled").and_then(Value::as_bool) == Some(false)),
-        None => true,
+    match value {
+        Value::Table(t) => {
+            !(t.len() == 1 && t.get("enabled").and_then(Value::as_bool) == Some(false))
+        }
+        Value::Array(commands) => !commands.is_empty(),
+        Value::Integer(_) => false,
+        _ => true,
     }
 }
 
@@ -200,5 +207,8 @@ mod tests {
         assert!(starts_program(&v("{ command = \"npx\" }"), None));
         assert!(starts_program(&v("{ url = \"http://x/mcp\" }"), None));
         assert!(!starts_program(&v("{ enabled = false }"), None));
+        assert!(starts_program(&v("[\"./check.sh\"]"), None));
+        assert!(!starts_program(&v("[]"), None));
+        assert!(!starts_program(&v("5000"), None));
     }
 }

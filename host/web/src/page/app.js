@@ -11,7 +11,8 @@
 // EventSource cannot set that header.
 "use strict";
 
-const SLASH = ["/context", "/compact", "/recall ", "/resume", "/group", "/interrupt"];
+const SLASH = ["/context", "/compact", "/recall ", "/resume", "/group", "/interrupt", "/help"];
+let CUSTOM = [];        // custom commands: [{usage, help}] from GET /api/commands
 const TOKEN_KEY = "latch-token";
 let current = null;     // session id
 let stream = null;      // AbortController of the open event stream
@@ -387,8 +388,23 @@ async function send(text) {
     } else if (cmd === "/interrupt") {
       await interrupt();
       return;
+    } else if (cmd === "/help") {
+      const box = $("completions"); box.replaceChildren();
+      SLASH.concat(CUSTOM.map((c) => c.usage + " — " + c.help))
+        .forEach((c) => box.appendChild(el("div", "help-line", c)));
+      return;
+    } else if (customNames().includes(cmd)) {
+      // The server expands it (`$ARGUMENTS`) and runs the prompt.
+      await api("/sessions/" + id + "/messages", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ text }),
+      });
+      status("running · " + id);
+      running(true);
+      return;
     } else {
-      notice("Unknown command " + cmd + ": try " + SLASH.join(" "));
+      notice("Unknown command " + cmd + ": try " + SLASH.concat(customNames()).join(" "));
     }
     scheduleRefresh();
     return;
@@ -407,7 +423,12 @@ function complete() {
   const box = $("completions");
   box.replaceChildren();
   if (!v.startsWith("/") || v.includes(" ")) return;
-  SLASH.filter((c) => c.startsWith(v) && c.trim() !== v).forEach((c) => box.appendChild(el("div", "", c)));
+  SLASH.concat(customNames()).filter((c) => c.startsWith(v) && c.trim() !== v)
+    .forEach((c) => box.appendChild(el("div", "", c)));
+}
+
+function customNames() {
+  return CUSTOM.map((c) => c.usage.split(" ")[0]);
 }
 
 async function main() {
@@ -438,6 +459,7 @@ async function main() {
   });
   try {
     const sessions = await loadSessions();
+    CUSTOM = (await api("/commands")).commands;
     status("ready");
     const wanted = wantedSession;
     if (wanted) await open(wanted);

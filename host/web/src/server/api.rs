@@ -110,6 +110,18 @@ fn summary(s: &SessionRecord, busy: bool, children: Vec<Value>) -> Value {
     })
 }
 
+/// `GET /api/commands`: the custom slash commands, `{commands: [{usage,
+/// help}]}` (a message `/name args` runs one).
+pub async fn commands(State(state): State<Arc<AppState>>) -> ApiResult {
+    let st = state.clone();
+    let commands = blocking(move || Ok(st.backend.commands())).await?;
+    let list: Vec<Value> = commands
+        .into_iter()
+        .map(|(usage, help)| json!({ "usage": usage, "help": help }))
+        .collect();
+    Ok(Json(json!({ "commands": list })).into_response())
+}
+
 /// `GET /api/sessions`: the workspace's sessions, newest first, children
 /// nested under their parent.
 pub async fn list(State(state): State<Arc<AppState>>) -> ApiResult {

@@ -108,6 +108,7 @@ pub fn router(backend: Arc<dyn Backend>, config: WebConfig) -> Router {
     });
     let api = Router::new()
         .route("/sessions", get(api::list).post(api::create))
+        .route("/commands", get(api::commands))
         .route("/sessions/{id}", get(api::show))
         .route("/sessions/{id}/messages", post(api::message))
         .route("/sessions/{id}/resume", post(api::resume))
