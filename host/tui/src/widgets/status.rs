@@ -36,12 +36,26 @@ pub fn render_input(frame: &mut Frame, area: Rect, state: &UiState) {
     let row = before.matches('\n').count() as u16;
     let col = before.rsplit('\n').next().unwrap_or("").width() as u16;
     let top = row.saturating_sub(inner.height.saturating_sub(1));
-    frame.render_widget(Paragraph::new(lines).block(block).scroll((top, 0)), area);
+    // A line longer than the box scrolls sideways to keep the cursor in it.
+    let left = col.saturating_sub(inner.width.saturating_sub(1));
+    frame.render_widget(Paragraph::new(lines).block(block).scroll((top, left)), area);
     if state.popup.is_none() && state.modal().is_none() {
         frame.set_cursor_position(Position {
-            x: inner.x + col.min(inner.width.saturating_sub(1)),
+            x: inner.x + (col - left).min(inner.width.saturating_sub(1)),
             y: inner.y + row - top,
         });
+    }
+}
+
+/// The spinner's frames.
+pub const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/// `secs` as the status line shows it: `7 s`, `2 min 05 s`.
+pub fn elapsed_text(secs: u64) -> String {
+    if secs < 60 {
+        format!("{secs} s")
+    } else {
+        format!("{} min {:02} s", secs / 60, secs % 60)
     }
 }
 
@@ -49,6 +63,7 @@ pub fn render_input(frame: &mut Frame, area: Rect, state: &UiState) {
 pub fn status_text(state: &UiState) -> (String, Color) {
     let activity = state.surface.activity();
     let color = match activity {
+        _ if state.warning.is_some() && state.running => Color::Magenta,
         Activity::Idle => Color::Green,
         Activity::Interrupted(_) => Color::Yellow,
         Activity::Retrying { .. } | Activity::AwaitingPermission(_) => Color::Magenta,
@@ -59,6 +74,15 @@ pub fn status_text(state: &UiState) -> (String, Color) {
         (Activity::Idle, true) => "waiting for the model".to_string(),
         (a, _) => a.label(),
     };
+    if let Some(started) = state.started.filter(|_| state.running) {
+        let elapsed = started.elapsed();
+        let frame = SPINNER[(elapsed.as_millis() / 100) as usize % SPINNER.len()];
+        text = format!("{frame} {text} · {}", elapsed_text(elapsed.as_secs()));
+    }
+    if let Some(w) = state.warning.as_ref().filter(|_| state.running) {
+        text.push_str(" · ");
+        text.push_str(w);
+    }
     if let Some(n) = &state.notice {
         text.push_str(" · ");
         text.push_str(n);
@@ -70,7 +94,9 @@ pub fn status_text(state: &UiState) -> (String, Color) {
 pub fn render_status(frame: &mut Frame, area: Rect, state: &UiState) {
     let (text, color) = status_text(state);
     let right = format!(" {} ", state.title);
-    let keys = if state.quit_on_q && !state.running {
+    let keys = if state.scroll > 0 {
+        " ↑ scrolled back · End returns to live "
+    } else if state.quit_on_q && !state.running {
         " q quits "
     } else if area.width >= 100 {
         " Ctrl-B sidebar · Ctrl-O expand · Esc stops "

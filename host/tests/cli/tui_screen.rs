@@ -1,0 +1,192 @@
+//! The terminal UI's screen in a tmux pseudo-terminal, on the real binary:
+//! provider retries reach the status line and `.latch/latch.log`, never the
+//! screen; the first screen says where you are; leaving prints the session
+//! and how to resume it; a failed turn's error shows in full; `latch demo
+//! --tui --instant` answers typing after the end. Each test keeps what the
+//! screen showed under `target/tui-captures/` (the README's captures come
+//! from there).
+
+use super::tui::{Tmux, latch_line};
+use super::{latch, project};
+use latch_provider::fake::{FakeServer, Script, ScriptStep, ScriptedFailure, ScriptedTurn};
+use std::time::{Duration, Instant};
+
+/// Keep `screen` as `target/tui-captures/<name>.txt`.
+fn keep(name: &str, screen: &[String]) {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("tui-captures");
+    std::fs::create_dir_all(&dir).unwrap();
+    let text: Vec<&str> = screen.iter().map(|r| r.trim_end()).collect();
+    std::fs::write(dir.join(format!("{name}.txt")), text.join("\n").trim_end()).unwrap();
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn wait_exit(tmux: &Tmux, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !tmux.exited(name) {
+        assert!(Instant::now() < deadline, "latch did not leave");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn first_screen_retry_warning_and_goodbye() {
+    let rt = runtime();
+    let rate_limited = || {
+        ScriptStep::Fail(ScriptedFailure::RateLimited {
+            retry_after: Some("3".into()),
+        })
+    };
+    let script = Script::new([
+        rate_limited(),
+        rate_limited(),
+        ScriptStep::Turn(ScriptedTurn::text("Done after the retries.")),
+    ]);
+    let server = rt.block_on(FakeServer::start(script)).unwrap();
+    let ws = project();
+    let tmux = Tmux::new();
+    tmux.start("s", &latch_line(ws.path(), &server, &[]));
+    let first = tmux.wait_for(
+        "s",
+        &[
+            "workspace",
+            "provider   openai-compatible",
+            "model      local",
+            "engine     builtin:continuity",
+            "Type a task and press Enter",
+        ],
+    );
+    let shown = ws.path().canonicalize().unwrap().display().to_string();
+    assert!(first.join("\n").contains(&shown[..shown.len().min(60)]));
+    keep("first-screen", &first);
+
+    tmux.text("s", "say hello");
+    tmux.keys("s", &["Enter"]);
+    let retrying = tmux.wait_for("s", &["retrying in ", "attempt 2"]);
+    keep("retrying", &retrying);
+    let all = retrying.join("\n");
+    assert!(
+        !all.contains("WARN"),
+        "no log line crosses the screen:\n{all}"
+    );
+    // The status line is the last row; the warning is there.
+    let status = retrying
+        .iter()
+        .rev()
+        .find(|r| !r.trim().is_empty())
+        .unwrap();
+    assert!(status.contains("retrying in "), "{all}");
+    let done = tmux.wait_for("s", &["Done after the retries."]);
+    assert!(!done.join("\n").contains("WARN"), "{}", done.join("\n"));
+    let log = std::fs::read_to_string(ws.path().join(".latch/latch.log")).unwrap();
+    assert!(
+        log.contains("WARN") && log.contains("retrying") && log.contains("attempt=3"),
+        "{log}"
+    );
+
+    // `/context` shows the provider's figures; its key line is in view.
+    tmux.text("s", "/context");
+    tmux.keys("s", &["Enter"]);
+    let context = tmux.wait_for("s", &["provider prefix utilization", "Esc closes"]);
+    keep("context", &context);
+    tmux.keys("s", &["Escape"]);
+    tmux.text("s", "/recall hello");
+    tmux.keys("s", &["Enter"]);
+    let recall = tmux.wait_for("s", &["/recall hello", "Esc closes"]);
+    keep("recall", &recall);
+    tmux.keys("s", &["Escape"]);
+
+    tmux.text("s", "/exit");
+    tmux.keys("s", &["Enter"]);
+    wait_exit(&tmux, "s");
+    let bye = tmux.screen("s");
+    keep("goodbye", &bye);
+    let all = bye.join("\n");
+    let store = latch_kernel::Store::open(latch_kernel::default_store_path(ws.path())).unwrap();
+    let session = store.list_sessions(&shown).unwrap().remove(0).id;
+    assert!(all.contains(&format!("Session {session} saved.")), "{all}");
+    assert!(all.contains(&format!("resume {session}")), "{all}");
+
+    // `/recall` showed what `latch recall` prints.
+    let out = latch(ws.path())
+        .args(["recall", &session, "hello"])
+        .output()
+        .unwrap();
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let popup = recall.join("\n");
+    let mut compared = 0;
+    for line in printed.lines().filter(|l| !l.trim().is_empty()) {
+        let head: String = line.trim().chars().take(40).collect();
+        assert!(
+            popup.contains(&head),
+            "{head:?} is not in the popup:\n{popup}"
+        );
+        compared += 1;
+    }
+    assert!(compared > 0, "latch recall printed nothing: {printed}");
+}
+
+#[test]
+fn a_failed_turn_shows_its_whole_error() {
+    let rt = runtime();
+    let long = format!(
+        "{} — the end of the reason",
+        "the model is not available; ".repeat(8)
+    );
+    let script = Script::new([ScriptStep::Fail(ScriptedFailure::Reject {
+        status: 404,
+        message: long.clone(),
+    })]);
+    let server = rt.block_on(FakeServer::start(script)).unwrap();
+    let ws = project();
+    let tmux = Tmux::new();
+    tmux.start("e", &latch_line(ws.path(), &server, &[]));
+    tmux.wait_for("e", &["Type a task and press Enter"]);
+    tmux.text("e", "anything");
+    tmux.keys("e", &["Enter"]);
+    let screen = tmux.wait_for("e", &["the end of the reason", "see why above"]);
+    keep("error", &screen);
+    tmux.text("e", "/exit");
+    tmux.keys("e", &["Enter"]);
+}
+
+#[test]
+fn the_demo_plays_and_explains_its_scripted_model() {
+    let home = tempfile::tempdir().unwrap();
+    let cmd = latch(home.path());
+    let mut line = String::from("env");
+    for (k, v) in cmd.get_envs() {
+        match v {
+            Some(v) => line.push_str(&format!(
+                " {}='{}'",
+                k.to_string_lossy(),
+                v.to_string_lossy()
+            )),
+            None => line.push_str(&format!(" -u {}", k.to_string_lossy())),
+        }
+    }
+    line.push_str(&format!(
+        " '{}' demo --tui --instant",
+        cmd.get_program().to_string_lossy()
+    ));
+    let tmux = Tmux::new();
+    tmux.start("d", &line);
+    let done = tmux.wait_for("d", &["◆ completion certified", "q quits"]);
+    keep("demo", &done);
+    tmux.text("d", "now add a multiply function");
+    tmux.keys("d", &["Enter"]);
+    let told = tmux.wait_for("d", &["model is scripted"]);
+    keep("demo-typed", &told);
+    tmux.keys("d", &["C-u"]);
+    tmux.keys("d", &["q"]);
+    wait_exit(&tmux, "d");
+}
