@@ -144,6 +144,7 @@ pub fn open(
         state.running = true;
         let _ = op_tx.send(Command::Submit(task));
     }
+    let bye = goodbye(&session, &workspace);
     let worker = std::thread::Builder::new()
         .name("latch-agent".into())
         .spawn(move || {
@@ -175,7 +176,7 @@ pub fn open(
     let _ = worker.join();
     result?;
     if !quit_on_q {
-        println!("{}", goodbye(&session, &workspace));
+        println!("{bye}");
     }
     Ok(0)
 }

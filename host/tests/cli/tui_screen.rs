@@ -30,6 +30,24 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
+/// Wait up to `secs` for every needle (the first start of a fresh home
+/// compiles the engine component, slow on a loaded machine).
+fn wait_long(tmux: &Tmux, name: &str, needles: &[&str], secs: u64) -> Vec<String> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let screen = tmux.screen(name);
+        let all = screen.join("\n");
+        if needles.iter().all(|n| all.contains(n)) {
+            return screen;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "waited {secs} s for {needles:?}:\n{all}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn wait_exit(tmux: &Tmux, name: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while !tmux.exited(name) {
@@ -55,7 +73,8 @@ fn first_screen_retry_warning_and_goodbye() {
     let ws = project();
     let tmux = Tmux::new();
     tmux.start("s", &latch_line(ws.path(), &server, &[]));
-    let first = tmux.wait_for(
+    let first = wait_long(
+        &tmux,
         "s",
         &[
             "workspace",
@@ -64,6 +83,7 @@ fn first_screen_retry_warning_and_goodbye() {
             "engine     builtin:continuity",
             "Type a task and press Enter",
         ],
+        300,
     );
     let shown = ws.path().canonicalize().unwrap().display().to_string();
     assert!(first.join("\n").contains(&shown[..shown.len().min(60)]));
@@ -150,7 +170,7 @@ fn a_failed_turn_shows_its_whole_error() {
     let ws = project();
     let tmux = Tmux::new();
     tmux.start("e", &latch_line(ws.path(), &server, &[]));
-    tmux.wait_for("e", &["Type a task and press Enter"]);
+    wait_long(&tmux, "e", &["Type a task and press Enter"], 300);
     tmux.text("e", "anything");
     tmux.keys("e", &["Enter"]);
     let screen = tmux.wait_for("e", &["the end of the reason", "see why above"]);
@@ -164,14 +184,19 @@ fn the_demo_plays_and_explains_its_scripted_model() {
     let home = tempfile::tempdir().unwrap();
     let cmd = latch(home.path());
     let mut line = String::from("env");
+    // `env` takes its `-u` options before the assignments.
     for (k, v) in cmd.get_envs() {
-        match v {
-            Some(v) => line.push_str(&format!(
+        if v.is_none() {
+            line.push_str(&format!(" -u {}", k.to_string_lossy()));
+        }
+    }
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            line.push_str(&format!(
                 " {}='{}'",
                 k.to_string_lossy(),
                 v.to_string_lossy()
-            )),
-            None => line.push_str(&format!(" -u {}", k.to_string_lossy())),
+            ));
         }
     }
     line.push_str(&format!(
@@ -180,7 +205,7 @@ fn the_demo_plays_and_explains_its_scripted_model() {
     ));
     let tmux = Tmux::new();
     tmux.start("d", &line);
-    let done = tmux.wait_for("d", &["◆ completion certified", "q quits"]);
+    let done = wait_long(&tmux, "d", &["◆ completion certified", "q quits"], 300);
     keep("demo", &done);
     tmux.text("d", "now add a multiply function");
     tmux.keys("d", &["Enter"]);

@@ -19,6 +19,9 @@ struct Captured {
     status: Option<String>,
 }
 
+/// Most characters of a retry's reason on the status line.
+const REASON_MAX: usize = 40;
+
 static CAPTURED: Mutex<Option<Captured>> = Mutex::new(None);
 
 /// The tracing layer that writes every log line to stderr, or to the log
@@ -103,6 +106,11 @@ impl Fields {
                 .message
                 .strip_prefix("retrying: ")
                 .unwrap_or(&self.message);
+            // The reason is cut, never the attempt (the log has it whole).
+            let reason = match reason.char_indices().nth(REASON_MAX) {
+                Some((i, _)) => format!("{}…", &reason[..i]),
+                None => reason.to_string(),
+            };
             return format!(
                 "retrying in {} s: {reason}, attempt {attempt}",
                 ms.div_ceil(1000)

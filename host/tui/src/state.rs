@@ -121,7 +121,13 @@ impl UiState {
                     }
                 }
             }
-            Input::Delta(d) => self.surface.delta(d),
+            Input::Delta(d) => {
+                // Text flows again: a retry warning is over.
+                if matches!(d, latch_surface::Delta::Text(_)) {
+                    self.warning = None;
+                }
+                self.surface.delta(d)
+            }
             Input::TurnStarted => {
                 self.running = true;
                 self.started = Some(Instant::now());

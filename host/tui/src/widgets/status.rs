@@ -47,6 +47,18 @@ pub fn render_input(frame: &mut Frame, area: Rect, state: &UiState) {
     }
 }
 
+/// Most characters of one part of the status line (the activity, the
+/// latest warning): what follows it stays in view.
+const STATUS_MAX: usize = 72;
+
+/// Cut `text` to `max` characters, with an ellipsis.
+fn cut(text: &mut String, max: usize) {
+    if let Some((i, _)) = text.char_indices().nth(max) {
+        text.truncate(i);
+        text.push('…');
+    }
+}
+
 /// The spinner's frames.
 pub const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 
@@ -69,19 +81,25 @@ pub fn status_text(state: &UiState) -> (String, Color) {
         Activity::Retrying { .. } | Activity::AwaitingPermission(_) => Color::Magenta,
         _ => Color::Cyan,
     };
-    let mut text = match (&activity, state.running) {
+    let warning = state.warning.as_ref().filter(|_| state.running);
+    let mut text = match (&activity, state.running, warning) {
+        // A retry reads as the log put it: "retrying in 6 s: …, attempt 5".
+        (Activity::Retrying { .. }, _, Some(w)) => w.clone(),
         // The turn was submitted and nothing is committed yet.
-        (Activity::Idle, true) => "waiting for the model".to_string(),
-        (a, _) => a.label(),
+        (Activity::Idle, true, _) => "waiting for the model".to_string(),
+        (a, _, _) => a.label(),
     };
+    cut(&mut text, STATUS_MAX);
     if let Some(started) = state.started.filter(|_| state.running) {
         let elapsed = started.elapsed();
         let frame = SPINNER[(elapsed.as_millis() / 100) as usize % SPINNER.len()];
         text = format!("{frame} {text} · {}", elapsed_text(elapsed.as_secs()));
     }
-    if let Some(w) = state.warning.as_ref().filter(|_| state.running) {
+    if let Some(w) = warning.filter(|_| !matches!(activity, Activity::Retrying { .. })) {
+        let mut w = w.clone();
+        cut(&mut w, STATUS_MAX);
         text.push_str(" · ");
-        text.push_str(w);
+        text.push_str(&w);
     }
     if let Some(n) = &state.notice {
         text.push_str(" · ");

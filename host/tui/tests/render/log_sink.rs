@@ -39,3 +39,28 @@ fn a_retry_warning_goes_to_the_log_file_and_the_status_line() {
     assert!(log.contains("attempt=5"), "{log}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn a_long_retry_reason_is_cut_but_never_the_attempt() {
+    let dir = std::env::temp_dir().join(format!("latch-log-sink-long-{}", std::process::id()));
+    let subscriber = tracing_subscriber::registry().with(log_sink::layer());
+    tracing::subscriber::with_default(subscriber, || {
+        let _guard = log_sink::capture(&dir.join("latch.log"));
+        tracing::warn!(
+            attempt = 3,
+            delay_ms = 2_000u64,
+            "retrying: {}",
+            "cannot reach the server ".repeat(10)
+        );
+        let status = log_sink::take_status().unwrap();
+        assert!(
+            status.starts_with("retrying in 2 s: cannot reach"),
+            "{status}"
+        );
+        assert!(
+            status.ends_with("…, attempt 3") && status.chars().count() < 80,
+            "{status}"
+        );
+    });
+    let _ = std::fs::remove_dir_all(dir);
+}
