@@ -128,7 +128,12 @@ fn first_screen_retry_warning_and_goodbye() {
     tmux.text("s", "/exit");
     tmux.keys("s", &["Enter"]);
     wait_exit(&tmux, "s");
-    let bye = tmux.screen("s");
+    // The pane and its scrollback: what leaving printed.
+    let out = tmux.run(&["capture-pane", "-p", "-S", "-40", "-t", "s"]);
+    let bye: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
     keep("goodbye", &bye);
     let all = bye.join("\n");
     let store = latch_kernel::Store::open(latch_kernel::default_store_path(ws.path())).unwrap();
