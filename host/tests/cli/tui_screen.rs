@@ -184,10 +184,9 @@ fn a_failed_turn_shows_its_whole_error() {
     tmux.keys("e", &["Enter"]);
 }
 
-#[test]
-fn the_demo_plays_and_explains_its_scripted_model() {
-    let home = tempfile::tempdir().unwrap();
-    let cmd = latch(home.path());
+/// `latch demo --tui <extra>` as one shell line, its environment set.
+fn demo_line(home: &std::path::Path, extra: &str) -> String {
+    let cmd = latch(home);
     let mut line = String::from("env");
     // `env` takes its `-u` options before the assignments.
     for (k, v) in cmd.get_envs() {
@@ -205,9 +204,42 @@ fn the_demo_plays_and_explains_its_scripted_model() {
         }
     }
     line.push_str(&format!(
-        " '{}' demo --tui --instant",
+        " '{}' demo --tui {extra}",
         cmd.get_program().to_string_lossy()
     ));
+    line
+}
+
+/// Without `--instant` the demo plays at a pace a person can follow: from
+/// the task on screen to the certified end takes seconds, not a blink.
+#[test]
+fn the_demo_plays_at_a_readable_pace() {
+    let home = tempfile::tempdir().unwrap();
+    let tmux = Tmux::new();
+    tmux.start("p", &demo_line(home.path(), ""));
+    let first = wait_long(&tmux, "p", &["› `sh test.sh` fails."], 300);
+    let shown = Instant::now();
+    assert!(
+        !first.join("\n").contains("completion certified"),
+        "{}",
+        first.join("\n")
+    );
+    let playing = wait_long(&tmux, "p", &["● First, confirm the failure."], 120);
+    keep("demo-playing", &playing);
+    wait_long(&tmux, "p", &["◆ completion certified", "q quits"], 120);
+    assert!(
+        shown.elapsed() >= Duration::from_secs(3),
+        "the demo played in {:?}",
+        shown.elapsed()
+    );
+    tmux.keys("p", &["q"]);
+    wait_exit(&tmux, "p");
+}
+
+#[test]
+fn the_demo_plays_and_explains_its_scripted_model() {
+    let home = tempfile::tempdir().unwrap();
+    let line = demo_line(home.path(), "--instant");
     let tmux = Tmux::new();
     tmux.start("d", &line);
     let done = wait_long(&tmux, "d", &["◆ completion certified", "q quits"], 300);
