@@ -8,6 +8,8 @@
 //! * [`crash`] — crash trials: SIGKILL at random points, then resume.
 //! * [`tui`] — the terminal UI in a tmux pseudo-terminal: stream, tool
 //!   rows, Esc mid-turn, resume in a new process.
+//! * [`tui_screen`] — the TUI's screen: retries on the status line and in
+//!   the log file, the first screen, the goodbye, whole errors, the demo.
 //! * [`children`] — `demo team`, `context`/`recall` on a child, and a
 //!   SIGKILL while two children are out, then `resume --last`.
 //! * [`permissions`] — the terminal prompt, `latch run` never blocking, a
@@ -61,6 +63,8 @@ mod skills_mcp;
 mod trust;
 #[path = "cli/tui.rs"]
 mod tui;
+#[path = "cli/tui_screen.rs"]
+mod tui_screen;
 
 use latch_kernel::{EventKind, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn, WireFormat};

@@ -213,6 +213,9 @@ pub fn demo(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// How far apart `latch demo --tui` streams the scripted model's events.
+pub const DEMO_PACE: std::time::Duration = std::time::Duration::from_millis(120);
+
 /// `latch demo --tui`: the demo played in the terminal UI, which stays open
 /// on the finished session until the user quits (`q` or `/exit`); `team`
 /// plays the parent and its two children, with the agents and the GROUP
@@ -221,8 +224,17 @@ pub fn demo_tui(
     scenario: Option<Scenario>,
     keep: bool,
     store: Option<&Path>,
+    instant: bool,
 ) -> anyhow::Result<i32> {
     let team = matches!(scenario, Some(Scenario::Team));
+    // Played at a pace a person can follow, unless asked to play at once.
+    let paced = |script: Script| {
+        if instant {
+            script
+        } else {
+            script.with_pace(DEMO_PACE)
+        }
+    };
     // The team demo: its children run on workers of their own; their
     // reports, the agent tree and the GROUP block reach the screen from the
     // log as they commit.
@@ -230,7 +242,7 @@ pub fn demo_tui(
         (
             DemoRig::start(
                 super::demo_team::write_team_project,
-                super::demo_team::team_script(),
+                paced(super::demo_team::team_script()),
                 store,
             )?,
             super::demo_team::TEAM_TASK,
@@ -238,7 +250,7 @@ pub fn demo_tui(
         )
     } else {
         (
-            DemoRig::start(write_project, demo_script(), store)?,
+            DemoRig::start(write_project, paced(demo_script()), store)?,
             DEMO_TASK,
             "demo",
         )

@@ -170,6 +170,9 @@ pub enum Command {
         /// session until you quit (`q` or `/exit`).
         #[arg(long)]
         tui: bool,
+        /// With `--tui`: play at once instead of at a pace to watch.
+        #[arg(long, requires = "tui")]
+        instant: bool,
     },
     /// Inspect and check context engines.
     #[command(subcommand)]
@@ -388,12 +391,14 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             scenario,
             keep,
             tui: false,
+            ..
         }) => demo::run_scenario(scenario, keep, cli.global.store.as_deref()),
         Some(Command::Demo {
             scenario,
             keep,
             tui: true,
-        }) => demo::demo_tui(scenario, keep, cli.global.store.as_deref()),
+            instant,
+        }) => demo::demo_tui(scenario, keep, cli.global.store.as_deref(), instant),
         Some(Command::Sandbox(cmd)) => sandbox_cmd::run(&cli.global, &workspace, cmd),
         Some(Command::Group { session }) => {
             group_cmd::group(&cli.global, &workspace, session.as_deref())

@@ -130,6 +130,12 @@ pub fn open(
     let (commands, warnings) = crate::commands::load(std::path::Path::new(&workspace));
     state.commands = commands;
     state.notice = warnings.first().cloned();
+    // The demo's model is scripted: typing after it ends is answered.
+    state.scripted = quit_on_q;
+    state.welcome = welcome(&agent, &workspace);
+    // Log lines go to the workspace's log and the status line while the
+    // screen is up, never across it.
+    let _log = latch_tui::log_sink::capture(&Path::new(&workspace).join(".latch/latch.log"));
     let control = agent.control();
     // Approvals are answered in the modal (never on the raw-mode terminal).
     let (approver, answers) = TuiApprover::new(control.clone());
@@ -141,6 +147,7 @@ pub fn open(
         state.running = true;
         let _ = op_tx.send(Command::Submit(task));
     }
+    let bye = goodbye(&session, &workspace);
     let worker = std::thread::Builder::new()
         .name("latch-agent".into())
         .spawn(move || {
@@ -171,7 +178,33 @@ pub fn open(
     drop(op_tx);
     let _ = worker.join();
     result?;
+    if !quit_on_q {
+        println!("{bye}");
+    }
     Ok(0)
+}
+
+/// What the first screen says: where you are and how to start.
+fn welcome(agent: &Agent, workspace: &str) -> Vec<String> {
+    let model = &agent.session().model;
+    vec![
+        "Latch".to_string(),
+        format!("workspace  {workspace}"),
+        format!("provider   {}", model.provider),
+        format!("model      {}", model.model),
+        format!("engine     {}", agent.engine_name()),
+        String::new(),
+        "Type a task and press Enter. /help lists commands and keys; Ctrl-C twice leaves."
+            .to_string(),
+    ]
+}
+
+/// What leaving prints: the session and how to come back to it.
+pub fn goodbye(session: &str, workspace: &str) -> String {
+    format!(
+        "Session {session} saved.\nResume it with: latch -C {} resume {session}",
+        render::terminal_safe(workspace, 1_000)
+    )
 }
 
 /// The agent's side: runs turns and commands, reports to the screen.
@@ -289,8 +322,17 @@ impl AgentThread {
                     }
                     self.send(Input::TurnEnded { error: None });
                 }
+                // An interruption is shown by the transcript's marker.
+                Err(AgentError::Interrupted) => self.send(Input::TurnEnded { error: None }),
+                // Shown in full, line by line (each line made safe).
                 Err(e) => self.send(Input::TurnEnded {
-                    error: Some(render::terminal_safe(&e.to_string(), 400)),
+                    error: Some(
+                        e.to_string()
+                            .lines()
+                            .map(|l| render::terminal_safe(l, 4_000))
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                    ),
                 }),
             }
             let queued = control.take_steering();

@@ -440,9 +440,19 @@ fn summarize(args: &serde_json::Value, raw: &str) -> String {
     ]
     .iter()
     .find_map(|k| args.get(*k).and_then(|v| v.as_str()));
-    let text = match pick {
-        Some(v) => v.to_string(),
-        None => raw.to_string(),
+    let text = match (pick, args) {
+        (Some(v), _) => v.to_string(),
+        // Never raw JSON: the arguments as `key: value` pairs.
+        (None, serde_json::Value::Object(map)) => map
+            .iter()
+            .map(|(k, v)| match v {
+                serde_json::Value::String(s) => format!("{k}: {s}"),
+                other => format!("{k}: {other}"),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
+        (None, serde_json::Value::Null) => raw.to_string(),
+        (None, other) => other.to_string(),
     };
     text.replace('\n', " ⏎ ")
 }

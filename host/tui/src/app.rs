@@ -7,13 +7,18 @@ use crate::event::{Command, Input};
 use crate::keys;
 use crate::state::UiState;
 use crate::widgets;
-use ratatui::crossterm::event::{self, DisableBracketedPaste, EnableBracketedPaste, Event};
+use ratatui::crossterm::event::{
+    self, DisableBracketedPaste, DisableMouseCapture, EnableBracketedPaste, EnableMouseCapture,
+    Event, MouseEventKind,
+};
 use ratatui::crossterm::execute;
 use std::sync::mpsc::{Receiver, TryRecvError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// How long the loop waits for a key before it looks at the session again.
 const TICK: Duration = Duration::from_millis(25);
+/// How often the spinner and the elapsed time move.
+const SPIN: Duration = Duration::from_millis(100);
 
 /// Run the screen until the user leaves: `inputs` brings what the session
 /// committed and streamed; `send` takes the user's commands. The terminal
@@ -24,9 +29,13 @@ pub fn run(
     mut send: impl FnMut(Command),
 ) -> std::io::Result<()> {
     let mut terminal = ratatui::try_init()?;
-    let _ = execute!(std::io::stdout(), EnableBracketedPaste);
+    let _ = execute!(std::io::stdout(), EnableBracketedPaste, EnableMouseCapture);
     let result = run_loop(&mut terminal, &mut state, &inputs, &mut send);
-    let _ = execute!(std::io::stdout(), DisableBracketedPaste);
+    let _ = execute!(
+        std::io::stdout(),
+        DisableBracketedPaste,
+        DisableMouseCapture
+    );
     ratatui::restore();
     result
 }
@@ -39,7 +48,15 @@ fn run_loop(
 ) -> std::io::Result<()> {
     let mut dirty = true;
     let mut session_gone = false;
+    let mut drawn = Instant::now();
     loop {
+        if let Some(warning) = crate::log_sink::take_status() {
+            state.warning = Some(warning);
+            dirty = true;
+        }
+        if state.started.is_some() && drawn.elapsed() >= SPIN {
+            dirty = true;
+        }
         while !session_gone {
             match inputs.try_recv() {
                 Ok(input) => {
@@ -60,6 +77,7 @@ fn run_loop(
         if dirty {
             terminal.draw(|f| widgets::draw(f, state))?;
             dirty = false;
+            drawn = Instant::now();
         }
         if event::poll(TICK)? {
             match event::read()? {
@@ -69,6 +87,11 @@ fn run_loop(
                     }
                 }
                 Event::Paste(text) => keys::on_paste(state, &text),
+                Event::Mouse(mouse) => match mouse.kind {
+                    MouseEventKind::ScrollUp => keys::scroll_up(state, keys::WHEEL),
+                    MouseEventKind::ScrollDown => keys::scroll_down(state, keys::WHEEL),
+                    _ => {}
+                },
                 // A resize reflows on the next draw.
                 _ => {}
             }

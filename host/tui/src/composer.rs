@@ -78,6 +78,74 @@ impl Composer {
             .unwrap_or(self.text.len() - self.cursor);
     }
 
+    /// Delete from the start of the line to the cursor (Ctrl-U).
+    pub fn kill_to_start(&mut self) {
+        let start = self.text[..self.cursor].rfind('\n').map_or(0, |i| i + 1);
+        self.text.replace_range(start..self.cursor, "");
+        self.cursor = start;
+    }
+
+    /// Delete from the cursor to the end of the line (Ctrl-K).
+    pub fn kill_to_end(&mut self) {
+        let end = self.cursor
+            + self.text[self.cursor..]
+                .find('\n')
+                .unwrap_or(self.text.len() - self.cursor);
+        self.text.replace_range(self.cursor..end, "");
+    }
+
+    /// Delete the word before the cursor and the spaces after it (Ctrl-W,
+    /// Alt-Backspace).
+    pub fn delete_word(&mut self) {
+        let before = &self.text[..self.cursor];
+        let trimmed = before.trim_end_matches([' ', '\t']);
+        let start = trimmed.rfind(|c: char| c.is_whitespace()).map_or(0, |i| {
+            i + trimmed[i..].chars().next().map_or(1, char::len_utf8)
+        });
+        self.text.replace_range(start..self.cursor, "");
+        self.cursor = start;
+    }
+
+    /// True when the text has more than one line.
+    pub fn multi_line(&self) -> bool {
+        self.text.contains('\n')
+    }
+
+    /// Move the cursor one line up, keeping its column where it can; on
+    /// the first line, to the start of the text.
+    pub fn up(&mut self) {
+        let line_start = self.text[..self.cursor].rfind('\n').map_or(0, |i| i + 1);
+        if line_start == 0 {
+            self.cursor = 0;
+            return;
+        }
+        let column = self.text[line_start..self.cursor].chars().count();
+        let prev_start = self.text[..line_start - 1].rfind('\n').map_or(0, |i| i + 1);
+        self.cursor = column_at(&self.text, prev_start, line_start - 1, column);
+    }
+
+    /// Move the cursor one line down, keeping its column where it can; on
+    /// the last line, to the end of the text.
+    pub fn down(&mut self) {
+        let Some(nl) = self.text[self.cursor..].find('\n') else {
+            self.cursor = self.text.len();
+            return;
+        };
+        let line_start = self.text[..self.cursor].rfind('\n').map_or(0, |i| i + 1);
+        let column = self.text[line_start..self.cursor].chars().count();
+        let next_start = self.cursor + nl + 1;
+        let next_end = next_start
+            + self.text[next_start..]
+                .find('\n')
+                .unwrap_or(self.text.len() - next_start);
+        self.cursor = column_at(&self.text, next_start, next_end, column);
+    }
+
+    /// True while an entry of the history is shown (Up and Down walk it).
+    pub fn browsing(&self) -> bool {
+        self.browsing.is_some()
+    }
+
     /// True when the cursor is on the first line.
     pub fn on_first_line(&self) -> bool {
         !self.text[..self.cursor].contains('\n')
@@ -137,6 +205,15 @@ impl Composer {
             self.set(self.history[at + 1].clone());
         }
     }
+}
+
+/// The byte offset of `column` characters into `text[start..end]`
+/// (its end when the line is shorter).
+fn column_at(text: &str, start: usize, end: usize, column: usize) -> usize {
+    text[start..end]
+        .char_indices()
+        .nth(column)
+        .map_or(end, |(i, _)| start + i)
 }
 
 #[cfg(test)]

@@ -15,16 +15,52 @@ pub const KEY_HELP: &[&str] = &[
     "Alt-Enter, Ctrl-J  new line",
     "Esc, Ctrl-C    stop the running turn",
     "Ctrl-C twice   leave (on an idle, empty prompt)",
-    "Up, Down       message history",
-    "PgUp, PgDn     scroll the transcript",
+    "Up, Down       message history (in a multi-line draft: move the cursor)",
+    "Ctrl-A, Ctrl-E start, end of the line",
+    "Ctrl-U, Ctrl-K delete to the start, to the end of the line",
+    "Ctrl-W, Alt-Backspace  delete the word before the cursor",
+    "PgUp, PgDn, mouse wheel  scroll the transcript",
+    "End            back to live (when scrolled back)",
     "Ctrl-O         expand or fold tool output",
     "Ctrl-B         show or hide the sidebar",
     "Tab            complete a slash command",
 ];
 
+/// What typing to the finished demo says.
+pub const SCRIPTED: &str = "The demo's model is scripted: it played its one task and has no \
+     replies for new messages. Run `latch` in a project with a provider configured (an \
+     ANTHROPIC_API_KEY or OPENAI_API_KEY, or --base-url for a local server) to work on your \
+     own tasks. q quits.";
+
 /// The permission modal's keys (see [`MODAL_HELP`]).
 pub const MODAL_HELP: &str =
     "y allow once · a always (this session) · n deny · r deny with a reason";
+
+/// Lines one mouse-wheel notch scrolls.
+pub const WHEEL: u16 = 3;
+
+/// Scroll the transcript back by `lines` (clamped at its top), or the
+/// open popup or modal up.
+pub fn scroll_up(state: &mut UiState, lines: u16) {
+    if state.popup.is_some() || state.modal().is_some() {
+        state.popup_scroll = state.popup_scroll.saturating_sub(lines);
+    } else {
+        state.scroll = state
+            .scroll
+            .saturating_add(lines)
+            .min(state.scroll_max.get());
+    }
+}
+
+/// Scroll the transcript forward by `lines` (0 is live), or the open
+/// popup or modal down.
+pub fn scroll_down(state: &mut UiState, lines: u16) {
+    if state.popup.is_some() || state.modal().is_some() {
+        state.popup_scroll = (state.popup_scroll + lines).min(state.popup_max.get());
+    } else {
+        state.scroll = state.scroll.saturating_sub(lines);
+    }
+}
 
 /// Handle a pasted text.
 pub fn on_paste(state: &mut UiState, text: &str) {
@@ -65,6 +101,14 @@ fn modal_key(state: &mut UiState, call_id: String, code: KeyCode) -> Vec<Command
             _ => None,
         },
         None => match code {
+            KeyCode::PageUp | KeyCode::Up => {
+                state.popup_scroll = state.popup_scroll.saturating_sub(1);
+                None
+            }
+            KeyCode::PageDown | KeyCode::Down => {
+                state.popup_scroll = (state.popup_scroll + 1).min(state.popup_max.get());
+                None
+            }
             KeyCode::Char('y') => Some(PermissionAnswer::Allow),
             KeyCode::Char('a') => Some(PermissionAnswer::Always),
             KeyCode::Char('n') | KeyCode::Esc => Some(PermissionAnswer::Deny(None)),
@@ -79,6 +123,7 @@ fn modal_key(state: &mut UiState, call_id: String, code: KeyCode) -> Vec<Command
         Some(answer) => {
             state.answered = Some(call_id.clone());
             state.deny_reason = None;
+            state.popup_scroll = 0;
             vec![Command::Permission { call_id, answer }]
         }
         None => Vec::new(),
@@ -103,8 +148,19 @@ pub fn on_key(state: &mut UiState, key: KeyEvent) -> Vec<Command> {
         return modal_key(state, call_id, key.code);
     }
     if state.popup.is_some() && !ctrl {
-        if matches!(key.code, KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q')) {
-            state.popup = None;
+        let max = state.popup_max.get();
+        match key.code {
+            KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') => {
+                state.popup = None;
+                state.popup_scroll = 0;
+            }
+            KeyCode::Up => state.popup_scroll = state.popup_scroll.saturating_sub(1),
+            KeyCode::Down => state.popup_scroll = (state.popup_scroll + 1).min(max),
+            KeyCode::PageUp => state.popup_scroll = state.popup_scroll.saturating_sub(PAGE),
+            KeyCode::PageDown => state.popup_scroll = (state.popup_scroll + PAGE).min(max),
+            KeyCode::Home => state.popup_scroll = 0,
+            KeyCode::End => state.popup_scroll = max,
+            _ => {}
         }
         return Vec::new();
     }
@@ -150,17 +206,34 @@ pub fn on_key(state: &mut UiState, key: KeyEvent) -> Vec<Command> {
             state.quit = true;
             return vec![Command::Exit];
         }
+        KeyCode::Char('a') if ctrl => state.composer.home(),
+        KeyCode::Char('e') if ctrl => state.composer.end(),
+        KeyCode::Char('u') if ctrl => state.composer.kill_to_start(),
+        KeyCode::Char('k') if ctrl => state.composer.kill_to_end(),
+        KeyCode::Char('w') if ctrl => state.composer.delete_word(),
+        KeyCode::Backspace if alt || ctrl => state.composer.delete_word(),
+        KeyCode::Char('h') if ctrl => state.composer.backspace(),
         KeyCode::Char(c) if !ctrl => state.composer.insert(c.encode_utf8(&mut [0; 4])),
         KeyCode::Backspace => state.composer.backspace(),
         KeyCode::Delete => state.composer.delete(),
         KeyCode::Left => state.composer.left(),
         KeyCode::Right => state.composer.right(),
         KeyCode::Home => state.composer.home(),
+        // Scrolled back, End returns to live; otherwise it ends the line.
+        KeyCode::End if state.scroll > 0 => state.scroll = 0,
         KeyCode::End => state.composer.end(),
-        KeyCode::Up if state.composer.on_first_line() => state.composer.history_prev(),
-        KeyCode::Down if state.composer.on_last_line() => state.composer.history_next(),
-        KeyCode::PageUp => state.scroll = state.scroll.saturating_add(PAGE),
-        KeyCode::PageDown => state.scroll = state.scroll.saturating_sub(PAGE),
+        // A multi-line draft keeps its place: Up and Down move the cursor
+        // (history is walked from a one-line draft, or while walking it).
+        KeyCode::Up if state.composer.multi_line() && !state.composer.browsing() => {
+            state.composer.up()
+        }
+        KeyCode::Down if state.composer.multi_line() && !state.composer.browsing() => {
+            state.composer.down()
+        }
+        KeyCode::Up => state.composer.history_prev(),
+        KeyCode::Down => state.composer.history_next(),
+        KeyCode::PageUp => scroll_up(state, PAGE),
+        KeyCode::PageDown => scroll_down(state, PAGE),
         _ => {}
     }
     Vec::new()
@@ -188,6 +261,10 @@ fn submit(state: &mut UiState) -> Vec<Command> {
     if state.composer.text().trim().is_empty() {
         return Vec::new();
     }
+    if state.scripted && !state.running && Slash::parse(state.composer.text()).is_none() {
+        state.error = Some(SCRIPTED.to_string());
+        return Vec::new();
+    }
     let text = state.composer.take();
     state.scroll = 0;
     state.notice = None;
@@ -198,6 +275,8 @@ fn submit(state: &mut UiState) -> Vec<Command> {
         }
         None => {
             state.running = true;
+            state.started = Some(std::time::Instant::now());
+            state.error = None;
             vec![Command::Submit(text)]
         }
         Some(Err(e)) => {
@@ -235,6 +314,7 @@ fn submit(state: &mut UiState) -> Vec<Command> {
                     title: "help".into(),
                     lines,
                 });
+                state.popup_scroll = 0;
                 Vec::new()
             }
         },

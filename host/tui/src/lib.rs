@@ -12,6 +12,8 @@
 //! * [`state`] — [`UiState`] and how inputs change it.
 //! * [`composer`] — the multi-line input editor with history.
 //! * [`keys`] — keys and paste → state changes and commands.
+//! * [`log_sink`] — log lines to `.latch/latch.log` and the status line
+//!   while the screen is up, never across it.
 //! * [`widgets`] — the renderers: transcript, sidebar, input, status line,
 //!   overlays, the workspace-trust modal; [`draw`] lays them out.
 //! * [`app`] — the terminal loop ([`run`]) and the trust question before a
@@ -23,6 +25,7 @@ pub mod app;
 pub mod composer;
 pub mod event;
 pub mod keys;
+pub mod log_sink;
 pub mod state;
 pub mod widgets;
 

@@ -4,6 +4,8 @@
 use crate::composer::Composer;
 use crate::event::Input;
 use latch_surface::{PermissionPrompt, Surface};
+use std::cell::Cell;
+use std::time::Instant;
 
 /// Terminals narrower than this drop the sidebar behind a key.
 pub const SIDEBAR_MIN_WIDTH: u16 = 100;
@@ -54,6 +56,24 @@ pub struct UiState {
     pub title: String,
     /// The custom slash commands (`/help` lists them, Tab completes them).
     pub commands: latch_surface::CustomCommands,
+    /// The most the transcript can scroll back, as the last frame laid it
+    /// out (scrolling clamps to it).
+    pub scroll_max: Cell<u16>,
+    /// Lines the open popup or permission modal is scrolled down.
+    pub popup_scroll: u16,
+    /// The most the open popup or modal can scroll, as last drawn.
+    pub popup_max: Cell<u16>,
+    /// When the running turn started (the spinner's elapsed time).
+    pub started: Option<Instant>,
+    /// Why the last turn failed, shown in full under the transcript.
+    pub error: Option<String>,
+    /// The latest warning the log had (a provider retry, say).
+    pub warning: Option<String>,
+    /// What the first screen says: where you are and how to start.
+    pub welcome: Vec<String>,
+    /// The model is scripted (the demo): a message typed once the script
+    /// ended is answered with an explanation, not sent.
+    pub scripted: bool,
 }
 
 impl UiState {
@@ -76,6 +96,14 @@ impl UiState {
             deny_reason: None,
             title: title.into(),
             commands: latch_surface::CustomCommands::new(),
+            scroll_max: Cell::new(0),
+            popup_scroll: 0,
+            popup_max: Cell::new(0),
+            started: None,
+            error: None,
+            warning: None,
+            welcome: Vec::new(),
+            scripted: false,
         }
     }
 
@@ -96,17 +124,32 @@ impl UiState {
                     }
                 }
             }
-            Input::Delta(d) => self.surface.delta(d),
+            Input::Delta(d) => {
+                // Text flows again: a retry warning is over.
+                if matches!(d, latch_surface::Delta::Text(_)) {
+                    self.warning = None;
+                }
+                self.surface.delta(d)
+            }
             Input::TurnStarted => {
                 self.running = true;
+                self.started = Some(Instant::now());
                 self.queued.clear();
             }
             Input::TurnEnded { error } => {
                 self.running = false;
-                self.notice = error.map(|e| format!("turn ended: {e}"));
+                self.started = None;
+                self.warning = None;
+                self.notice = error
+                    .as_ref()
+                    .map(|_| "the turn stopped (see why above)".into());
+                self.error = error;
             }
             Input::Report(r) => self.surface.set_report(r),
-            Input::Popup { title, lines } => self.popup = Some(Popup { title, lines }),
+            Input::Popup { title, lines } => {
+                self.popup = Some(Popup { title, lines });
+                self.popup_scroll = 0;
+            }
             Input::Notice(n) => self.notice = Some(n),
             Input::Unsent(texts) => {
                 self.queued.clear();

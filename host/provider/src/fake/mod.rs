@@ -336,6 +336,21 @@ fn error_response(format: WireFormat, status: u16, message: &str) -> Response {
     json_response(status, &wire::error_body(format, status, message), &[])
 }
 
+/// The events of a turn, each sent `pace` after the one before.
+fn paced_sse_response(events: Vec<String>, pace: std::time::Duration) -> Response {
+    use futures::StreamExt;
+    let items = futures::stream::iter(events).then(move |e| async move {
+        tokio::time::sleep(pace).await;
+        Ok::<Bytes, std::io::Error>(Bytes::from(e))
+    });
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "text/event-stream")
+        .header(header::CACHE_CONTROL, "no-cache")
+        .body(Body::from_stream(items))
+        .unwrap_or_else(|_| Response::new(Body::empty()))
+}
+
 fn sse_response(events: Vec<String>, abort: bool) -> Response {
     use futures::StreamExt;
     let items: Vec<Result<Bytes, std::io::Error>> =
@@ -456,7 +471,10 @@ fn handle(s: Shared, format: WireFormat, path: &str, headers: HeaderMap, raw: By
     match step {
         ScriptStep::Turn(turn) => {
             let events = turn_events(&mut st, format, &body, &turn, &model, &response_id);
-            sse_response(events, false)
+            match st.script.pace {
+                Some(pace) => paced_sse_response(events, pace),
+                None => sse_response(events, false),
+            }
         }
         ScriptStep::Fail(ScriptedFailure::RateLimited { retry_after }) => {
             let body = wire::error_body(format, 429, "Rate limited: too many requests, slow down.");

@@ -203,6 +203,7 @@ pub struct Script {
     pub(crate) steps: VecDeque<ScriptStep>,
     pub(crate) responder: Option<Responder>,
     pub(crate) api_key: Option<String>,
+    pub(crate) pace: Option<std::time::Duration>,
 }
 
 impl std::fmt::Debug for Script {
@@ -238,6 +239,13 @@ impl Script {
     /// Bearer`) with the provider's 401, as the real services do.
     pub fn expect_api_key(mut self, key: impl Into<String>) -> Self {
         self.api_key = Some(key.into());
+        self
+    }
+
+    /// Streams each scripted turn's events this far apart (a demo a
+    /// person can watch); without it they are sent at once.
+    pub fn with_pace(mut self, pace: std::time::Duration) -> Self {
+        self.pace = Some(pace);
         self
     }
 

@@ -42,44 +42,85 @@ pub fn render(frame: &mut Frame, area: Rect, state: &UiState) {
                 Style::new().fg(Color::DarkGray),
             ));
         }
-        match &state.deny_reason {
-            Some(reason) => {
-                lines.push(Line::styled(
+        let keys = match &state.deny_reason {
+            Some(reason) => vec![
+                Line::styled(
                     format!("deny — reason for the model: {reason}▏"),
                     Style::new().fg(Color::Yellow),
-                ));
-                lines.push(Line::styled(
+                ),
+                Line::styled(
                     "Enter denies · Esc goes back",
                     Style::new().fg(Color::Yellow),
-                ));
-            }
-            None => lines.push(Line::styled(
+                ),
+            ],
+            None => vec![Line::styled(
                 crate::keys::MODAL_HELP,
                 Style::new().fg(Color::Yellow),
-            )),
-        }
-        boxed(frame, area, " permission ", lines);
+            )],
+        };
+        boxed(frame, area, " permission ", lines, keys, state);
     } else if let Some(p) = &state.popup {
-        let mut lines: Vec<Line> = p.lines.iter().map(|l| Line::raw(l.clone())).collect();
-        lines.push(Line::styled("Esc closes", Style::new().fg(Color::DarkGray)));
-        boxed(frame, area, &format!(" {} ", p.title), lines);
+        let lines: Vec<Line> = p.lines.iter().map(|l| Line::raw(l.clone())).collect();
+        let keys = vec![Line::styled(
+            "Esc closes · Up, Down, PgUp, PgDn scroll",
+            Style::new().fg(Color::DarkGray),
+        )];
+        boxed(frame, area, &format!(" {} ", p.title), lines, keys, state);
     }
 }
 
-fn boxed(frame: &mut Frame, area: Rect, title: &str, lines: Vec<Line<'static>>) {
+/// A bordered box over `area`: `lines` wrapped and scrolled by the
+/// state's popup scroll, `keys` pinned to its last rows (always in view).
+fn boxed(
+    frame: &mut Frame,
+    area: Rect,
+    title: &str,
+    lines: Vec<Line<'static>>,
+    keys: Vec<Line<'static>>,
+    state: &UiState,
+) {
     let width = area.width.saturating_sub(4).min(100);
-    let height = (lines.len() as u16 + 2).min(area.height.saturating_sub(2));
+    let inner_width = width.saturating_sub(2);
+    let body = Paragraph::new(lines).wrap(Wrap { trim: false });
+    let keys = Paragraph::new(keys).wrap(Wrap { trim: false });
+    let body_rows = body.line_count(inner_width) as u16;
+    let key_rows = keys.line_count(inner_width) as u16;
+    let height = (body_rows + key_rows + 2).min(area.height.saturating_sub(1));
     let rect = Rect {
         x: area.x + (area.width - width) / 2,
-        y: area.y + 1,
+        y: area.y + area.height.saturating_sub(height).min(1),
         width,
         height,
     };
+    let block = Block::bordered().title(title.to_string());
+    let inner = block.inner(rect);
+    let key_rows = key_rows.min(inner.height);
+    let view = inner.height - key_rows;
+    let max = body_rows.saturating_sub(view);
+    state.popup_max.set(max);
+    let top = state.popup_scroll.min(max);
+    let mut title_right = String::new();
+    if max > 0 {
+        title_right = format!(" {}–{} of {} ", top + 1, top + view, body_rows);
+    }
     frame.render_widget(Clear, rect);
     frame.render_widget(
-        Paragraph::new(lines)
-            .wrap(Wrap { trim: false })
-            .block(Block::bordered().title(title.to_string())),
+        block.title_top(Line::raw(title_right).right_aligned()),
         rect,
+    );
+    frame.render_widget(
+        body.scroll((top, 0)),
+        Rect {
+            height: view,
+            ..inner
+        },
+    );
+    frame.render_widget(
+        keys,
+        Rect {
+            y: inner.y + view,
+            height: key_rows,
+            ..inner
+        },
     );
 }

@@ -3,7 +3,6 @@
 //! lineages, disproofs), context figures, usage, child agents and the GROUP
 //! block.
 
-use super::transcript::short_id;
 use super::wrap::wrap;
 use crate::state::UiState;
 use latch_engine_sdk::types::{HypothesisStatus, ValidationOutcome};
@@ -28,13 +27,18 @@ pub fn render(frame: &mut Frame, area: Rect, state: &UiState) {
     );
 }
 
-fn heading(out: &mut Vec<Line<'static>>, text: &str) {
+/// A section heading, wrapped (never cut) at `width`.
+fn heading(out: &mut Vec<Line<'static>>, text: &str, width: usize) {
     if !out.is_empty() {
         out.push(Line::raw(""));
     }
-    out.push(Line::styled(
-        text.to_string(),
-        Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD),
+    let style = Style::new().fg(Color::Cyan).add_modifier(Modifier::BOLD);
+    out.extend(super::wrap::wrap(
+        ratatui::text::Span::raw(""),
+        text,
+        style,
+        2,
+        width,
     ));
 }
 
@@ -80,7 +84,7 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
     let plain = Style::new();
     let dim = Style::new().fg(Color::DarkGray);
 
-    heading(&mut out, "TASK");
+    heading(&mut out, "TASK", width);
     match &t.goal {
         Some(g) => entry(&mut out, "goal", &g.text, plain, width),
         None => out.push(Line::styled("no goal recorded", dim)),
@@ -118,7 +122,14 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
             width,
         );
     }
-    for f in newest(&mut out, &t.failures, "failure lineages") {
+    // A denial is shown once, in the transcript, as a denial: not here as
+    // a failed tool.
+    let failures: Vec<_> = t
+        .failures
+        .iter()
+        .filter(|f| !f.summary.contains(" failed: denied"))
+        .collect();
+    for f in newest(&mut out, &failures, "failure lineages") {
         entry(
             &mut out,
             &format!("⚠{}", f.count),
@@ -131,7 +142,7 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
         entry(&mut out, "⊘", &p.text, dim, width);
     }
 
-    heading(&mut out, "CONTEXT");
+    heading(&mut out, "CONTEXT", width);
     match state.surface.report() {
         Some(r) => {
             out.push(Line::raw(format!(
@@ -153,7 +164,7 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
     }
     out.push(Line::raw(format!("workspace generation {}", d.generation)));
 
-    heading(&mut out, "USAGE");
+    heading(&mut out, "USAGE", width);
     let (input, output) = d.usage.reported_totals();
     out.push(Line::raw(format!(
         "{} requests · {} in · {} out",
@@ -182,9 +193,19 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
     }));
 
     if !d.children.all().is_empty() {
-        heading(&mut out, "AGENTS");
+        heading(&mut out, "AGENTS", width);
         let live = state.surface.run_is_live() || state.running;
+        let names = super::transcript::child_names(
+            d.children
+                .all()
+                .iter()
+                .map(|c| (c.id.as_str(), c.role.as_str())),
+        );
         for c in d.children.all() {
+            let name = names
+                .iter()
+                .find(|(id, _)| id == &c.id)
+                .map_or(c.role.clone(), |(_, n)| n.clone());
             let label = match c.status {
                 ChildStatus::Unfinished if live => "running",
                 ChildStatus::Unfinished => "interrupted",
@@ -192,18 +213,12 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
                 ChildStatus::Failed => "failed",
                 ChildStatus::Cancelled => "cancelled",
             };
-            entry(
-                &mut out,
-                "⑂",
-                &format!("{} {} {label}", c.role, short_id(&c.id)),
-                plain,
-                width,
-            );
+            entry(&mut out, "⑂", &format!("{name} · {label}"), plain, width);
         }
     }
 
     if let Some(g) = &d.group {
-        heading(&mut out, &g.title);
+        heading(&mut out, &g.title, width);
         for l in &g.lines {
             entry(&mut out, "·", l, plain, width);
         }

@@ -36,12 +36,38 @@ pub fn render_input(frame: &mut Frame, area: Rect, state: &UiState) {
     let row = before.matches('\n').count() as u16;
     let col = before.rsplit('\n').next().unwrap_or("").width() as u16;
     let top = row.saturating_sub(inner.height.saturating_sub(1));
-    frame.render_widget(Paragraph::new(lines).block(block).scroll((top, 0)), area);
+    // A line longer than the box scrolls sideways to keep the cursor in it.
+    let left = col.saturating_sub(inner.width.saturating_sub(1));
+    frame.render_widget(Paragraph::new(lines).block(block).scroll((top, left)), area);
     if state.popup.is_none() && state.modal().is_none() {
         frame.set_cursor_position(Position {
-            x: inner.x + col.min(inner.width.saturating_sub(1)),
+            x: inner.x + (col - left).min(inner.width.saturating_sub(1)),
             y: inner.y + row - top,
         });
+    }
+}
+
+/// Most characters of one part of the status line (the activity, the
+/// latest warning): what follows it stays in view.
+const STATUS_MAX: usize = 72;
+
+/// Cut `text` to `max` characters, with an ellipsis.
+fn cut(text: &mut String, max: usize) {
+    if let Some((i, _)) = text.char_indices().nth(max) {
+        text.truncate(i);
+        text.push('…');
+    }
+}
+
+/// The spinner's frames.
+pub const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/// `secs` as the status line shows it: `7 s`, `2 min 05 s`.
+pub fn elapsed_text(secs: u64) -> String {
+    if secs < 60 {
+        format!("{secs} s")
+    } else {
+        format!("{} min {:02} s", secs / 60, secs % 60)
     }
 }
 
@@ -49,16 +75,32 @@ pub fn render_input(frame: &mut Frame, area: Rect, state: &UiState) {
 pub fn status_text(state: &UiState) -> (String, Color) {
     let activity = state.surface.activity();
     let color = match activity {
+        _ if state.warning.is_some() && state.running => Color::Magenta,
         Activity::Idle => Color::Green,
         Activity::Interrupted(_) => Color::Yellow,
         Activity::Retrying { .. } | Activity::AwaitingPermission(_) => Color::Magenta,
         _ => Color::Cyan,
     };
-    let mut text = match (&activity, state.running) {
+    let warning = state.warning.as_ref().filter(|_| state.running);
+    let mut text = match (&activity, state.running, warning) {
+        // A retry reads as the log put it: "retrying in 6 s: …, attempt 5".
+        (Activity::Retrying { .. }, _, Some(w)) => w.clone(),
         // The turn was submitted and nothing is committed yet.
-        (Activity::Idle, true) => "waiting for the model".to_string(),
-        (a, _) => a.label(),
+        (Activity::Idle, true, _) => "waiting for the model".to_string(),
+        (a, _, _) => a.label(),
     };
+    cut(&mut text, STATUS_MAX);
+    if let Some(started) = state.started.filter(|_| state.running) {
+        let elapsed = started.elapsed();
+        let frame = SPINNER[(elapsed.as_millis() / 100) as usize % SPINNER.len()];
+        text = format!("{frame} {text} · {}", elapsed_text(elapsed.as_secs()));
+    }
+    if let Some(w) = warning.filter(|_| !matches!(activity, Activity::Retrying { .. })) {
+        let mut w = w.clone();
+        cut(&mut w, STATUS_MAX);
+        text.push_str(" · ");
+        text.push_str(&w);
+    }
     if let Some(n) = &state.notice {
         text.push_str(" · ");
         text.push_str(n);
@@ -70,7 +112,9 @@ pub fn status_text(state: &UiState) -> (String, Color) {
 pub fn render_status(frame: &mut Frame, area: Rect, state: &UiState) {
     let (text, color) = status_text(state);
     let right = format!(" {} ", state.title);
-    let keys = if state.quit_on_q && !state.running {
+    let keys = if state.scroll > 0 {
+        " ↑ scrolled back · End returns to live "
+    } else if state.quit_on_q && !state.running {
         " q quits "
     } else if area.width >= 100 {
         " Ctrl-B sidebar · Ctrl-O expand · Esc stops "

@@ -32,7 +32,8 @@ pub fn render(frame: &mut Frame, area: Rect, state: &UiState) {
 /// into view are laid out, so a frame costs what is visible, not the
 /// session's length.
 pub fn visible(state: &UiState, width: usize, height: usize) -> Vec<Line<'static>> {
-    let need = height + state.scroll as usize;
+    // Lay out a little past what shows, so the clamp knows there is more.
+    let need = height + state.scroll as usize + LOOKAHEAD;
     let mut chunks = vec![streaming_lines(state, width)];
     let mut count = chunks[0].len();
     for item in state.surface.durable().transcript.items().iter().rev() {
@@ -44,13 +45,36 @@ pub fn visible(state: &UiState, width: usize, height: usize) -> Vec<Line<'static
         count += lines.len();
         chunks.push(lines);
     }
-    let all: Vec<Line<'static>> = chunks.into_iter().rev().flatten().collect();
+    let mut all: Vec<Line<'static>> = chunks.into_iter().rev().flatten().collect();
+    if state.surface.durable().transcript.items().is_empty() && all.is_empty() {
+        all = welcome_lines(state, width);
+    }
+    state
+        .scroll_max
+        .set(all.len().saturating_sub(height).min(u16::MAX as usize) as u16);
     let end = all
         .len()
         .saturating_sub(state.scroll as usize)
         .max(height.min(all.len()));
     let start = end.saturating_sub(height);
     all[start..end].to_vec()
+}
+
+/// Lines laid out past the top of the view (see [`visible`]).
+const LOOKAHEAD: usize = 64;
+
+/// The first screen: where you are and how to start.
+fn welcome_lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
+    let mut out = vec![Line::raw("")];
+    for (i, l) in state.welcome.iter().enumerate() {
+        let style = if i == 0 {
+            Style::new().add_modifier(Modifier::BOLD)
+        } else {
+            Style::new()
+        };
+        out.extend(wrap(Span::raw("  "), l, style, 2, width));
+    }
+    out
 }
 
 /// Every transcript line at `width`.
@@ -72,6 +96,26 @@ fn streaming_lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
         for (i, l) in streaming.lines().enumerate() {
             let prefix = if i == 0 { "● " } else { "  " };
             out.extend(wrap(Span::raw(prefix), l, Style::new(), 2, width));
+        }
+    }
+    for q in &state.queued {
+        out.push(Line::raw(""));
+        let style = dim();
+        for (i, l) in q.lines().enumerate() {
+            let prefix = if i == 0 { "› " } else { "  " };
+            out.extend(wrap(Span::styled(prefix, style), l, style, 2, width));
+        }
+        out.push(Line::styled(
+            "  queued: delivered at the next safe boundary",
+            Style::new().fg(Color::Yellow),
+        ));
+    }
+    if let Some(e) = &state.error {
+        out.push(Line::raw(""));
+        let style = Style::new().fg(Color::Red);
+        for (i, l) in e.lines().enumerate() {
+            let prefix = if i == 0 { "✗ " } else { "  " };
+            out.extend(wrap(Span::styled(prefix, style), l, style, 2, width));
         }
     }
     out
@@ -110,8 +154,8 @@ fn item_lines(item: &Item, expanded: bool, width: usize, out: &mut Vec<Line<'sta
             }
         }
         Item::Denied { tool, reason, .. } => out.extend(wrap(
-            Span::styled("  ⊘ ", Style::new().fg(Color::Red)),
-            &format!("{tool} denied: {reason}"),
+            Span::styled("  ⊘ denied ", Style::new().fg(Color::Red)),
+            &format!("{tool}: {reason}"),
             Style::new().fg(Color::Red),
             4,
             width,
@@ -149,11 +193,9 @@ fn item_lines(item: &Item, expanded: bool, width: usize, out: &mut Vec<Line<'sta
                 ));
             }
         }
-        Item::Child {
-            child, role, task, ..
-        } => out.extend(wrap(
-            Span::styled(format!("  ⑂ {role} "), Style::new().fg(Color::Magenta)),
-            &format!("({}) {task}", short_id(child)),
+        Item::Child { role, task, .. } => out.extend(wrap(
+            Span::styled(format!("  ⑂ {role}: "), Style::new().fg(Color::Magenta)),
+            task,
             Style::new(),
             4,
             width,
@@ -181,9 +223,25 @@ fn item_lines(item: &Item, expanded: bool, width: usize, out: &mut Vec<Line<'sta
     }
 }
 
+/// True when `row` is a call the user or the approval mode denied: the
+/// denial row says so once, the call's row is not shown as a failure.
+pub fn is_denial(row: &ToolRow) -> bool {
+    row.status == ToolStatus::Failed && row.output.starts_with("denied")
+}
+
+/// True when `row` is a `validate` call whose check failed (the tool
+/// itself succeeded: a failed validation is evidence).
+pub fn failed_validation(row: &ToolRow) -> bool {
+    row.name == "validate" && row.output.starts_with("validation FAILED")
+}
+
 fn tool_lines(row: &ToolRow, expanded: bool, width: usize, out: &mut Vec<Line<'static>>) {
+    if is_denial(row) {
+        return;
+    }
     let (mark, color) = match row.status {
         ToolStatus::Pending => ("…", Color::Yellow),
+        ToolStatus::Done if failed_validation(row) => ("✗", Color::Red),
         ToolStatus::Done => ("✓", Color::Green),
         ToolStatus::Failed => ("✗", Color::Red),
         ToolStatus::Interrupted => ("!", Color::Yellow),
@@ -240,4 +298,24 @@ fn more(total: usize, shown: usize, out: &mut Vec<Line<'static>>) {
 /// The first characters of a session id.
 pub fn short_id(id: &str) -> &str {
     &id[..id.len().min(10)]
+}
+
+/// Names that tell children apart: each child's role, numbered when two
+/// share one (`tester`, `tester 2`), in the order given.
+pub fn child_names<'a>(
+    children: impl Iterator<Item = (&'a str, &'a str)>,
+) -> Vec<(String, String)> {
+    let children: Vec<(&str, &str)> = children.collect();
+    let mut out = Vec::new();
+    for (i, (id, role)) in children.iter().enumerate() {
+        let total = children.iter().filter(|(_, r)| r == role).count();
+        let nth = children[..=i].iter().filter(|(_, r)| r == role).count();
+        let name = if total > 1 && nth > 1 {
+            format!("{role} {nth}")
+        } else {
+            role.to_string()
+        };
+        out.push((id.to_string(), name));
+    }
+    out
 }

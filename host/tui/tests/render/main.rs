@@ -3,6 +3,8 @@
 //! exit and permission answers.
 
 mod keys;
+mod log_sink;
+mod screen;
 
 use latch_kernel::{EventKind, StoredEvent};
 use latch_surface::Surface;
@@ -48,7 +50,7 @@ pub fn screen(state: &UiState, w: u16, h: u16) -> Vec<String> {
         .collect()
 }
 
-fn has(rows: &[String], needle: &str) -> bool {
+pub fn has(rows: &[String], needle: &str) -> bool {
     rows.iter().any(|r| r.contains(needle))
 }
 
