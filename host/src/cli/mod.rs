@@ -14,6 +14,7 @@ pub mod render;
 pub mod resume;
 pub mod sandbox_cmd;
 pub mod serve_cmd;
+pub mod serve_token;
 pub mod session_cmd;
 pub mod setup;
 pub mod skills_cmd;
