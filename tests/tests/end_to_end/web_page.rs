@@ -213,9 +213,6 @@ fn an_open_tab_reconnects_after_a_server_restart_and_keeps_what_was_typed() {
         type_and_send(&c, "sent while down").await;
         tokio::time::sleep(Duration::from_millis(500)).await;
         until(&c, "the text kept", "document.getElementById('input').value.includes('sent while down')").await;
-        // A reload keeps the draft too.
-        c.refresh().await.unwrap();
-        until(&c, "the draft after a reload", "document.getElementById('input').value.includes('sent while down')").await;
         shot(&c, "web-restart").await;
 
         // The server restarts on the same port, with the kept token: the
@@ -226,6 +223,10 @@ fn an_open_tab_reconnects_after_a_server_restart_and_keeps_what_was_typed() {
         assert_eq!(again.token, token, "the token is kept per workspace");
         until(&c, "the live stream again", "document.getElementById('status').innerText.startsWith('live')").await;
         until(&c, "the notice cleared", "document.getElementById('notice').hidden").await;
+        // A reload keeps the draft too.
+        c.refresh().await.unwrap();
+        until(&c, "the live stream after a reload", "document.getElementById('status').innerText.startsWith('live')").await;
+        until(&c, "the draft after a reload", "document.getElementById('input').value.includes('sent while down')").await;
         c.find(Locator::Css("#send")).await.unwrap().click().await.unwrap();
         until(&c, "the answer after the restart", &format!("{TRANSCRIPT}.includes('Answer after the restart.')")).await;
         until(&c, "the input emptied", "document.getElementById('input').value === ''").await;
