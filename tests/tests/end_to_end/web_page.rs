@@ -19,12 +19,19 @@ use std::time::Duration;
 
 const TRANSCRIPT: &str = "document.getElementById('transcript').innerText";
 
-/// Save a screenshot of the page as `target/<name>.png`.
+/// Save a screenshot of the page as `target/<name>.png`; with
+/// `LATCH_UPDATE_SCREENSHOTS=1` also as the README's
+/// `docs/screenshots/<name>.png`.
 async fn shot(c: &Client, name: &str) {
     let png = c.screenshot().await.unwrap();
     assert!(png.starts_with(b"\x89PNG"));
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../target/{name}.png"));
-    std::fs::write(path, png).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    std::fs::write(root.join(format!("target/{name}.png")), &png).unwrap();
+    if std::env::var_os("LATCH_UPDATE_SCREENSHOTS").is_some() {
+        let dir = root.join("docs/screenshots");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), &png).unwrap();
+    }
 }
 
 async fn type_and_send(c: &Client, text: &str) {
