@@ -16,6 +16,7 @@ pub mod repl_input;
 pub mod resume;
 pub mod sandbox_cmd;
 pub mod serve_cmd;
+pub mod serve_token;
 pub mod session_cmd;
 pub mod setup;
 pub mod skills_cmd;

@@ -52,6 +52,11 @@ pub struct ServeArgs {
     /// A reconnecting page more than N events behind gets one snapshot.
     #[arg(long, default_value_t = 1_000, value_name = "N")]
     pub snapshot_after: usize,
+    /// Replace this workspace's kept token (open tabs must then open the
+    /// newly printed URL). By default the token is kept in the user's
+    /// config directory, so an open tab reconnects after a restart.
+    #[arg(long)]
+    pub new_token: bool,
 }
 
 /// A session this server drives: its agent and its lease.
@@ -315,11 +320,45 @@ impl Backend for AgentBackend {
     fn approvals(&self) -> &Approvals {
         &self.approvals
     }
+
+    fn steer(&self, session: &str, text: &str) -> bool {
+        match self
+            .controls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session)
+        {
+            Some(control) => {
+                control.steer(text);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn unsent(&self, session: &str) -> Vec<String> {
+        self.controls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session)
+            .map(TurnControl::take_steering)
+            .unwrap_or_default()
+    }
+
+    fn provider(&self) -> Result<String, String> {
+        match &self.provider {
+            Ok(p) => Ok(format!("{} · {}", p.kind, p.model)),
+            Err(why) => Err(format!(
+                "no new session can start: {why}\nRecorded sessions stay browsable; restart \
+                 `latch serve` with a provider configured to start new ones."
+            )),
+        }
+    }
 }
 
 /// A fresh random token.
 pub fn token() -> String {
-    format!("{:032x}", rand::random::<u128>())
+    super::serve_token::fresh()
 }
 
 /// `latch serve`.
@@ -327,7 +366,11 @@ pub fn run(global: &GlobalArgs, workspace: &Path, args: &ServeArgs) -> anyhow::R
     latch_web::check_bind(args.bind, args.allow_remote)?;
     let backend = AgentBackend::open(global, workspace)?;
     let shown = backend.env.workspace.display().to_string();
-    let token = token();
+    let token = super::serve_token::load_or_create(
+        crate::config::user_config_dir().as_deref(),
+        &backend.workspace,
+        args.new_token,
+    )?;
     let mut config = WebConfig::new(token.clone());
     config.snapshot_after = args.snapshot_after;
     config.allowed_hosts = args.allow_hosts.clone();
@@ -354,6 +397,9 @@ pub fn run(global: &GlobalArgs, workspace: &Path, args: &ServeArgs) -> anyhow::R
         println!("http://{host}:{}/#token={token}", addr.port());
         std::io::stdout().flush()?;
         eprintln!("latch serve: sessions of {shown}; Ctrl-C stops the server (runs stop with it)");
+        if let Err(why) = &backend.provider {
+            eprintln!("latch serve: history is browsable, but no new session can start: {why}");
+        }
         latch_web::serve(listener, Arc::new(backend), config)
             .await
             .context("the server stopped")?;

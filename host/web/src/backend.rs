@@ -85,4 +85,22 @@ pub trait Backend: Send + Sync + 'static {
     /// Where the page's answers to permission requests go: the session's
     /// decision port waits on it.
     fn approvals(&self) -> &Approvals;
+    /// Queue `text` for the session's running turn, delivered at its next
+    /// safe boundary (or as the next turn when the turn ends first), as the
+    /// terminal does. False when this backend cannot queue (the server
+    /// then refuses the message while a turn runs).
+    fn steer(&self, _session: &str, _text: &str) -> bool {
+        false
+    }
+    /// Take the queued messages the session's turn did not deliver (it was
+    /// interrupted): they go back to the page's input.
+    fn unsent(&self, _session: &str) -> Vec<String> {
+        Vec::new()
+    }
+    /// Whether a turn can start: `Ok` with the provider and model new
+    /// sessions use, or `Err` with why not and how to fix it. History is
+    /// browsable either way.
+    fn provider(&self) -> Result<String, String> {
+        Ok("configured".into())
+    }
 }

@@ -14,6 +14,8 @@
 //!   a pending permission request.
 //! * [`lifecycle`] — interrupts during `wait_agents`; one driver per
 //!   session between the page, a parent agent and the terminal.
+//! * [`page`] — the page as a daily tool: sessions started from a task,
+//!   queued messages, wrapping, panels, restarts, themes, no provider.
 
 #[path = "web_attack.rs"]
 mod attack;
@@ -25,6 +27,8 @@ mod commands;
 mod control;
 #[path = "web_lifecycle.rs"]
 mod lifecycle;
+#[path = "web_page.rs"]
+mod page;
 
 use latch_kernel::Store;
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};

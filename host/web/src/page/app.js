@@ -9,6 +9,11 @@
 // `Authorization: Bearer` on every request. No cookie carries it: cookies
 // reach every port of the host. The event stream is read with fetch, since
 // EventSource cannot set that header.
+//
+// `latch serve` keeps its token per workspace, so after a restart the
+// stream reconnects by itself; until then the page says the server is
+// unreachable. The draft in the input is kept in localStorage, and a
+// message that could not be sent goes back into it.
 "use strict";
 
 const SLASH = ["/context", "/compact", "/recall ", "/resume", "/group", "/interrupt", "/help"];
@@ -20,6 +25,11 @@ let lastSeq = 0;        // last durable seq rendered
 let streamSeq = 0;      // last durable seq the stream delivered
 let refreshTimer = null;
 let wantedSession = ""; // the session the URL names, if any
+let queued = [];        // messages queued during a running turn: {text, users}
+let userCount = 0;      // user messages in the rendered transcript
+let lastTurn = "idle";  // the header's turn state
+let canStart = true;    // the server has a provider (GET /api/server)
+const DRAFT_KEY = "latch-draft";
 
 // Take the token from the URL (`#token=…[&session=…]`, or an older
 // `?token=…`) into sessionStorage, and leave the address bar without it.
@@ -53,7 +63,13 @@ function el(tag, cls, text) {
 async function api(path, options) {
   const o = Object.assign({ credentials: "omit", cache: "no-store" }, options || {});
   o.headers = authHeaders(o.headers);
-  const r = await fetch("/api" + path, o);
+  let r;
+  try {
+    r = await fetch("/api" + path, o);
+  } catch (e) {
+    unreachable();
+    throw e;
+  }
   let body = null;
   try { body = await r.json(); } catch (_) { body = null; }
   if (r.status === 401) {
@@ -77,13 +93,50 @@ function notice(text) {
 
 function status(text) { $("status").textContent = text; }
 
+// The server did not answer: say so, and how the page recovers.
+function unreachable() {
+  status("server unreachable");
+  notice("The Latch server is not answering (stopped or restarting). This tab reconnects by " +
+    "itself once `latch serve` runs again in this workspace; your draft is kept. If it " +
+    "was started with --new-token, open the URL it printed.");
+  document.body.dataset.unreachable = "1";
+}
+
+// The header's turn state, from the reducers' activity.
+function turnState(kind, label) {
+  const b = $("turn-state");
+  const words = { idle: "ready", interrupted: "interrupted" };
+  b.dataset.state = kind;
+  b.textContent = words[kind] || ("working: " + label);
+  lastTurn = kind;
+}
+
+function ago(ms) {
+  if (!ms) return "";
+  const s = Math.max(0, (Date.now() - ms) / 1000);
+  if (s < 60) return "just now";
+  if (s < 3600) return Math.floor(s / 60) + " min ago";
+  if (s < 86400) return Math.floor(s / 3600) + " h ago";
+  return new Date(ms).toLocaleDateString();
+}
+
+const STATE_WORDS = { running: "running", busy: "in use elsewhere", interrupted: "interrupted", ready: "ready" };
+
 async function loadSessions() {
   const data = await api("/sessions");
   const list = $("session-list");
   list.replaceChildren();
   const add = (parent, s) => {
-    const li = el("li", s.id === current ? "current" : "", s.id + (s.running ? " ●" : ""));
-    li.title = s.model;
+    const li = el("li", s.id === current ? "current" : "");
+    const row = el("button", "session");
+    row.type = "button";
+    row.appendChild(el("span", "first", s.first_message || "(no messages yet)"));
+    const meta = el("span", "meta");
+    meta.appendChild(el("span", "state state-" + s.state, STATE_WORDS[s.state] || s.state));
+    meta.appendChild(el("span", "when", ago(s.updated_ms)));
+    row.appendChild(meta);
+    row.title = s.id + " · " + s.provider + " · " + s.model + (s.driver ? " · driven by " + s.driver : "");
+    li.appendChild(row);
     li.dataset.session = s.id;
     li.addEventListener("click", (ev) => { ev.stopPropagation(); open(s.id); });
     if (s.children && s.children.length) {
@@ -141,28 +194,103 @@ function render(state) {
   $("streaming").textContent = state.streaming || "";
   t.scrollTop = t.scrollHeight;
   $("activity").textContent = state.activity.label;
+  turnState(state.activity.kind, state.activity.label);
   running(!["idle", "interrupted"].includes(state.activity.kind));
-  const task = $("task");
-  task.replaceChildren();
-  Object.entries(d.task || {}).forEach(([k, v]) => {
-    if (v === null || (Array.isArray(v) && v.length === 0) || v === "") return;
-    kv(task, k, v);
-  });
+  renderTask(d.task || {});
   const ctx = $("context");
   ctx.replaceChildren();
-  kv(ctx, "generation", d.generation);
-  if (state.report) Object.entries(state.report).forEach(([k, v]) => { if (typeof v !== "object") kv(ctx, k, v); });
+  const r = state.report;
+  if (r) {
+    ctx.appendChild(el("div", "kv", "≈" + r.total_tokens + " of " + r.limit_tokens + " tokens"));
+    if (r.request_tokens > 0) {
+      ctx.appendChild(el("div", "kv", "cacheable ≈" + Math.round(100 * r.common_prefix_tokens / r.request_tokens) + "%"));
+    }
+  } else {
+    ctx.appendChild(el("div", "kv dim", "no report yet (/context)"));
+  }
+  ctx.appendChild(el("div", "kv", "workspace generation " + d.generation));
   const u = $("usage");
   u.replaceChildren();
-  kv(u, "input tokens", d.usage.input_tokens);
-  kv(u, "output tokens", d.usage.output_tokens);
-  kv(u, "requests", d.usage.requests.length);
-  if (d.usage.hit_rate !== null) kv(u, "cache hit rate", (100 * d.usage.hit_rate).toFixed(1) + "%");
+  const known = (n) => (n === null || n === undefined ? "–" : String(n));
+  u.appendChild(el("div", "kv", d.usage.requests.length + " requests · " + known(d.usage.input_tokens) + " in · " + known(d.usage.output_tokens) + " out"));
+  u.appendChild(el("div", "kv", d.usage.hit_rate === null ? "cache hit rate unknown" : "cache hit rate " + (100 * d.usage.hit_rate).toFixed(1) + "%"));
+  const users = d.transcript.filter((i) => i.kind === "user").map((i) => i.text);
+  userCount = users.length;
+  // A queued message is delivered once the transcript has it.
+  queued = queued.filter((q) => users.slice(q.users).every((t) => !t.includes(q.text)));
+  renderQueue();
   const ch = $("children");
   ch.replaceChildren(...d.children.map((c) => el("div", "kv", c.role + " · " + c.status + " · " + c.task)));
   const g = $("group");
   g.replaceChildren();
   if (d.group) { g.appendChild(el("div", "kv", d.group.title)); d.group.lines.forEach((l) => g.appendChild(el("div", "kv", l))); }
+}
+
+// The task state as the terminal's sidebar shows it: goal, constraints,
+// decisions, hypotheses (rejected ones struck), evidence, failures.
+function renderTask(t) {
+  const box = $("task");
+  box.replaceChildren();
+  const entry = (mark, text, cls) => {
+    const row = el("div", "entry " + (cls || ""));
+    row.appendChild(el("span", "mark", mark));
+    row.appendChild(el("span", "", text));
+    box.appendChild(row);
+  };
+  if (t.goal && t.goal.text) entry("goal", t.goal.text);
+  else box.appendChild(el("div", "kv dim", "no goal recorded yet"));
+  (t.constraints || []).slice(-6).forEach((c) => entry("!", c.text));
+  (t.decisions || []).slice(-6).forEach((c) => entry("→", c.text));
+  const is = (v, w) => String(v).toLowerCase() === w;
+  (t.hypotheses || []).slice(-6).forEach((h) => entry(is(h.status, "rejected") ? "✗" : "?", h.text, is(h.status, "rejected") ? "rejected" : ""));
+  (t.evidence || []).slice(-6).forEach((e) => entry(is(e.outcome, "passed") ? "✓" : "✗",
+    e.requirement + (e.stale ? " (stale)" : "") + " @gen " + e.generation, e.stale ? "dim" : is(e.outcome, "passed") ? "passed" : "failed"));
+  (t.failures || []).slice(-6).forEach((f) => entry("⚠" + f.count, f.summary, "warn"));
+  (t.disproofs || []).slice(-6).forEach((p) => entry("⊘", p.text, "dim"));
+}
+
+function renderQueue() {
+  const box = $("queue");
+  box.replaceChildren(...queued.map((q) => {
+    const d = el("div", "item user queued");
+    d.appendChild(el("span", "tag", "queued"));
+    d.appendChild(el("span", "", q.text));
+    return d;
+  }));
+}
+
+// A panel for a command's answer (/context, /recall, /group): it stays
+// until its close button (or Esc in it) closes it.
+function panel(kind, title, body) {
+  let p = $("panel-" + kind);
+  if (!p) {
+    p = el("section", "panel");
+    p.id = "panel-" + kind;
+    p.setAttribute("role", "region");
+    p.setAttribute("aria-label", title);
+    $("panels").appendChild(p);
+  }
+  p.replaceChildren();
+  const head = el("div", "panel-head");
+  head.appendChild(el("strong", "", title));
+  const close = el("button", "close", "Close");
+  close.type = "button";
+  close.setAttribute("aria-label", "Close " + title);
+  close.addEventListener("click", () => p.remove());
+  head.appendChild(close);
+  p.appendChild(head);
+  const content = el("div", "panel-body");
+  body.forEach((n) => content.appendChild(n));
+  p.appendChild(content);
+  return p;
+}
+
+// Every string inside a recalled event, in order: its readable text.
+function texts(v, out) {
+  if (typeof v === "string") out.push(v);
+  else if (Array.isArray(v)) v.forEach((x) => texts(x, out));
+  else if (v && typeof v === "object") Object.entries(v).forEach(([k, x]) => { if (k !== "kind") texts(x, out); });
+  return out;
 }
 
 // The permission prompt: the command or the edit's diff in full, why it is
@@ -224,8 +352,8 @@ async function interrupt() {
 
 async function showGroup() {
   const g = await api("/sessions/" + current + "/group");
-  const box = $("group");
-  box.replaceChildren(...g.text.trimEnd().split("\n").map((l) => el("div", "kv", l)));
+  const pre = el("pre", "", g.text.trimEnd());
+  panel("group", "Agent group", [pre]);
 }
 
 function running(on) {
@@ -258,6 +386,7 @@ function scheduleRefresh() {
 async function open(id) {
   if (stream) stream.abort();
   stream = null;
+  if (current !== id) { queued = []; renderQueue(); }
   current = id;
   lastSeq = 0;
   streamSeq = 0;
@@ -292,8 +421,22 @@ function onEvent(name, data) {
     }
     if (d.reasoning) $("activity").textContent = "reasoning reported";
     if (d.retrying) $("activity").textContent = "retrying (attempt " + d.retrying.attempt + "): " + d.retrying.reason;
+  } else if (name === "queued") {
+    const q = JSON.parse(data);
+    if (!queued.some((x) => x.receipt === q.receipt)) {
+      queued.push({ text: q.text, users: userCount, receipt: q.receipt });
+      renderQueue();
+    }
   } else if (name === "turn") {
     const t = JSON.parse(data);
+    if (t.unsent && t.unsent.length) {
+      // Queued messages the stopped turn never delivered: back to the input.
+      const input = $("input");
+      input.value = t.unsent.join("\n") + (input.value ? "\n" + input.value : "");
+      saveDraft();
+      queued = [];
+      renderQueue();
+    }
     if (t.state === "failed") notice("The turn failed: " + t.error);
     if (t.state === "interrupted") notice("Interrupted: " + t.reason);
     running(false);
@@ -321,12 +464,21 @@ async function follow(id, ctrl) {
       if ([401, 403, 404].includes(r.status)) {
         let body = null;
         try { body = await r.json(); } catch (_) { body = null; }
-        notice((body && body.error) || ("HTTP " + r.status));
+        const restarted = r.status === 401 && document.body.dataset.unreachable
+          ? "The server restarted with a new token: open the URL `latch serve` printed. " : "";
+        notice(restarted + ((body && body.error) || ("HTTP " + r.status)));
         status("not connected");
         return;
       }
       if (!r.ok || !r.body) throw new Error("HTTP " + r.status);
       status("live · " + id);
+      if (document.body.dataset.unreachable) {
+        delete document.body.dataset.unreachable;
+        notice("");
+        status("live · " + id + " (reconnected)");
+        scheduleRefresh();
+        loadSessions().catch(() => {});
+      }
       document.body.dataset.connects = Number(document.body.dataset.connects || 0) + 1;
       delay = 500;
       const reader = r.body.pipeThrough(new TextDecoderStream()).getReader();
@@ -357,6 +509,7 @@ async function follow(id, ctrl) {
       if (ctrl.signal.aborted) return;
     }
     if (ctrl.signal.aborted) return;
+    if (Number(document.body.dataset.connects || 0) > 0) unreachable();
     status("reconnecting…");
     await new Promise((done) => setTimeout(done, delay));
     delay = Math.min(delay * 2, 10000);
@@ -365,21 +518,35 @@ async function follow(id, ctrl) {
 
 async function send(text) {
   notice("");
-  if (!current) return;
+  // No session selected: the task starts one (never discarded).
+  if (!current) {
+    if (text.startsWith("/")) { notice(text.split(" ")[0] + " needs a session: pick one on the left, or type a task to start one"); throw new Error("no session"); }
+    const s = await api("/sessions", { method: "POST" });
+    await open(s.id);
+  }
   const id = current;
   if (text.startsWith("/")) {
     const [cmd, ...rest] = text.split(" ");
     const arg = rest.join(" ").trim();
     if (cmd === "/context") {
       const r = await api("/sessions/" + id + "/context");
-      const c = $("context"); c.replaceChildren();
-      Object.entries(r.report).forEach(([k, v]) => kv(c, k, v));
+      const dl = el("div", "kvs");
+      Object.entries(r.report).forEach(([k, v]) => kv(dl, k.replace(/_/g, " "), v === null ? "–" : v));
+      panel("context", "Context of the next request", [dl]);
     } else if (cmd === "/compact") {
       await api("/sessions/" + id + "/compact", { method: "POST" });
     } else if (cmd === "/recall") {
       if (!arg) { notice("/recall needs a query: /recall <words>"); return; }
       const r = await api("/sessions/" + id + "/recall?q=" + encodeURIComponent(arg));
-      notice(r.events.length + " event(s) recalled for “" + arg + "”");
+      const rows = r.events.map((e) => {
+        const row = el("div", "hit");
+        row.appendChild(el("span", "seq", "#" + e.seq));
+        const t = texts(e.body, []).join(" ");
+        row.appendChild(el("span", "", t.length > 400 ? t.slice(0, 399) + "…" : t));
+        return row;
+      });
+      if (!rows.length) rows.push(el("div", "dim", "nothing recalled"));
+      panel("recall", r.events.length + " event(s) recalled for “" + arg + "”", rows);
     } else if (cmd === "/resume") {
       await api("/sessions/" + id + "/resume", { method: "POST" });
     } else if (cmd === "/group") {
@@ -409,13 +576,22 @@ async function send(text) {
     scheduleRefresh();
     return;
   }
-  await api("/sessions/" + id + "/messages", {
+  const r = await api("/sessions/" + id + "/messages", {
     method: "POST",
     headers: { "content-type": "application/json" },
     body: JSON.stringify({ text }),
   });
-  status("running · " + id);
+  if (r.queued) {
+    if (!queued.some((x) => x.receipt === r.receipt)) queued.push({ text, users: userCount, receipt: r.receipt });
+    renderQueue();
+    return;
+  }
+  turnState("running", "starting the turn");
   running(true);
+}
+
+function saveDraft() {
+  try { localStorage.setItem(DRAFT_KEY, $("input").value); } catch (_) { /* storage off */ }
 }
 
 function complete() {
@@ -431,33 +607,65 @@ function customNames() {
   return CUSTOM.map((c) => c.usage.split(" ")[0]);
 }
 
+// Whether a turn can start: without a provider the page says why, and
+// history stays browsable.
+async function serverState() {
+  const info = await api("/server");
+  canStart = info.provider.configured;
+  const n = $("server-notice");
+  n.textContent = canStart ? "" : info.provider.reason;
+  n.hidden = canStart;
+}
+
+function theme(next) {
+  if (next) { document.documentElement.dataset.theme = next; try { localStorage.setItem("latch-theme", next); } catch (_) { /* off */ } }
+}
+
 async function main() {
   takeToken();
+  try { theme(localStorage.getItem("latch-theme")); } catch (_) { /* storage off */ }
+  $("theme").addEventListener("click", () => {
+    const dark = document.documentElement.dataset.theme
+      ? document.documentElement.dataset.theme === "dark"
+      : matchMedia("(prefers-color-scheme: dark)").matches;
+    theme(dark ? "light" : "dark");
+  });
   if (!sessionStorage.getItem(TOKEN_KEY)) {
     notice("No token: open the URL that `latch serve` printed (http://…/#token=…).");
   }
+  try { $("input").value = localStorage.getItem(DRAFT_KEY) || ""; } catch (_) { /* storage off */ }
   $("composer").addEventListener("submit", (e) => {
     e.preventDefault();
     const text = $("input").value.trim();
     if (!text) return;
     $("input").value = "";
+    saveDraft();
     complete();
-    send(text).catch(() => {});
+    send(text).catch(() => {
+      // Not sent (the server is down, or refused it): the text is kept.
+      const input = $("input");
+      if (!input.value.includes(text)) input.value = text + (input.value ? "\n" + input.value : "");
+      saveDraft();
+    });
   });
   $("input").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
   });
-  $("input").addEventListener("input", complete);
+  $("input").addEventListener("input", () => { complete(); saveDraft(); });
   $("interrupt").addEventListener("click", () => interrupt().catch(() => {}));
-  // Esc stops the running turn, as in the terminal.
+  // Esc closes the panel it is in, else stops the running turn.
   document.addEventListener("keydown", (e) => {
-    if (e.key === "Escape" && !$("interrupt").hidden) { e.preventDefault(); interrupt().catch(() => {}); }
+    if (e.key !== "Escape") return;
+    const p = e.target.closest && e.target.closest(".panel");
+    if (p) { e.preventDefault(); p.remove(); return; }
+    if (!$("interrupt").hidden) { e.preventDefault(); interrupt().catch(() => {}); }
   });
   $("new-session").addEventListener("click", async () => {
     const s = await api("/sessions", { method: "POST" });
     await open(s.id);
   });
   try {
+    await serverState();
     const sessions = await loadSessions();
     CUSTOM = (await api("/commands")).commands;
     status("ready");

@@ -17,7 +17,7 @@ use latch_kernel::{SessionRecord, StoreError};
 use latch_surface::Delta;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -98,18 +98,6 @@ pub(crate) fn deleted(id: &str) -> ApiError {
     )
 }
 
-fn summary(s: &SessionRecord, busy: bool, children: Vec<Value>) -> Value {
-    json!({
-        "id": s.id,
-        "parent": s.parent,
-        "provider": s.model.provider,
-        "model": s.model.model,
-        "created_ms": s.created_ms,
-        "running": busy,
-        "children": children,
-    })
-}
-
 /// `GET /api/commands`: the custom slash commands, `{commands: [{usage,
 /// help}]}` (a message `/name args` runs one).
 pub async fn commands(State(state): State<Arc<AppState>>) -> ApiResult {
@@ -122,41 +110,16 @@ pub async fn commands(State(state): State<Arc<AppState>>) -> ApiResult {
     Ok(Json(json!({ "commands": list })).into_response())
 }
 
-/// `GET /api/sessions`: the workspace's sessions, newest first, children
-/// nested under their parent.
-pub async fn list(State(state): State<Arc<AppState>>) -> ApiResult {
-    let st = state.clone();
-    let sessions =
-        blocking(move || Ok(st.backend.store().list_sessions(st.backend.workspace())?)).await?;
-    let busy: HashSet<String> = state
-        .busy
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .keys()
-        .cloned()
-        .collect();
-    fn nest(s: &SessionRecord, all: &[SessionRecord], busy: &HashSet<String>) -> Value {
-        let mut kids: Vec<&SessionRecord> = all
-            .iter()
-            .filter(|c| c.parent.as_deref() == Some(s.id.as_str()))
-            .collect();
-        kids.sort_by_key(|c| c.created_ms);
-        let children = kids.into_iter().map(|c| nest(c, all, busy)).collect();
-        summary(s, busy.contains(&s.id), children)
-    }
-    let roots: Vec<Value> = sessions
-        .iter()
-        .filter(|s| s.parent.is_none())
-        .map(|s| nest(s, &sessions, &busy))
-        .collect();
-    Ok(Json(json!({ "sessions": roots })).into_response())
-}
-
 /// `POST /api/sessions`: a new root session.
 pub async fn create(State(state): State<Arc<AppState>>) -> ApiResult {
     let st = state.clone();
     let s = blocking(move || Ok(st.backend.create_session()?)).await?;
-    Ok((StatusCode::CREATED, Json(summary(&s, false, Vec::new()))).into_response())
+    let brief = super::sessions::Brief::default();
+    Ok((
+        StatusCode::CREATED,
+        Json(super::sessions::summary(&s, &brief, Vec::new())),
+    )
+        .into_response())
 }
 
 /// `GET /api/sessions/{id}`: the reducers' current state of the session,
@@ -284,6 +247,11 @@ pub async fn message(
         blocking(move || Ok(st.backend.drive(&id)?)).await?;
     }
     let receipt = format!("r{}", state.receipts.fetch_add(1, Ordering::Relaxed) + 1);
+    // A turn runs: the message waits for its next safe boundary, as in
+    // the terminal (or starts the next turn when this one ends first).
+    if let Some(queued) = queue(&state, &id, &body.text, &receipt) {
+        return Ok(queued);
+    }
     claim(
         &state,
         &id,
@@ -296,23 +264,66 @@ pub async fn message(
     let (sid, rid) = (id.clone(), receipt.clone());
     tokio::task::spawn_blocking(move || {
         let mut on = sink(&st, &sid);
-        let result = st.backend.run_turn(&sid, &body.text, &mut on);
-        st.hub.committed();
-        let done = match &result {
-            Ok(()) => json!({ "receipt": rid, "state": "finished" }),
-            Err(BackendError::Interrupted(why)) => {
-                json!({ "receipt": rid, "state": "interrupted", "reason": why })
+        let mut text = body.text;
+        loop {
+            let result = st.backend.run_turn(&sid, &text, &mut on);
+            st.hub.committed();
+            // Messages queued after the turn's last safe boundary: the next
+            // turn starts with them (taken and released under the lock that
+            // queueing takes, so none is left behind).
+            let mut busy = st.busy.lock().unwrap_or_else(|p| p.into_inner());
+            let unsent = st.backend.unsent(&sid);
+            if result.is_ok() && !unsent.is_empty() {
+                drop(busy);
+                text = unsent.join("\n");
+                continue;
             }
-            Err(e) => json!({ "receipt": rid, "state": "failed", "error": e.to_string() }),
-        };
-        release(&st, &sid);
-        st.hub.transient(&sid, "turn", done);
+            busy.remove(&sid);
+            drop(busy);
+            let done = match &result {
+                Ok(()) => json!({ "receipt": rid, "state": "finished" }),
+                Err(BackendError::Interrupted(why)) => {
+                    json!({ "receipt": rid, "state": "interrupted", "reason": why, "unsent": unsent })
+                }
+                Err(e) => json!({
+                    "receipt": rid, "state": "failed", "error": e.to_string(), "unsent": unsent,
+                }),
+            };
+            release(&st, &sid);
+            st.hub.transient(&sid, "turn", done);
+            return;
+        }
     });
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({ "receipt": receipt, "session": id })),
     )
         .into_response())
+}
+
+/// Queue `text` for the turn `id` runs in this process: 202 with
+/// `queued: true`. `None` when no turn runs (or the backend cannot queue).
+fn queue(state: &AppState, id: &str, text: &str, receipt: &str) -> Option<Response> {
+    let busy = state.busy.lock().unwrap_or_else(|p| p.into_inner());
+    if !matches!(busy.get(id), Some(Running::Turn { .. })) {
+        return None;
+    }
+    // Queued under the lock: the turn cannot end between the check and
+    // the queueing without the backend seeing the message.
+    if !state.backend.steer(id, text) {
+        return None;
+    }
+    drop(busy);
+    state
+        .hub
+        .transient(id, "queued", json!({ "receipt": receipt, "text": text }));
+    Some(
+        (
+            StatusCode::ACCEPTED,
+            Json(json!({ "receipt": receipt, "session": id, "queued": true })),
+        )
+            .into_response(),
+    )
 }
 
 /// Run a short command of `id` that commits events, with the session

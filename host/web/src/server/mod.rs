@@ -7,7 +7,10 @@
 //!   `Origin` against this server; 403 otherwise.
 //! * [`auth`] — the token as `Authorization: Bearer`, never a cookie; 401
 //!   otherwise. [`auth::Refusal`] is every refusal of both.
-//! * [`api`] — sessions, messages (command receipts), commands.
+//! * [`api`] — sessions, messages (command receipts, or queued while a
+//!   turn runs), commands.
+//! * [`sessions`] — the session list (first message, time, state) and the
+//!   server's own state (whether a turn can start).
 //! * [`control`] — interrupting a running turn, answering its permission
 //!   requests.
 //! * [`group`] — the agent group view.
@@ -20,6 +23,7 @@ pub mod control;
 pub mod group;
 pub mod origin;
 pub mod page;
+pub mod sessions;
 pub mod sse;
 
 use crate::backend::Backend;
@@ -107,7 +111,8 @@ pub fn router(backend: Arc<dyn Backend>, config: WebConfig) -> Router {
         receipts: AtomicU64::new(0),
     });
     let api = Router::new()
-        .route("/sessions", get(api::list).post(api::create))
+        .route("/server", get(sessions::server))
+        .route("/sessions", get(sessions::list).post(api::create))
         .route("/commands", get(api::commands))
         .route("/sessions/{id}", get(api::show))
         .route("/sessions/{id}/messages", post(api::message))
@@ -131,6 +136,7 @@ pub fn router(backend: Arc<dyn Backend>, config: WebConfig) -> Router {
         .route("/", get(page::index))
         .route("/app.js", get(page::script))
         .route("/app.css", get(page::style))
+        .route("/favicon.svg", get(page::icon))
         .nest("/api", api)
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 const INDEX: &str = include_str!("../page/index.html");
 const SCRIPT: &str = include_str!("../page/app.js");
 const STYLE: &str = include_str!("../page/app.css");
+const ICON: &str = include_str!("../page/favicon.svg");
 
 /// Scripts, styles and connections from this origin only; no frames, no
 /// plugins, no form posts elsewhere.
@@ -46,4 +47,9 @@ pub async fn script() -> Response {
 /// `GET /app.css`.
 pub async fn style() -> Response {
     file("text/css; charset=utf-8", STYLE)
+}
+
+/// `GET /favicon.svg`: the tab's icon.
+pub async fn icon() -> Response {
+    file("image/svg+xml", ICON)
 }
