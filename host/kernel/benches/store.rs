@@ -59,6 +59,7 @@ fn event(n: u64) -> EventKind {
             source: "edit_file".into(),
             paths: vec![format!("src/parser/m{}.rs", n % 50)],
             command: None,
+            unchanged: false,
         },
         7 => EventKind::file_observed(
             format!("src/parser/m{}.rs", n % 50),

@@ -245,6 +245,11 @@ pub enum EventKind {
         /// The shell command, for shell mutations.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         command: Option<String>,
+        /// True when the workspace fingerprint taken before and after the
+        /// command found no change: the possible mutation is recorded, but
+        /// the generation does not advance and no evidence goes stale.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        unchanged: bool,
     },
     /// The session observed a file (after reading or writing it).
     FileObserved {
@@ -721,7 +726,10 @@ impl EventKind {
     pub fn advances_generation(&self) -> bool {
         matches!(
             self,
-            EventKind::Mutation { .. } | EventKind::ExternalChange { .. }
+            EventKind::Mutation {
+                unchanged: false,
+                ..
+            } | EventKind::ExternalChange { .. }
         )
     }
 
@@ -830,8 +838,12 @@ impl EventKind {
                 source,
                 paths,
                 command,
+                unchanged,
             } => {
                 let summary = match command {
+                    Some(c) if *unchanged => {
+                        format!("possible mutation by {source} left the workspace unchanged: {c}")
+                    }
                     Some(c) => format!("possible mutation by {source}: {c}"),
                     None => format!("mutation by {source}"),
                 };
@@ -1096,6 +1108,7 @@ mod tests {
                 source: "shell".into(),
                 paths: vec![],
                 command: Some("cargo fmt".into()),
+                unchanged: false,
             },
             EventKind::ManualCompact,
             EventKind::SessionProfile(crate::profile::SessionProfile {

@@ -26,6 +26,7 @@
 pub mod agents;
 pub mod bounds;
 pub mod event;
+pub mod fingerprint;
 pub mod group;
 pub mod ops;
 pub mod permission;
@@ -45,7 +46,7 @@ pub use event::{
 pub use group::{GroupEvent, GroupPort, GroupState};
 pub use ops::{
     GuardError, MutationReceipt, attempt_certification, check_guarded_write, commit_mutation,
-    record_validation,
+    record_validation, run_possible_mutation,
 };
 pub use permission::{
     DecidedBy, GrantScope, McpToolCall, PermissionKind, PermissionLog, PermissionRequest,

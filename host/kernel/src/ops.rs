@@ -3,6 +3,10 @@
 //! * A tool that may mutate the workspace calls [`commit_mutation`] **before**
 //!   it executes, so the generation has advanced even if the process dies
 //!   mid-write.
+//! * A command that may write (`shell`, `validate`, an MCP tool) runs through
+//!   [`run_possible_mutation`]: in a git work tree the workspace is
+//!   fingerprinted before and after, and the mutation it commits advances the
+//!   generation only when the workspace really changed.
 //! * A guarded file edit calls [`check_guarded_write`] with the hash of the
 //!   file's current bytes just before writing; on a mismatch the change is
 //!   recorded and the edit rejected, so the model must re-read. After writing,
@@ -24,6 +28,44 @@ pub struct MutationReceipt {
     pub seq: u64,
     /// The workspace generation after it.
     pub generation: u64,
+}
+
+/// Run `run`, a command of `source` that may write the workspace at
+/// `workspace`, and record its possible mutation.
+///
+/// In a git work tree the workspace is fingerprinted (see
+/// [`crate::fingerprint`]) before and after; the mutation is committed after
+/// the command, marked `unchanged` when no file git tracks or would track
+/// changed, so the generation advances only for a real change. Elsewhere the
+/// mutation is committed **before** the command and always advances.
+pub fn run_possible_mutation<T>(
+    store: &Store,
+    session: &str,
+    source: &str,
+    command: Option<String>,
+    workspace: &std::path::Path,
+    run: impl FnOnce() -> T,
+) -> Result<(T, MutationReceipt)> {
+    let Some(mut before) = crate::fingerprint::Fingerprint::take(workspace) else {
+        let receipt = commit_mutation(store, session, source, Vec::new(), command)?;
+        return Ok((run(), receipt));
+    };
+    let out = run();
+    let unchanged = match crate::fingerprint::Fingerprint::take(workspace) {
+        Some(mut after) => before.changed_paths(&mut after).is_empty(),
+        None => false,
+    };
+    let seq = store.append(
+        session,
+        EventKind::Mutation {
+            source: source.to_string(),
+            paths: Vec::new(),
+            command,
+            unchanged,
+        },
+    )?;
+    let generation = store.generation_of(session)?;
+    Ok((out, MutationReceipt { seq, generation }))
 }
 
 /// Why a guarded write was refused.
@@ -66,6 +108,7 @@ pub fn commit_mutation(
             source: source.to_string(),
             paths,
             command,
+            unchanged: false,
         },
     )?;
     let generation = store.generation_of(session)?;

@@ -842,6 +842,7 @@ fn stress_early_memory_survives_ten_thousand_events() {
                     source: "write_file".into(),
                     paths: vec![format!("src/m{}.rs", n % 50)],
                     command: None,
+                    unchanged: false,
                 },
             });
         }

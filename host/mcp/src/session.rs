@@ -1,12 +1,14 @@
 //! MCP tools bound to one session's store: a tool not annotated read-only
-//! commits a possible-mutation event **before** it runs (advancing the
-//! workspace generation, so older validation goes stale); the answer
+//! records a possible-mutation event through the kernel's
+//! `run_possible_mutation`, the same rule as `shell` (in a git work tree the
+//! generation advances, and older validation goes stale, only when the
+//! workspace really changed); the answer
 //! becomes an ordinary, bounded tool result, its images stored as
 //! artifacts and referenced by [`MediaRef`].
 
 use crate::servers::{ExposedTool, McpServers};
 use latch_engine_sdk::types::{EstimatorProfile, MediaRef, ToolCall, ToolResult};
-use latch_kernel::{Store, StoreError, bound_tool_output, commit_mutation};
+use latch_kernel::{Store, StoreError, bound_tool_output, run_possible_mutation};
 use std::sync::Arc;
 
 /// Most characters of a call's arguments recorded in its mutation event.
@@ -18,6 +20,7 @@ pub struct McpTools {
     store: Arc<Store>,
     session: String,
     profile: EstimatorProfile,
+    workspace: std::path::PathBuf,
 }
 
 impl McpTools {
@@ -28,12 +31,13 @@ impl McpTools {
         session: impl Into<String>,
     ) -> Result<McpTools, StoreError> {
         let session = session.into();
-        let profile = store.session(&session)?.model.estimator;
+        let record = store.session(&session)?;
         Ok(McpTools {
             servers,
             store,
             session,
-            profile,
+            profile: record.model.estimator,
+            workspace: record.workspace.into(),
         })
     }
 
@@ -73,7 +77,9 @@ impl McpTools {
                 call.name
             ));
         };
-        if !tool.read_only {
+        let outcome = if tool.read_only {
+            self.servers.call(&call.name, &call.arguments_json)
+        } else {
             let mut args: String = call
                 .arguments_json
                 .chars()
@@ -83,20 +89,25 @@ impl McpTools {
                 args.push('…');
             }
             let command = format!("MCP {}.{} {args}", tool.server, tool.tool);
-            if let Err(e) = commit_mutation(
+            let servers = &mut self.servers;
+            match run_possible_mutation(
                 &self.store,
                 &self.session,
                 &call.name,
-                vec![],
                 Some(command),
+                &self.workspace,
+                || servers.call(&call.name, &call.arguments_json),
             ) {
-                return failed(format!(
-                    "the possible mutation of `{}` could not be recorded, so the tool was not run: {e}",
-                    call.name
-                ));
+                Ok((outcome, _)) => outcome,
+                Err(e) => {
+                    return failed(format!(
+                        "the possible mutation of `{}` could not be recorded: {e}",
+                        call.name
+                    ));
+                }
             }
-        }
-        let outcome = match self.servers.call(&call.name, &call.arguments_json) {
+        };
+        let outcome = match outcome {
             Ok(outcome) => outcome,
             Err(e) => return failed(bound_tool_output(&e.to_string(), self.profile)),
         };

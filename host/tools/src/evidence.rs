@@ -4,10 +4,12 @@
 //! validation set (an observation per exact requirement, all linked to the
 //! command and the generation it checked) with the kernel's
 //! [`record_validation`]. A command that may write (anything off the
-//! read-only allowlist, as for `shell`) commits its mutation **before** it
-//! runs, so the evidence is recorded at the generation that includes the
-//! command's own effects, never at one the command moved past; any later
-//! write stales it. `complete` asks the kernel to certify with
+//! read-only allowlist, as for `shell`) records its possible mutation with
+//! [`run_possible_mutation`], so the evidence is recorded at the generation
+//! that includes the command's own effects, never at one the command moved
+//! past; in a git work tree the generation advances only when the command
+//! really changed the workspace, so `cargo test` then `cargo clippy` can
+//! prove two requirements that both stay fresh. Any later write stales them. `complete` asks the kernel to certify with
 //! [`attempt_certification`].
 
 use crate::args::Args;
@@ -16,7 +18,7 @@ use crate::policy::is_read_only;
 use crate::run::{human_duration, run_foreground};
 use crate::shell::check_denied;
 use crate::{Reply, ToolContext};
-use latch_kernel::{attempt_certification, commit_mutation, record_validation};
+use latch_kernel::{attempt_certification, record_validation, run_possible_mutation};
 
 /// `validate {command, requirement?, requirements?, timeout_ms?}`.
 pub(crate) fn validate(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> {
@@ -43,26 +45,29 @@ pub(crate) fn validate(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErro
     }
     check_denied(command)?;
     let timeout = ctx.timeout(args)?;
-    let generation = if is_read_only(command) {
-        ctx.store().generation_of(ctx.session())?
+    let execute = || {
+        run_foreground(
+            ctx.workspace(),
+            command,
+            timeout,
+            ctx.sandbox(),
+            ctx.cancel(),
+        )
+    };
+    let (run, generation) = if is_read_only(command) {
+        (execute(), ctx.store().generation_of(ctx.session())?)
     } else {
-        commit_mutation(
+        let (run, receipt) = run_possible_mutation(
             ctx.store(),
             ctx.session(),
             "validate",
-            Vec::new(),
             Some(command.to_string()),
-        )?
-        .generation
+            ctx.workspace(),
+            execute,
+        )?;
+        (run, receipt.generation)
     };
-    let run = run_foreground(
-        ctx.workspace(),
-        command,
-        timeout,
-        ctx.sandbox(),
-        ctx.cancel(),
-    )
-    .map_err(|e| ToolError::io(format!("sh -c {command:?}"), e))?;
+    let run = run.map_err(|e| ToolError::io(format!("sh -c {command:?}"), e))?;
     // Stopped by the user: no verdict, so no evidence either way.
     if let Some(answer) = run.interrupted_answer() {
         return Ok(Reply::error(answer));

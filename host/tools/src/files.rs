@@ -187,11 +187,12 @@ pub(crate) fn read_file(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErr
             let mut n = 0u64;
             loop {
                 line.clear();
-                let read = chained.read_until(b'\n', &mut line).map_err(io)?;
+                let read =
+                    read_line_capped(&mut chained, &mut line, LINE_KEEP_BYTES).map_err(io)?;
                 if read == 0 {
                     break;
                 }
-                size += read as u64;
+                size += read;
                 n += 1;
                 pager.line(n, &line);
             }
@@ -216,6 +217,42 @@ pub(crate) fn read_file(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErr
         )));
     }
     Ok(Reply::ok(pager.finish(&r.rel, size)))
+}
+
+/// Most bytes of one line kept in memory: past a page nothing more of the
+/// line can be shown, so a multi-GB file without a newline is read in
+/// bounded memory.
+const LINE_KEEP_BYTES: usize = READ_MAX_BYTES + 4096;
+
+/// Read one line (through its `\n`) from `reader`, keeping at most `cap`
+/// bytes of it in `line`; returns how many bytes were consumed (0 at end).
+fn read_line_capped(
+    reader: &mut impl BufRead,
+    line: &mut Vec<u8>,
+    cap: usize,
+) -> std::io::Result<u64> {
+    let mut consumed = 0u64;
+    loop {
+        let buf = match reader.fill_buf() {
+            Ok(buf) => buf,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        if buf.is_empty() {
+            return Ok(consumed);
+        }
+        let (take, done) = match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (buf.len(), false),
+        };
+        let room = cap.saturating_sub(line.len());
+        line.extend_from_slice(&buf[..take.min(room)]);
+        reader.consume(take);
+        consumed += take as u64;
+        if done {
+            return Ok(consumed);
+        }
+    }
 }
 
 /// The file's current bytes, or none when it does not exist.

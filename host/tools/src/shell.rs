@@ -3,8 +3,10 @@
 //!
 //! A command on the hard-deny list is refused and recorded as a denial.
 //! Anything not on the read-only allowlist may write, so a `mutation` event
-//! (source `shell`, with the command) is committed before it runs — even if
-//! the command then fails. Background commands always commit one.
+//! (source `shell`, with the command) is recorded even if the command then
+//! fails; in a git work tree it advances the generation only when the
+//! workspace fingerprint moved ([`run_possible_mutation`]). Background
+//! commands always commit an advancing one before they start.
 
 use crate::args::Args;
 use crate::error::ToolError;
@@ -12,7 +14,7 @@ use crate::policy::{hard_deny, is_read_only};
 use crate::process::{ProcessInfo, StartError};
 use crate::run::{human_duration, run_foreground};
 use crate::{Reply, ToolContext};
-use latch_kernel::commit_mutation;
+use latch_kernel::{commit_mutation, run_possible_mutation};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,23 +45,29 @@ pub(crate) fn shell(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> 
         return background(ctx, command);
     }
     let timeout = ctx.timeout(args)?;
-    if !is_read_only(command) {
-        commit_mutation(
+    let execute = || {
+        run_foreground(
+            ctx.workspace(),
+            command,
+            timeout,
+            ctx.sandbox(),
+            ctx.cancel(),
+        )
+    };
+    let run = if is_read_only(command) {
+        execute()
+    } else {
+        run_possible_mutation(
             ctx.store(),
             ctx.session(),
             "shell",
-            Vec::new(),
             Some(command.to_string()),
-        )?;
-    }
-    let run = run_foreground(
-        ctx.workspace(),
-        command,
-        timeout,
-        ctx.sandbox(),
-        ctx.cancel(),
-    )
-    .map_err(|e| ToolError::io(format!("sh -c {command:?}"), e))?;
+            ctx.workspace(),
+            execute,
+        )?
+        .0
+    };
+    let run = run.map_err(|e| ToolError::io(format!("sh -c {command:?}"), e))?;
     if let Some(answer) = run.interrupted_answer() {
         return Ok(Reply::error(answer));
     }

@@ -5,6 +5,8 @@
 //! * [`agent`] — the agent loop through the provider wire formats.
 //! * [`call_ids`] — tool-call ids from servers that repeat or omit them, and
 //!   stores an older build wrote with repeated ids.
+//! * [`certification`] — several requirements proven by real `cargo`
+//!   commands in a git repository certify together; an edit stales them.
 //! * [`child_policy`] — child-policy components and the supervisor.
 //! * [`children`] — child agents: spawn, concurrent workers, reports,
 //!   delivery at safe boundaries, resume.
@@ -51,6 +53,7 @@
 
 mod agent;
 mod call_ids;
+mod certification;
 mod child_policy;
 mod children;
 mod children_lifecycle;

@@ -280,6 +280,7 @@ fn the_report_is_built_from_the_childs_own_log() {
             source: "write_file".into(),
             paths: vec!["src/lib.rs".into()],
             command: None,
+            unchanged: false,
         },
     )
     .unwrap();

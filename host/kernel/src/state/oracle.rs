@@ -25,7 +25,10 @@ fn plain(session: &str, log: &[StoredEvent]) -> Plain {
         .filter(|e| {
             matches!(
                 e.kind,
-                EventKind::Mutation { .. } | EventKind::ExternalChange { .. }
+                EventKind::Mutation {
+                    unchanged: false,
+                    ..
+                } | EventKind::ExternalChange { .. }
             )
         })
         .count() as u64;

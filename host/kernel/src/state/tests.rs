@@ -77,6 +77,7 @@ fn random_kind(r: &mut Rng) -> EventKind {
             source: "write_file".into(),
             paths: vec![r.pick(PATHS).into()],
             command: None,
+            unchanged: r.below(4) == 0,
         },
         15 => EventKind::FileObserved {
             path: r.pick(PATHS).into(),
@@ -198,6 +199,7 @@ fn mutation() -> EventKind {
         source: "write_file".into(),
         paths: vec!["src/lib.rs".into()],
         command: None,
+        unchanged: false,
     }
 }
 

@@ -182,7 +182,7 @@ impl Recorded {
                 EventKind::Mutation {
                     source: "edit_file".into(),
                     paths: vec!["src/math.sh".into()],
-                    command: None,
+                    command: None, unchanged: false,
                 },
                 result("c4", "edit_file", "edited src/math.sh", false),
                 assistant(
@@ -273,6 +273,7 @@ impl Recorded {
                     source: "edit_file".into(),
                     paths: vec!["src/parser.rs".into()],
                     command: None,
+                    unchanged: false,
                 },
             ],
         );

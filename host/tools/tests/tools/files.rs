@@ -485,3 +485,32 @@ fn list_and_grep_respect_gitignore() {
     assert_ok(&o);
     assert!(o.result.content.contains("no matches"));
 }
+
+/// The process's peak resident set (VmHWM) in bytes.
+fn peak_rss() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
+    let kb: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
+    kb * 1024
+}
+
+#[test]
+fn read_file_on_a_multi_gigabyte_file_without_a_newline_uses_bounded_memory() {
+    let e = env();
+    let path = e.ws.join("huge.log");
+    // Text up front (not binary), then a sparse tail: 2 GiB, no newline.
+    let file = std::fs::File::create(&path).unwrap();
+    use std::io::Write;
+    (&file).write_all(&[b'a'; 16 * 1024]).unwrap();
+    file.set_len(2 << 30).unwrap();
+    drop(file);
+    let before = peak_rss();
+    let o = e.call("read_file", json!({"path": "huge.log"}));
+    assert_ok(&o);
+    assert!(o.result.content.len() <= READ_MAX_BYTES);
+    let grown = peak_rss().saturating_sub(before);
+    assert!(
+        grown < 256 << 20,
+        "reading a 2 GiB line grew the peak resident set by {grown} bytes"
+    );
+}

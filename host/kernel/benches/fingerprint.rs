@@ -1,0 +1,96 @@
+//! The workspace fingerprint at 10k files against `git status` on the same
+//! repository: a warm fingerprint (hashes cached, nothing moved) and one
+//! before/after comparison, each printed as a ratio to `git status`.
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use latch_kernel::fingerprint::Fingerprint;
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const FILES: usize = 10_000;
+
+fn git(ws: &Path, args: &[&str]) {
+    let ok = Command::new("git")
+        .args(args)
+        .current_dir(ws)
+        .output()
+        .unwrap()
+        .status
+        .success();
+    assert!(ok, "git {args:?}");
+}
+
+fn repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path();
+    for i in 0..FILES {
+        let sub = ws.join(format!("d{}", i % 100));
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(
+            sub.join(format!("f{i}.rs")),
+            format!("pub fn f{i}() {{}}\n"),
+        )
+        .unwrap();
+    }
+    git(ws, &["init", "-q"]);
+    git(ws, &["add", "-A"]);
+    git(
+        ws,
+        &[
+            "-c",
+            "user.name=b",
+            "-c",
+            "user.email=b@example.com",
+            "commit",
+            "-qm",
+            "b",
+        ],
+    );
+    dir
+}
+
+fn mean(mut f: impl FnMut(), n: u32) -> Duration {
+    let start = Instant::now();
+    for _ in 0..n {
+        f();
+    }
+    start.elapsed() / n
+}
+
+fn bench(c: &mut Criterion) {
+    let dir = repo();
+    let ws = dir.path();
+    let status = || {
+        Command::new("git")
+            .args(["status", "--porcelain"])
+            .current_dir(ws)
+            .output()
+            .unwrap();
+    };
+    let compare = || {
+        let mut before = Fingerprint::take(ws).unwrap();
+        let mut after = Fingerprint::take(ws).unwrap();
+        assert!(before.changed_paths(&mut after).is_empty());
+    };
+    let mut g = c.benchmark_group("fingerprint_10k");
+    g.sample_size(20);
+    g.bench_function("git_status", |b| b.iter(status));
+    g.bench_function("fingerprint_warm", |b| {
+        b.iter(|| Fingerprint::take(ws).unwrap())
+    });
+    g.bench_function("before_after", |b| b.iter(compare));
+    g.finish();
+    let s = mean(status, 10);
+    let f = mean(|| drop(Fingerprint::take(ws).unwrap()), 10);
+    let ba = mean(compare, 10);
+    println!(
+        "10k files: git status {s:?}, fingerprint {f:?} ({:.2}x git status), \
+         before+after {ba:?} ({:.2}x git status)",
+        f.as_secs_f64() / s.as_secs_f64(),
+        ba.as_secs_f64() / s.as_secs_f64()
+    );
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
