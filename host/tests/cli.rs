@@ -23,6 +23,10 @@
 //!   are `#[ignore]`d: the local tier).
 //! * [`trust`] — workspace trust: `run`/`serve` refuse, `--trust-workspace`,
 //!   `latch trust [--revoke]`, the REPL question and the TUI modal.
+//! * [`rewind`] — checkpoints: `latch rewind` and `/rewind` put files back
+//!   to before a message as new events; outside changes are left alone.
+//! * [`images`] — `run --image`, `/image`, `@path`: each provider's image
+//!   format, pricing from dimensions, exact replay on resume.
 
 #[path = "cli/children.rs"]
 mod children;
@@ -32,12 +36,16 @@ mod compare;
 mod crash;
 #[path = "cli/group.rs"]
 mod group;
+#[path = "cli/images.rs"]
+mod images;
 #[path = "cli/lifecycle.rs"]
 mod lifecycle;
 #[path = "cli/npm_registry.rs"]
 mod npm_registry;
 #[path = "cli/permissions.rs"]
 mod permissions;
+#[path = "cli/rewind.rs"]
+mod rewind;
 #[path = "cli/safety.rs"]
 mod safety;
 #[path = "cli/skills_mcp.rs"]

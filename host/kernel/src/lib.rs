@@ -25,6 +25,7 @@
 
 pub mod agents;
 pub mod bounds;
+pub mod checkpoint;
 pub mod event;
 pub mod group;
 pub mod ops;
@@ -37,6 +38,10 @@ pub mod view;
 pub use agents::{AgentReport, AgentTree, ChildState, ReportOutcome};
 pub use bounds::{
     FILE_HASH_MAX_BYTES, READ_MAX_BYTES, READ_MAX_TOKENS, bound_head, bound_tool_output,
+};
+pub use checkpoint::{
+    FileAction, RewindError, RewindPlan, RewindPoint, apply_rewind, plan_rewind, record_checkpoint,
+    rewind_points, rewound_summary,
 };
 pub use event::{
     CertificationOutcome, ENGINE_HIDDEN_KINDS, EventDecodeError, EventKind, OpaqueBlock,

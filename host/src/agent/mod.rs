@@ -14,11 +14,13 @@ mod control;
 mod error;
 pub mod extended;
 mod guarded;
+pub mod images;
 pub mod permissions;
 pub mod prompt;
 pub mod provider_io;
 pub mod recall;
 mod repair;
+pub mod rewind;
 pub mod tools;
 mod turn;
 
@@ -172,6 +174,10 @@ pub struct Agent {
     /// (see [`Agent::with_extensions`]).
     extensions: Vec<ExtensionSource>,
     extension_tokens: u64,
+    /// The workspace root (images named by `@path` resolve against it).
+    workspace: PathBuf,
+    /// Images attached for the next user message (see [`Agent::attach_image`]).
+    pending_images: Vec<MediaRef>,
 }
 
 impl Agent {
@@ -205,6 +211,7 @@ impl Agent {
         let schemas_json = serde_json::to_string(&schemas).unwrap_or_default();
         let tools_tokens = estimate(session.model.estimator, &schemas_json) as u64;
         let current_context = prompt::session_context(&workspace, &options.mode);
+        let workspace_root = workspace.clone();
         let recorded = store.session_contexts(&session.id)?;
         let context_recorded = recorded.is_some();
         let (session_context, announced_context) = match recorded {
@@ -232,6 +239,8 @@ impl Agent {
             permission_log: None,
             extensions: Vec::new(),
             extension_tokens: 0,
+            workspace: workspace_root,
+            pending_images: Vec::new(),
         })
     }
 

@@ -44,6 +44,8 @@ pub fn event_line(event: &EventKind) -> Option<String> {
             terminal_safe(reason, 4 * MAX_PRINTED_CHARS)
         )),
         EventKind::ManualCompact => Some("  ◇ working memory reset (/compact)".into()),
+        EventKind::Rewound { .. } => latch_kernel::rewound_summary(event)
+            .map(|s| format!("  ◇ {}", terminal_safe(&s, 4 * MAX_PRINTED_CHARS))),
         EventKind::SessionProfile(p) => p.change_text().map(|text| {
             format!(
                 "  {} {}",
