@@ -32,6 +32,10 @@
 //!   denial the model reads, trust for a workspace's hooks, the TUI row.
 //! * [`trust`] — workspace trust: `run`/`serve` refuse, `--trust-workspace`,
 //!   `latch trust [--revoke]`, the REPL question and the TUI modal.
+//! * [`rewind`] — checkpoints: `latch rewind` and `/rewind` put files back
+//!   to before a message as new events; outside changes are left alone.
+//! * [`images`] — `run --image`, `/image`, `@path`: each provider's image
+//!   format, pricing from dimensions, exact replay on resume.
 
 #[path = "cli/acp.rs"]
 mod acp;
@@ -47,12 +51,16 @@ mod crash;
 mod group;
 #[path = "cli/hooks.rs"]
 mod hooks;
+#[path = "cli/images.rs"]
+mod images;
 #[path = "cli/lifecycle.rs"]
 mod lifecycle;
 #[path = "cli/npm_registry.rs"]
 mod npm_registry;
 #[path = "cli/permissions.rs"]
 mod permissions;
+#[path = "cli/rewind.rs"]
+mod rewind;
 #[path = "cli/safety.rs"]
 mod safety;
 #[path = "cli/sandbox.rs"]

@@ -251,6 +251,33 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         unchanged: bool,
     },
+    /// What a Latch write replaced: the file's bytes just before the write,
+    /// kept as an artifact so [`crate::checkpoint`] can restore them. Hidden
+    /// from engines.
+    Checkpoint {
+        /// Workspace-relative path.
+        path: String,
+        /// SHA-256 of the artifact holding the previous bytes; `None` when
+        /// the file did not exist.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        before: Option<String>,
+    },
+    /// `rewind`: files restored to their state before the user message
+    /// `to_seq`. Preceded by the [`EventKind::Mutation`] that advances the
+    /// workspace generation.
+    Rewound {
+        /// Sequence number of the user message the files went back before.
+        to_seq: u64,
+        /// Files written back.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        restored: Vec<String>,
+        /// Files removed (they did not exist then).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        removed: Vec<String>,
+        /// Files left alone: changed outside Latch since it last wrote them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        conflicts: Vec<String>,
+    },
     /// The session observed a file (after reading or writing it).
     FileObserved {
         /// Workspace-relative path.
@@ -613,6 +640,8 @@ pub const KNOWN_KINDS: &[&str] = &[
     "group_message_delivered",
     "session_profile",
     "hook_ran",
+    "checkpoint",
+    "rewound",
 ];
 
 /// The kinds hidden from engines, from recent context, from recall and from
@@ -633,6 +662,7 @@ pub const ENGINE_HIDDEN_KINDS: &[&str] = &[
     "group",
     "session_profile",
     "hook_ran",
+    "checkpoint",
 ];
 
 /// Why a stored event could not be decoded.
@@ -685,6 +715,8 @@ impl EventKind {
             EventKind::StateUpdate(_) => "state_update",
             EventKind::Mutation { .. } => "mutation",
             EventKind::FileObserved { .. } => "file_observed",
+            EventKind::Checkpoint { .. } => "checkpoint",
+            EventKind::Rewound { .. } => "rewound",
             EventKind::ExternalChange { .. } => "external_change",
             EventKind::Validation { .. } => "validation",
             EventKind::ProcessStarted { .. } => "process_started",
@@ -855,6 +887,21 @@ impl EventKind {
                     None => format!("observed {path} ({size} bytes, not hashed)"),
                 };
                 note(KernelNoteKind::Other, summary, vec![path.clone()])
+            }
+            EventKind::Checkpoint { path, before } => note(
+                KernelNoteKind::Other,
+                match before {
+                    Some(h) => format!("checkpoint of {path} (artifact {})", short(h)),
+                    None => format!("checkpoint of {path} (did not exist)"),
+                },
+                vec![path.clone()],
+            ),
+            EventKind::Rewound {
+                restored, removed, ..
+            } => {
+                let files = restored.iter().chain(removed).cloned().collect();
+                let summary = crate::checkpoint::rewound_summary(self).unwrap_or_default();
+                note(KernelNoteKind::ExternalChange, summary, files)
             }
             EventKind::ExternalChange {
                 path,

@@ -25,6 +25,7 @@
 
 pub mod agents;
 pub mod bounds;
+pub mod checkpoint;
 pub mod event;
 pub mod fingerprint;
 pub mod group;
@@ -38,6 +39,10 @@ pub mod view;
 pub use agents::{AgentReport, AgentTree, ChildState, ReportOutcome};
 pub use bounds::{
     FILE_HASH_MAX_BYTES, READ_MAX_BYTES, READ_MAX_TOKENS, bound_head, bound_tool_output,
+};
+pub use checkpoint::{
+    FileAction, RewindError, RewindPlan, RewindPoint, apply_rewind, plan_rewind, record_checkpoint,
+    rewind_points, rewound_summary,
 };
 pub use event::{
     CertificationOutcome, ENGINE_HIDDEN_KINDS, EventDecodeError, EventKind, OpaqueBlock,

@@ -24,6 +24,12 @@ pub enum AgentError {
         /// The provider's refusal, with its own figures when it gave them.
         source: ProviderError,
     },
+    /// An image the user attached could not be used.
+    #[error(transparent)]
+    Image(#[from] super::images::ImageError),
+    /// A rewind could not be planned or applied.
+    #[error(transparent)]
+    Rewind(#[from] latch_kernel::RewindError),
     /// The store failed.
     #[error("event store: {0}")]
     Store(#[from] StoreError),

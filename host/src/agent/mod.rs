@@ -15,11 +15,13 @@ mod error;
 pub mod extended;
 mod guarded;
 pub mod hooks;
+pub mod images;
 pub mod permissions;
 pub mod prompt;
 pub mod provider_io;
 pub mod recall;
 mod repair;
+pub mod rewind;
 pub mod tools;
 mod turn;
 
@@ -190,6 +192,10 @@ pub struct Agent {
     /// Configured hooks (see [`hooks`]), and whether `session_start` ran.
     hooks: hooks::HookCommands,
     session_started: bool,
+    /// The workspace root (images named by `@path` resolve against it).
+    workspace: PathBuf,
+    /// Images attached for the next user message (see [`Agent::attach_image`]).
+    pending_images: Vec<MediaRef>,
 }
 
 impl Agent {
@@ -223,6 +229,7 @@ impl Agent {
         let schemas_json = serde_json::to_string(&schemas).unwrap_or_default();
         let tools_tokens = estimate(session.model.estimator, &schemas_json) as u64;
         let current_context = prompt::session_context(&workspace, &options.mode);
+        let workspace_root = workspace.clone();
         let recorded = store.session_contexts(&session.id)?;
         let context_recorded = recorded.is_some();
         let (session_context, announced_context) = match recorded {
@@ -252,6 +259,8 @@ impl Agent {
             extension_tokens: 0,
             hooks: hooks::HookCommands::default(),
             session_started: false,
+            workspace: workspace_root,
+            pending_images: Vec::new(),
         })
     }
 

@@ -9,7 +9,7 @@ use super::hooks::HookPoint;
 use super::permissions::Permit;
 use super::provider_io::{self, RequestFigures};
 use super::{Agent, AgentError, AgentEvent, StoreMedia, TurnOutcome, fill_provider_metrics};
-use latch_engine_sdk::types::{Part, SessionContext, ToolCall};
+use latch_engine_sdk::types::{SessionContext, ToolCall};
 use latch_kernel::EventKind;
 use latch_provider::{
     AssistantTurn, CacheHints, ProviderError, ProviderRequest, StopReason, StreamEvent, Usage,
@@ -68,6 +68,9 @@ impl Agent {
         input: &str,
         observer: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<TurnOutcome, AgentError> {
+        // Images are read and stored first: a bad one stops the turn before
+        // anything is recorded.
+        let parts = self.user_parts(input)?;
         self.repair_interrupted(observer)?;
         self.start_controlled_turn();
         if !self.session_started {
@@ -98,12 +101,7 @@ impl Agent {
         }
         self.announced_context = self.current_context.clone();
         self.context_recorded = true;
-        self.append(
-            EventKind::UserMessage {
-                parts: vec![Part::Text(input.to_string())],
-            },
-            observer,
-        )?;
+        self.append(EventKind::UserMessage { parts }, observer)?;
         self.run_hooks(
             HookPoint::UserMessage,
             None,

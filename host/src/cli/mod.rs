@@ -14,6 +14,7 @@ pub mod mcp_cmd;
 pub mod render;
 pub mod repl_input;
 pub mod resume;
+pub mod rewind_cmd;
 pub mod sandbox_cmd;
 pub mod serve_cmd;
 pub mod serve_token;
@@ -109,7 +110,15 @@ pub enum Command {
         /// Stream the durable events as JSON lines instead of a transcript.
         #[arg(long)]
         json: bool,
+        /// Attach an image (PNG, JPEG, GIF or WebP) to the task; repeatable.
+        #[arg(long, value_name = "FILE")]
+        image: Vec<PathBuf>,
     },
+    /// List a session's user messages, or put the files Latch changed back
+    /// to their state before one of them (`--to SEQ`). Files changed outside
+    /// Latch since are shown and left alone; history is never deleted.
+    #[command(after_help = "Examples:\n  latch rewind 01jd2k\n  latch rewind 01jd2k --to 42")]
+    Rewind(rewind_cmd::RewindArgs),
     /// Resume a session (by id or unique prefix, or the latest one).
     #[command(after_help = "Examples:\n  latch resume --last\n  latch resume 01jd2k")]
     Resume {
@@ -364,7 +373,10 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         })) => engine_new::run(&name, lang, dir.as_deref(), sdk.as_deref()),
         None => interactive(&cli.global, &workspace, None, false),
         Some(Command::Chat { plain }) => interactive(&cli.global, &workspace, None, plain),
-        Some(Command::Run { task, json }) => session_cmd::run(&cli.global, &workspace, &task, json),
+        Some(Command::Run { task, json, image }) => {
+            session_cmd::run(&cli.global, &workspace, &task, json, &image)
+        }
+        Some(Command::Rewind(args)) => rewind_cmd::run(&cli.global, &workspace, &args),
         Some(Command::Resume {
             session,
             last,

@@ -59,7 +59,13 @@ pub fn printer(json: bool) -> impl FnMut(AgentEvent) + Send {
 }
 
 /// `latch run "<task>"`.
-pub fn run(global: &GlobalArgs, workspace: &Path, task: &str, json: bool) -> anyhow::Result<i32> {
+pub fn run(
+    global: &GlobalArgs,
+    workspace: &Path,
+    task: &str,
+    json: bool,
+    images: &[std::path::PathBuf],
+) -> anyhow::Result<i32> {
     let mut env = Env::open(global, workspace)?;
     setup::settle_trust(&mut env, global, setup::TrustPolicy::Refuse)?;
     let provider = setup::choose_provider(global, &env.config.config)?;
@@ -73,6 +79,11 @@ pub fn run(global: &GlobalArgs, workspace: &Path, task: &str, json: bool) -> any
     // Nobody else drives it while it runs (`latch resume` is refused).
     let _lease = setup::take_lease(&env, &session.id, "`latch run`")?;
     let mut agent = setup::build_agent(&env, session, &provider, "run")?;
+    for image in images {
+        // Relative to where `latch` runs, as a shell user expects.
+        let path = std::path::absolute(image)?;
+        agent.attach_image(&path)?;
+    }
     let mut out = printer(json);
     match agent.run_turn(task, &mut out) {
         Ok(_) => Ok(0),
@@ -137,7 +148,10 @@ pub fn chat(
     for w in &warnings {
         eprintln!("warning: {w}");
     }
-    eprintln!("type a task, or /help /context /compact /recall <query> /group /exit");
+    eprintln!(
+        "type a task (@file.png attaches an image), or /help /context /compact /recall <query> \
+         /image <path> /rewind [seq] /group /exit"
+    );
     let mut input = super::repl_input::LineInput::new(commands.clone());
     while let Some(line) = input.read()? {
         let line = line.trim();
@@ -204,6 +218,25 @@ fn slash(
         "/recall" => agent
             .recall(rest.trim(), 10)
             .map(|events| print!("{}", render::recalled(&events))),
+        "/image" => agent
+            .attach_image(Path::new(rest.trim()))
+            .map(|m| println!("{}", attached_line(&m)))
+            .map_err(Into::into),
+        "/rewind" => match rest.trim() {
+            "" => agent
+                .rewind_points()
+                .map(|p| print!("{}", super::rewind_cmd::points_text(&p))),
+            seq => match seq.parse::<u64>() {
+                Ok(seq) => agent
+                    .rewind(seq, out)
+                    .map(|plan| print!("{}", super::rewind_cmd::plan_text(&plan)))
+                    .map_err(Into::into),
+                Err(_) => {
+                    eprintln!("usage: /rewind [SEQ] (a sequence number from the /rewind list)");
+                    return Slash::Handled;
+                }
+            },
+        },
         "/group" => {
             match super::group_cmd::group_text(agent.store(), agent.session()) {
                 Ok(text) => print!("{}", super::group_cmd::printable(&text)),
@@ -213,7 +246,7 @@ fn slash(
         }
         c if c.starts_with('/') => {
             eprintln!(
-                "unknown command {c}: try /help, /context, /compact, /recall <query>, /group, /exit"
+                "unknown command {c}: try /help, /context, /compact, /recall <query>, /image <path>, /rewind [seq], /group, /exit"
             );
             return Slash::Handled;
         }
@@ -223,6 +256,18 @@ fn slash(
         eprintln!("error: {}", safe(&e.to_string()));
     }
     Slash::Handled
+}
+
+/// The line shown when an image is attached to the next message.
+pub fn attached_line(m: &latch_engine_sdk::types::MediaRef) -> String {
+    format!(
+        "attached {} {}×{} ({} bytes, ≈{} tokens) to the next message",
+        m.mime_type,
+        m.width.unwrap_or(0),
+        m.height.unwrap_or(0),
+        m.byte_len,
+        latch_engine_sdk::estimate::image_tokens(m.width, m.height)
+    )
 }
 
 /// `latch sessions`.

@@ -274,6 +274,39 @@ impl AgentThread {
                         lines,
                     });
                 }
+                Command::Rewind(None) => {
+                    let lines = match self.agent.rewind_points() {
+                        Ok(points) => super::rewind_cmd::points_text(&points)
+                            .lines()
+                            .map(str::to_string)
+                            .collect(),
+                        Err(e) => vec![format!("cannot list the messages: {e}")],
+                    };
+                    self.send(Input::Popup {
+                        title: "/rewind".into(),
+                        lines,
+                    });
+                }
+                Command::Rewind(Some(seq)) => {
+                    let lines = match self.agent.rewind(seq, &mut |_| {}) {
+                        Ok(plan) => super::rewind_cmd::plan_text(&plan)
+                            .lines()
+                            .map(str::to_string)
+                            .collect(),
+                        Err(e) => vec![format!("/rewind failed: {e}")],
+                    };
+                    self.flush();
+                    self.send(Input::Popup {
+                        title: format!("/rewind {seq}"),
+                        lines,
+                    });
+                }
+                Command::Image(path) => {
+                    match self.agent.attach_image(std::path::Path::new(&path)) {
+                        Ok(m) => self.notice(super::session_cmd::attached_line(&m)),
+                        Err(e) => self.notice(format!("/image failed: {e}")),
+                    }
+                }
                 Command::Exit => break,
                 // Handled on the screen's thread through the turn control
                 // and the approver.

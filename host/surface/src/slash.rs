@@ -1,5 +1,6 @@
 //! Slash commands, parsed once for every surface: `/context`, `/compact`,
-//! `/recall <query>`, `/group`, `/sessions`, `/help`, `/exit`.
+//! `/recall <query>`, `/group`, `/rewind [seq]`, `/image <path>`, `/sessions`,
+//! `/help`, `/exit`.
 
 /// Every slash command with its one-line help, in the order shown.
 pub const SLASH_COMMANDS: &[(&str, &str)] = &[
@@ -10,6 +11,14 @@ pub const SLASH_COMMANDS: &[(&str, &str)] = &[
         "/recall <query>: original events by full-text search",
     ),
     ("/group", "the agent group's tasks, members and messages"),
+    (
+        "/rewind",
+        "/rewind [seq]: list your messages, or put files back to before one",
+    ),
+    (
+        "/image",
+        "/image <path>: attach an image to the next message",
+    ),
     ("/sessions", "the workspace's sessions"),
     ("/help", "keys and commands"),
     ("/exit", "leave Latch (the session stays resumable)"),
@@ -26,6 +35,10 @@ pub enum Slash {
     Recall(String),
     /// `/group`.
     Group,
+    /// `/rewind` (list) or `/rewind SEQ` (restore the files to before it).
+    Rewind(Option<u64>),
+    /// `/image PATH`.
+    Image(String),
     /// `/sessions`.
     Sessions,
     /// `/help`.
@@ -43,6 +56,10 @@ pub enum SlashError {
     Unknown(String),
     /// `/recall` without a query.
     MissingQuery,
+    /// `/rewind` with something other than a sequence number.
+    BadRewind(String),
+    /// `/image` without a path.
+    MissingImage,
 }
 
 impl std::fmt::Display for SlashError {
@@ -55,6 +72,11 @@ impl std::fmt::Display for SlashError {
             SlashError::MissingQuery => {
                 write!(f, "/recall needs a query: /recall E0599 parser")
             }
+            SlashError::BadRewind(arg) => write!(
+                f,
+                "/rewind takes a message's sequence number, not `{arg}`: /rewind lists them"
+            ),
+            SlashError::MissingImage => write!(f, "/image needs a path: /image shot.png"),
         }
     }
 }
@@ -85,6 +107,13 @@ impl Slash {
             "/recall" if rest.is_empty() => Err(SlashError::MissingQuery),
             "/recall" => Ok(Slash::Recall(rest.to_string())),
             "/group" => Ok(Slash::Group),
+            "/rewind" if rest.is_empty() => Ok(Slash::Rewind(None)),
+            "/rewind" => rest
+                .parse()
+                .map(|seq| Slash::Rewind(Some(seq)))
+                .map_err(|_| SlashError::BadRewind(rest.to_string())),
+            "/image" if rest.is_empty() => Err(SlashError::MissingImage),
+            "/image" => Ok(Slash::Image(rest.to_string())),
             "/sessions" => Ok(Slash::Sessions),
             "/help" => Ok(Slash::Help),
             "/exit" | "/quit" => Ok(Slash::Exit),

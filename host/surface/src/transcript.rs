@@ -307,6 +307,11 @@ impl Transcript {
                     });
                 }
             }
+            EventKind::Rewound { .. } => self.items.push(Item::Notification {
+                seq,
+                source: "rewind".into(),
+                text: latch_kernel::rewound_summary(event).unwrap_or_default(),
+            }),
             EventKind::RunInterrupted { reason } => self.items.push(Item::Divider {
                 seq,
                 kind: DividerKind::Interrupted {

@@ -16,7 +16,7 @@ use crate::{Reply, ToolContext};
 use latch_engine_sdk::estimate;
 use latch_kernel::{
     EventKind, FILE_HASH_MAX_BYTES, FileKnowledge, READ_MAX_BYTES, READ_MAX_TOKENS, bound_head,
-    check_guarded_write, commit_mutation, sha256_hex,
+    check_guarded_write, commit_mutation, record_checkpoint, sha256_hex,
 };
 use std::io::{BufRead, BufReader, ErrorKind, Read};
 
@@ -299,13 +299,16 @@ fn guard(ctx: &ToolContext, r: &Resolved, current: Option<&[u8]>) -> Result<(), 
     Ok(())
 }
 
-/// Commit the mutation, write, then observe what was written.
+/// Record what the write replaces (a checkpoint `rewind` restores from),
+/// commit the mutation, write, then observe what was written.
 fn commit_and_write(
     ctx: &ToolContext,
     tool: &str,
     r: &Resolved,
+    before: Option<&[u8]>,
     content: &[u8],
 ) -> Result<(), ToolError> {
+    record_checkpoint(ctx.store(), ctx.session(), &r.rel, before)?;
     commit_mutation(ctx.store(), ctx.session(), tool, vec![r.rel.clone()], None)?;
     if let Some(parent) = r.abs.parent() {
         std::fs::create_dir_all(parent).map_err(|e| ToolError::io(parent, e))?;
@@ -325,7 +328,13 @@ pub(crate) fn write_file(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolEr
     let content = args.str("content");
     let current = current_bytes(&r)?;
     guard(ctx, &r, current.as_deref())?;
-    commit_and_write(ctx, "write_file", &r, content.as_bytes())?;
+    commit_and_write(
+        ctx,
+        "write_file",
+        &r,
+        current.as_deref(),
+        content.as_bytes(),
+    )?;
     let verb = if current.is_some() {
         "replaced"
     } else {
@@ -360,6 +369,7 @@ pub(crate) fn edit_file(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErr
         )));
     };
     guard(ctx, &r, Some(&bytes))?;
+    let before = bytes.clone();
     let text = String::from_utf8(bytes).map_err(|_| {
         ToolError::Failed(format!(
             "`{}` is not UTF-8 text; edit_file cannot change it",
@@ -387,7 +397,7 @@ pub(crate) fn edit_file(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErr
     } else {
         text.replacen(old, new, 1)
     };
-    commit_and_write(ctx, "edit_file", &r, updated.as_bytes())?;
+    commit_and_write(ctx, "edit_file", &r, Some(&before), updated.as_bytes())?;
     let what = if count == 1 {
         format!("1 occurrence at line {first_line}")
     } else {

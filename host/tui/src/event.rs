@@ -71,6 +71,10 @@ pub enum Command {
     Recall(String),
     /// `/group`.
     Group,
+    /// `/rewind` (list) or `/rewind SEQ`.
+    Rewind(Option<u64>),
+    /// `/image PATH`.
+    Image(String),
     /// `/sessions`.
     Sessions,
     /// Answer the permission prompt of a tool call.

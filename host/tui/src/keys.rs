@@ -288,6 +288,8 @@ fn submit(state: &mut UiState) -> Vec<Command> {
             Slash::Compact => vec![Command::Compact],
             Slash::Recall(q) => vec![Command::Recall(q)],
             Slash::Group => vec![Command::Group],
+            Slash::Rewind(seq) => vec![Command::Rewind(seq)],
+            Slash::Image(path) => vec![Command::Image(path)],
             Slash::Sessions => vec![Command::Sessions],
             Slash::Exit => {
                 state.quit = true;
