@@ -3,6 +3,7 @@
 //! key's name and line, so a typo is never silently ignored.
 
 mod permissions;
+pub mod prices;
 
 pub use permissions::{PermissionsConfig, SandboxConfig};
 pub mod skills_mcp;
@@ -69,6 +70,9 @@ pub struct Config {
     /// MCP servers, started at session start.
     #[serde(default)]
     pub mcp: skills_mcp::McpConfig,
+    /// `[prices."MODEL"]`: prices over the built-in list prices.
+    #[serde(default)]
+    pub prices: BTreeMap<String, prices::PriceConfig>,
 }
 
 /// `[agents]`: child agents.
@@ -402,6 +406,12 @@ impl Config {
                     })
             }
         }
+    }
+
+    /// The price table costs are computed with: the built-in list prices
+    /// with `[prices]` over them.
+    pub fn price_table(&self) -> latch_surface::PriceTable {
+        prices::price_table(&self.prices)
     }
 
     /// The sandbox limits.

@@ -52,6 +52,8 @@ pub struct UiState {
     pub deny_reason: Option<String>,
     /// Session, model and engine, for the status line.
     pub title: String,
+    /// The prices the session's cost is computed with (sidebar, `/context`).
+    pub prices: latch_surface::PriceTable,
 }
 
 impl UiState {
@@ -73,7 +75,20 @@ impl UiState {
             answered: None,
             deny_reason: None,
             title: title.into(),
+            prices: latch_surface::PriceTable::builtin(),
         }
+    }
+
+    /// The same state, costing with `prices` (the config's `[prices]` over
+    /// the built-in list prices).
+    pub fn with_prices(mut self, prices: latch_surface::PriceTable) -> UiState {
+        self.prices = prices;
+        self
+    }
+
+    /// What the session's own requests cost so far.
+    pub fn cost(&self) -> latch_surface::SessionCost {
+        latch_surface::SessionCost::of(&self.surface.durable().usage, &self.prices)
     }
 
     /// Apply what the session side sent.
@@ -103,7 +118,21 @@ impl UiState {
                 self.notice = error.map(|e| format!("turn ended: {e}"));
             }
             Input::Report(r) => self.surface.set_report(r),
-            Input::Popup { title, lines } => self.popup = Some(Popup { title, lines }),
+            Input::Popup { title, mut lines } => {
+                if title == "/context" {
+                    // The report ends with what the session cost so far.
+                    let cost = self.cost();
+                    lines.push(format!("  {:<34} {}", "session cost", cost.text()));
+                    if cost.priced > 0 {
+                        lines.push(format!(
+                            "  {:<34} {}",
+                            "cost of the cache",
+                            cost.cache_text()
+                        ));
+                    }
+                }
+                self.popup = Some(Popup { title, lines })
+            }
             Input::Notice(n) => self.notice = Some(n),
             Input::Unsent(texts) => {
                 self.queued.clear();

@@ -79,4 +79,9 @@ pub trait Backend: Send + Sync + 'static {
     /// Where the page's answers to permission requests go: the session's
     /// decision port waits on it.
     fn approvals(&self) -> &Approvals;
+    /// The prices the sidebar's cost is computed with (default: the
+    /// built-in list prices).
+    fn prices(&self) -> latch_surface::PriceTable {
+        latch_surface::PriceTable::builtin()
+    }
 }

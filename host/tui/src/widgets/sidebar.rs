@@ -180,6 +180,11 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
         Some(h) => format!("cache hit rate {:.1}%", h * 100.0),
         None => "cache hit rate unknown".into(),
     }));
+    let cost = state.cost();
+    out.push(Line::raw(format!("cost {}", cost.text())));
+    if cost.priced > 0 {
+        out.push(Line::raw(cost.cache_text()));
+    }
 
     if !d.children.all().is_empty() {
         heading(&mut out, "AGENTS");

@@ -157,6 +157,7 @@ function render(state) {
   kv(u, "output tokens", d.usage.output_tokens);
   kv(u, "requests", d.usage.requests.length);
   if (d.usage.hit_rate !== null) kv(u, "cache hit rate", (100 * d.usage.hit_rate).toFixed(1) + "%");
+  if (d.usage.cost) kv(u, "cost", d.usage.cost.text);
   const ch = $("children");
   ch.replaceChildren(...d.children.map((c) => el("div", "kv", c.role + " · " + c.status + " · " + c.task)));
   const g = $("group");
