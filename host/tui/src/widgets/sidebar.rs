@@ -183,7 +183,15 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
     let cost = state.cost();
     out.push(Line::raw(format!("cost {}", cost.text())));
     if cost.priced > 0 {
-        out.push(Line::raw(cost.cache_text()));
+        let usd = latch_surface::pricing::cost::usd;
+        out.push(Line::raw(format!(
+            "cache read {}",
+            usd(cost.cache_read_usd)
+        )));
+        out.push(Line::raw(format!(
+            "cache write {}",
+            usd(cost.cache_write_usd)
+        )));
     }
 
     if !d.children.all().is_empty() {

@@ -186,7 +186,7 @@ fn the_sidebar_shows_the_session_cost_or_unknown() {
     // 0.3M written at $3.75.
     assert!(all.contains("cost $3.10"), "{all}");
     assert!(
-        all.contains("cache reads $0.1800 · writes $1.1250"),
+        all.contains("cache read $0.1800") && all.contains("cache write $1.12"),
         "{all}"
     );
 
