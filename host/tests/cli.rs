@@ -5,6 +5,8 @@
 //!
 //! * [`safety`] — no step cap, commands die with Latch, resume settles
 //!   managed processes, `demo --store`, read-only commands create nothing.
+//! * [`cost`] — a session's cost in `latch sessions --json` and
+//!   `latch context`, from reported usage and `[prices]`.
 //! * [`crash`] — crash trials: SIGKILL at random points, then resume.
 //! * [`tui`] — the terminal UI in a tmux pseudo-terminal: stream, tool
 //!   rows, Esc mid-turn, resume in a new process.
@@ -14,6 +16,8 @@
 //!   SIGKILL while two children are out, then `resume --last`.
 //! * [`permissions`] — the terminal prompt, `latch run` never blocking, a
 //!   SIGKILL while a request waits.
+//! * [`first_run`] — errors with real line breaks, `.latch/.gitignore`,
+//!   `latch sessions` with no store and with `--store`.
 //! * [`group`] — `latch group` prints the group a run left.
 //! * [`lifecycle`] — resume remembers the session's provider and modes, one
 //!   driver per session (a race, a SIGKILLed holder), Esc during
@@ -45,8 +49,12 @@ mod children;
 mod commands;
 #[path = "cli/compare.rs"]
 mod compare;
+#[path = "cli/cost.rs"]
+mod cost;
 #[path = "cli/crash.rs"]
 mod crash;
+#[path = "cli/first_run.rs"]
+mod first_run;
 #[path = "cli/group.rs"]
 mod group;
 #[path = "cli/hooks.rs"]

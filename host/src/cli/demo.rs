@@ -267,6 +267,7 @@ pub fn demo_tui(
         title,
         Some(task.to_string()),
         true,
+        rig.env.config.config.price_table(),
     )?;
     rig.io.block_on(rig.server.shutdown());
     if keep {

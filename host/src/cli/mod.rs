@@ -10,6 +10,7 @@ pub mod engine_cmd;
 pub mod engine_new;
 pub mod group_cmd;
 pub mod integrations;
+pub mod latch_dir;
 pub mod mcp_cmd;
 pub mod render;
 pub mod repl_input;
@@ -19,6 +20,7 @@ pub mod sandbox_cmd;
 pub mod serve_cmd;
 pub mod serve_token;
 pub mod session_cmd;
+pub mod sessions_cmd;
 pub mod setup;
 pub mod skills_cmd;
 pub mod trust_cmd;
@@ -131,9 +133,16 @@ pub enum Command {
         #[arg(long)]
         plain: bool,
     },
-    /// List the workspace's sessions (deleted ones are omitted).
-    #[command(after_help = "Examples:\n  latch sessions\n  latch -C ~/src/project sessions")]
-    Sessions,
+    /// List the workspace's sessions (deleted ones are omitted); with
+    /// `--store`, every session in that store and its workspace.
+    #[command(
+        after_help = "Examples:\n  latch sessions\n  latch -C ~/src/project sessions\n  latch sessions --json          # with each session's cost\n  latch sessions --store /tmp/demo.db"
+    )]
+    Sessions {
+        /// Print JSON (with each session's cost).
+        #[arg(long)]
+        json: bool,
+    },
     /// Manage session history.
     #[command(subcommand)]
     History(HistoryCommand),
@@ -322,7 +331,7 @@ pub enum EngineCommand {
 
 /// The `latch` binary after logging is set up: parse `args` (the first is
 /// the program name), run the command and return the exit code. An error is
-/// printed escaped: it may carry an engine's words.
+/// printed escaped line by line: it may carry an engine's words.
 pub fn main_with(args: Vec<String>) -> i32 {
     use clap::Parser;
     let cli = Cli::parse_from(args);
@@ -332,7 +341,7 @@ pub fn main_with(args: Vec<String>) -> i32 {
             let text = format!("{e:#}");
             eprintln!(
                 "error: {}",
-                render::terminal_safe(&text, 4 * render::MAX_PRINTED_CHARS)
+                render::error_text(&text, 4 * render::MAX_PRINTED_CHARS)
             );
             2
         }
@@ -385,7 +394,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             let selector = if last { None } else { session };
             interactive(&cli.global, &workspace, Some(selector), plain)
         }
-        Some(Command::Sessions) => session_cmd::sessions(&cli.global, &workspace),
+        Some(Command::Sessions { json }) => sessions_cmd::sessions(&cli.global, &workspace, json),
         Some(Command::History(HistoryCommand::Delete { session })) => {
             session_cmd::history_delete(&cli.global, &workspace, &session)
         }

@@ -5,6 +5,32 @@ pub use crate::engine::display::{MAX_PRINTED_CHARS, terminal_safe};
 use latch_engine_sdk::types::*;
 use latch_kernel::EventKind;
 
+/// An error for the terminal: each of its lines escaped (it may carry an
+/// engine's or a provider's words) and the whole cut to `max_chars`, with
+/// the line breaks kept real so a multi-line message reads as written.
+pub fn error_text(text: &str, max_chars: usize) -> String {
+    let text = text.trim_end();
+    let mut left = max_chars;
+    let mut lines = Vec::new();
+    for line in text.split('\n') {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let n = line.chars().count();
+        if n > left {
+            let kept: String = line.chars().take(left).collect();
+            let shown: usize = max_chars + lines.len();
+            let rest = text.chars().count().saturating_sub(shown);
+            lines.push(format!(
+                "{}… [cut: {rest} more characters]",
+                terminal_safe(&kept, left)
+            ));
+            break;
+        }
+        left -= n;
+        lines.push(terminal_safe(line, n));
+    }
+    lines.join("\n")
+}
+
 /// One transcript line for a committed event, or none for bookkeeping the
 /// user does not need to see.
 pub fn event_line(event: &EventKind) -> Option<String> {

@@ -246,6 +246,10 @@ impl Backend for AgentBackend {
         &self.workspace
     }
 
+    fn prices(&self) -> latch_surface::PriceTable {
+        self.env.config.config.price_table()
+    }
+
     fn create_session(&self) -> Result<SessionRecord, BackendError> {
         let provider = self.provider.as_ref().map_err(|e| {
             BackendError::BadRequest(format!(

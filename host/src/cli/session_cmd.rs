@@ -107,6 +107,7 @@ pub fn chat(
     };
     let ask = super::trust_cmd::ask_on_terminal;
     setup::settle_trust(&mut env, global, setup::TrustPolicy::Ask(&ask))?;
+    let prices = env.config.config.price_table();
     let opened = setup::open_session(
         &env,
         global,
@@ -158,7 +159,7 @@ pub fn chat(
         if line.is_empty() {
             continue;
         }
-        let task = match slash(&mut agent, line, &commands, &mut out) {
+        let task = match slash(&mut agent, line, &commands, &prices, &mut out) {
             Slash::Exit => break,
             Slash::Handled => continue,
             Slash::Task => line.to_string(),
@@ -183,6 +184,7 @@ fn slash(
     agent: &mut Agent,
     line: &str,
     commands: &latch_surface::CustomCommands,
+    prices: &latch_surface::PriceTable,
     out: &mut (dyn FnMut(AgentEvent) + Send),
 ) -> Slash {
     let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
@@ -201,10 +203,17 @@ fn slash(
         "/exit" | "/quit" => return Slash::Exit,
         "/context" => agent.context_report().and_then(|r| {
             let figures = agent.provider_figures()?;
+            let cost =
+                match super::sessions_cmd::session_cost(agent.store(), &agent.session().id, prices)
+                {
+                    Ok(cost) => super::sessions_cmd::cost_table(&cost),
+                    Err(e) => format!("cost\n  unknown: {e:#}\n"),
+                };
             print!(
-                "{}{}{}",
+                "{}{}{}{}",
                 render::report_table(&r),
                 render::provider_table(&figures),
+                cost,
                 super::mcp_cmd::tool_tokens_table(
                     agent.tool_schemas(),
                     agent.session().model.estimator
@@ -268,73 +277,6 @@ pub fn attached_line(m: &latch_engine_sdk::types::MediaRef) -> String {
         m.byte_len,
         latch_engine_sdk::estimate::image_tokens(m.width, m.height)
     )
-}
-
-/// `latch sessions`.
-pub fn sessions(global: &GlobalArgs, workspace: &Path) -> anyhow::Result<i32> {
-    let env = Env::open_existing(global, workspace)?;
-    let list = env.store.list_sessions(&env.workspace_key())?;
-    if list.is_empty() {
-        println!("no sessions in {}", env.workspace.display());
-    }
-    // Children are listed under their parent, with their role and state.
-    let ids: std::collections::HashSet<&str> = list.iter().map(|s| s.id.as_str()).collect();
-    let roots = list
-        .iter()
-        .filter(|s| s.parent.as_deref().is_none_or(|p| !ids.contains(p)));
-    for s in roots {
-        print_session(&env, &list, s, 0, "")?;
-    }
-    Ok(0)
-}
-
-fn print_session(
-    env: &Env,
-    list: &[latch_kernel::SessionRecord],
-    s: &latch_kernel::SessionRecord,
-    depth: usize,
-    label: &str,
-) -> anyhow::Result<()> {
-    let events = env.store.event_count(&s.id)?;
-    // Who drives it now, if anyone (one driver per session).
-    let driver = match env.store.lease_holder(&s.id)? {
-        Some(h) => format!("  (in use by {} pid {} on {})", h.surface, h.pid, h.host),
-        None => String::new(),
-    };
-    println!(
-        "{}{}  {}  {:>6} events  {}{label}{driver}",
-        "    ".repeat(depth),
-        s.id,
-        render::time(s.created_ms),
-        events,
-        // The model it runs with now (a resume may have changed it).
-        env.store
-            .session_profile(&s.id)?
-            .map(|p| p.model)
-            .unwrap_or_else(|| s.model.model.clone())
-    );
-    let tree = env.store.agent_tree(&s.id)?;
-    let mut children: Vec<&latch_kernel::SessionRecord> = list
-        .iter()
-        .filter(|c| c.parent.as_deref() == Some(s.id.as_str()))
-        .collect();
-    children.sort_by_key(|c| (c.created_ms, c.id.clone()));
-    for c in children {
-        let label = match tree.child(&c.id) {
-            Some(entry) => format!(
-                "  {}  {}",
-                entry.role,
-                match entry.state {
-                    latch_kernel::ChildState::Finished => "finished",
-                    latch_kernel::ChildState::Failed => "failed",
-                    latch_kernel::ChildState::Unfinished => "interrupted",
-                }
-            ),
-            None => String::new(),
-        };
-        print_session(env, list, c, depth + 1, &label)?;
-    }
-    Ok(())
 }
 
 /// `latch history delete <session>`.
@@ -408,6 +350,9 @@ pub fn context(
     json: bool,
 ) -> anyhow::Result<i32> {
     let mut agent = agent_for(global, workspace, selector)?;
+    let prices = setup::load_config(global, &std::fs::canonicalize(workspace)?)?
+        .config
+        .price_table();
     let report = agent.context_report()?;
     if json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -419,6 +364,8 @@ pub fn context(
         );
         print!("{}", render::report_table(&report));
         print!("{}", render::provider_table(&agent.provider_figures()?));
+        let cost = super::sessions_cmd::session_cost(agent.store(), &agent.session().id, &prices)?;
+        print!("{}", super::sessions_cmd::cost_table(&cost));
         print!(
             "{}",
             super::mcp_cmd::tool_tokens_table(

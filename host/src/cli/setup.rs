@@ -60,7 +60,10 @@ impl Env {
             None => latch_kernel::default_store_path(&workspace),
         };
         let store = if create {
-            if let Some(dir) = store_path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            if global.store.is_none() {
+                // The workspace's own `.latch/`, with its `.gitignore`.
+                super::latch_dir::ensure(&workspace.join(".latch"))?;
+            } else if let Some(dir) = store_path.parent().filter(|d| !d.as_os_str().is_empty()) {
                 std::fs::create_dir_all(dir).with_context(|| {
                     format!("cannot create the store directory {}", dir.display())
                 })?;

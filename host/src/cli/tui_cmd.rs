@@ -88,7 +88,8 @@ pub fn chat(
         provider.model,
         agent.engine_name()
     );
-    open(agent, env.workspace_key(), title, None, false)
+    let prices = env.config.config.price_table();
+    open(agent, env.workspace_key(), title, None, false, prices)
 }
 
 /// The trust modal (see [`latch_tui::ask_trust`]); a terminal that fails
@@ -111,7 +112,8 @@ fn ask_trust(trust: &crate::config::trust::WorkspaceTrust) -> bool {
     latch_tui::ask_trust(&question).unwrap_or(false)
 }
 
-/// Open the screen on `agent`'s session; `first` is submitted at once.
+/// Open the screen on `agent`'s session; `first` is submitted at once;
+/// costs are computed with `prices`.
 /// Returns when the user leaves, after the agent stopped.
 pub fn open(
     mut agent: Agent,
@@ -119,13 +121,14 @@ pub fn open(
     title: String,
     first: Option<String>,
     quit_on_q: bool,
+    prices: latch_surface::PriceTable,
 ) -> anyhow::Result<i32> {
     let store = agent.store().clone();
     let session = agent.session().id.clone();
     let mut surface = surface_of(&store, &session, &workspace)?;
     surface.set_group(child_group(&store, agent.session()));
     surface.go_live();
-    let mut state = UiState::new(surface, title);
+    let mut state = UiState::new(surface, title).with_prices(prices);
     state.quit_on_q = quit_on_q;
     let (commands, warnings) = crate::commands::load(std::path::Path::new(&workspace));
     state.commands = commands;

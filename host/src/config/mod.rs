@@ -4,6 +4,7 @@
 
 pub mod hooks;
 mod permissions;
+pub mod prices;
 
 pub use permissions::{PermissionsConfig, SandboxConfig};
 pub mod skills_mcp;
@@ -74,6 +75,9 @@ pub struct Config {
     /// and at the end of a turn.
     #[serde(default)]
     pub hooks: hooks::HooksConfig,
+    /// `[prices."MODEL"]`: prices over the built-in list prices.
+    #[serde(default)]
+    pub prices: BTreeMap<String, prices::PriceConfig>,
 }
 
 /// `[agents]`: child agents.
@@ -407,6 +411,12 @@ impl Config {
                     })
             }
         }
+    }
+
+    /// The price table costs are computed with: the built-in list prices
+    /// with `[prices]` over them.
+    pub fn price_table(&self) -> latch_surface::PriceTable {
+        prices::price_table(&self.prices)
     }
 
     /// The sandbox limits.

@@ -25,6 +25,7 @@
 //!   calls with their results and diffs, notifications, dividers.
 //! * [`activity`] — lifecycle phases and transient activity.
 //! * [`usage`] — provider-reported usage per request and its cache metrics.
+//! * [`pricing`] — per-model prices and a session's cost from its usage.
 //! * [`children`] — child agents and their state.
 //! * [`slots`] — the GROUP block and permission-prompt extension points.
 //! * [`slash`] — slash-command parsing shared by every surface.
@@ -37,6 +38,7 @@ pub mod activity;
 pub mod catch_up;
 pub mod children;
 pub mod commands;
+pub mod pricing;
 pub mod slash;
 pub mod slots;
 pub mod surface;
@@ -47,6 +49,7 @@ pub use activity::{Activity, Delta, Phase};
 pub use catch_up::{catch_up, replay_live, surface_of};
 pub use children::{ChildView, Children};
 pub use commands::{CommandFileError, CustomCommand, CustomCommands};
+pub use pricing::{ModelPrice, PriceTable, SessionCost};
 pub use slash::{SLASH_COMMANDS, Slash, SlashError, complete as complete_slash};
 pub use slots::{GroupView, PermissionPrompt};
 pub use surface::{Durable, Surface};

@@ -22,6 +22,8 @@ pub struct RequestUsage {
     pub cache_miss_tokens: Option<u64>,
     /// Latch's estimate of the prefix shared with the previous request.
     pub estimated_prefix_tokens: Option<u64>,
+    /// The model the request was for, when recorded.
+    pub model: Option<String>,
 }
 
 impl RequestUsage {
@@ -59,6 +61,7 @@ impl Usage {
             cache_creation_tokens,
             cache_miss_tokens,
             common_prefix_tokens,
+            model,
             ..
         } = event
         {
@@ -85,6 +88,7 @@ impl Usage {
                 cache_creation_tokens: *cache_creation_tokens,
                 cache_miss_tokens: *cache_miss_tokens,
                 estimated_prefix_tokens: *common_prefix_tokens,
+                model: model.clone(),
             });
         }
     }

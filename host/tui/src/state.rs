@@ -74,6 +74,8 @@ pub struct UiState {
     /// The model is scripted (the demo): a message typed once the script
     /// ended is answered with an explanation, not sent.
     pub scripted: bool,
+    /// The prices the session's cost is computed with (sidebar, `/context`).
+    pub prices: latch_surface::PriceTable,
 }
 
 impl UiState {
@@ -104,7 +106,20 @@ impl UiState {
             warning: None,
             welcome: Vec::new(),
             scripted: false,
+            prices: latch_surface::PriceTable::builtin(),
         }
+    }
+
+    /// The same state, costing with `prices` (the config's `[prices]` over
+    /// the built-in list prices).
+    pub fn with_prices(mut self, prices: latch_surface::PriceTable) -> UiState {
+        self.prices = prices;
+        self
+    }
+
+    /// What the session's own requests cost so far.
+    pub fn cost(&self) -> latch_surface::SessionCost {
+        latch_surface::SessionCost::of(&self.surface.durable().usage, &self.prices)
     }
 
     /// Apply what the session side sent.
@@ -146,7 +161,19 @@ impl UiState {
                 self.error = error;
             }
             Input::Report(r) => self.surface.set_report(r),
-            Input::Popup { title, lines } => {
+            Input::Popup { title, mut lines } => {
+                if title == "/context" {
+                    // The report ends with what the session cost so far.
+                    let cost = self.cost();
+                    lines.push(format!("  {:<34} {}", "session cost", cost.text()));
+                    if cost.priced > 0 {
+                        lines.push(format!(
+                            "  {:<34} {}",
+                            "cost of the cache",
+                            cost.cache_text()
+                        ));
+                    }
+                }
                 self.popup = Some(Popup { title, lines });
                 self.popup_scroll = 0;
             }

@@ -103,4 +103,9 @@ pub trait Backend: Send + Sync + 'static {
     fn provider(&self) -> Result<String, String> {
         Ok("configured".into())
     }
+    /// The prices the sidebar's cost is computed with (default: the
+    /// built-in list prices).
+    fn prices(&self) -> latch_surface::PriceTable {
+        latch_surface::PriceTable::builtin()
+    }
 }

@@ -3,17 +3,20 @@
 //! the README's "Web surface" section.
 
 use crate::log::Observed;
-use latch_surface::{Activity, DiffLine, DividerKind, Durable, Item, Phase, ToolRow, ToolStatus};
+use latch_surface::{
+    Activity, DiffLine, DividerKind, Durable, Item, Phase, PriceTable, SessionCost, ToolRow,
+    ToolStatus,
+};
 use serde_json::{Value, json};
 
 /// The whole state of an observed session: its durable part, what it is
 /// doing now, streamed text not committed yet, the last `/context` report
 /// and the permission request waiting for an answer (with the `call_id`
 /// the answer names).
-pub fn state(o: &Observed) -> Value {
+pub fn state(o: &Observed, prices: &PriceTable) -> Value {
     let s = &o.surface;
     json!({
-        "durable": durable(s.durable()),
+        "durable": durable(s.durable(), prices),
         "activity": activity(&s.activity()),
         "streaming": s.streaming(),
         "report": s.report(),
@@ -21,8 +24,9 @@ pub fn state(o: &Observed) -> Value {
     })
 }
 
-/// The durable part: equal for a live and a replayed surface at one seq.
-pub fn durable(d: &Durable) -> Value {
+/// The durable part: equal for a live and a replayed surface at one seq;
+/// its usage carries the session's cost under `prices`.
+pub fn durable(d: &Durable, prices: &PriceTable) -> Value {
     let usage = &d.usage;
     let (input, output) = usage.totals();
     json!({
@@ -36,6 +40,7 @@ pub fn durable(d: &Durable) -> Value {
             "input_tokens": input,
             "output_tokens": output,
             "hit_rate": usage.hit_rate(),
+            "cost": SessionCost::of(usage, prices).json(),
             "requests": usage.requests().iter().map(|r| json!({
                 "seq": r.seq,
                 "input_tokens": r.input_tokens,

@@ -548,7 +548,9 @@ fn a_far_behind_client_gets_one_snapshot_equal_to_the_reducers_state() {
         let upto: Vec<_> = events.into_iter().filter(|e| e.seq <= seq).collect();
         let surface = latch_surface::Surface::replay(id.as_str(), &upto);
         // Compared as received: through the same JSON text round trip.
-        let expected = latch_web::view::durable(surface.durable()).to_string();
+        let expected =
+            latch_web::view::durable(surface.durable(), &latch_surface::PriceTable::builtin())
+                .to_string();
         let expected: Value = serde_json::from_str(&expected).unwrap();
         assert_eq!(data["state"]["durable"], expected);
         let transcript = data["state"]["durable"]["transcript"].as_array().unwrap();

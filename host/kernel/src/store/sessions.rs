@@ -166,6 +166,19 @@ impl Store {
         rows.map(|r| finish(r?)).collect()
     }
 
+    /// Every visible session in the store, of every workspace, newest first:
+    /// what `latch sessions --store` lists.
+    pub fn list_all_sessions(&self) -> Result<Vec<SessionRecord>> {
+        let conn = self.conn();
+        let mut stmt = conn.prepare(&format!(
+            "{HIDDEN_CTE} SELECT {SESSION_COLUMNS} FROM sessions
+             WHERE id NOT IN (SELECT id FROM hidden)
+             ORDER BY created_ms DESC, id DESC"
+        ))?;
+        let rows = stmt.query_map([], read_record)?;
+        rows.map(|r| finish(r?)).collect()
+    }
+
     /// The newest visible root session (no parent) of a workspace: what a
     /// bare `--resume` continues.
     pub fn latest_root_session(&self, workspace: &str) -> Result<Option<SessionRecord>> {

@@ -191,6 +191,19 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
         Some(h) => format!("cache hit rate {:.1}%", h * 100.0),
         None => "cache hit rate unknown".into(),
     }));
+    let cost = state.cost();
+    out.push(Line::raw(format!("cost {}", cost.text())));
+    if cost.priced > 0 {
+        let usd = latch_surface::pricing::cost::usd;
+        out.push(Line::raw(format!(
+            "cache read {}",
+            usd(cost.cache_read_usd)
+        )));
+        out.push(Line::raw(format!(
+            "cache write {}",
+            usd(cost.cache_write_usd)
+        )));
+    }
 
     if !d.children.all().is_empty() {
         heading(&mut out, "AGENTS", width);

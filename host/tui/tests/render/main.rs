@@ -157,3 +157,56 @@ fn usage_the_provider_did_not_report_shows_as_unknown_never_zero() {
     assert!(all.contains("2 requests · 900 in · – out"), "{all}");
     assert!(all.contains("last: 900 in · – out"), "{all}");
 }
+
+/// The sidebar shows the session's cost from the price table: priced with
+/// the cache apart, unknown for a model without a price, and the config's
+/// prices over the built-in ones.
+#[test]
+fn the_sidebar_shows_the_session_cost_or_unknown() {
+    let usage = |model: &str| EventKind::ProviderUsage {
+        input_tokens: Some(1_000_000),
+        output_tokens: Some(100_000),
+        cache_read_tokens: Some(600_000),
+        cache_creation_tokens: Some(300_000),
+        cache_miss_tokens: Some(400_000),
+        common_prefix_tokens: None,
+        reasoning_tokens: None,
+        estimated_input_tokens: None,
+        provider: Some("anthropic".into()),
+        model: Some(model.into()),
+    };
+    let event = |kind| StoredEvent {
+        seq: 1,
+        session: "s".into(),
+        time_ms: 0,
+        kind,
+    };
+    let mut priced = Surface::new("s");
+    priced.apply(&event(usage("claude-sonnet-4-5-20250929")));
+    let all = screen(&UiState::new(priced.clone(), "s"), 120, 40).join("\n");
+    // 0.1M plain input at $3, 0.1M output at $15, 0.6M read at $0.30,
+    // 0.3M written at $3.75.
+    assert!(all.contains("cost $3.10"), "{all}");
+    assert!(
+        all.contains("cache read $0.1800") && all.contains("cache write $1.12"),
+        "{all}"
+    );
+
+    let mut table = latch_surface::PriceTable::builtin();
+    table.set(
+        "claude-sonnet-4-5",
+        latch_surface::ModelPrice {
+            input: 0.0,
+            output: 0.0,
+            cache_read: Some(0.0),
+            cache_write: Some(0.0),
+        },
+    );
+    let all = screen(&UiState::new(priced, "s").with_prices(table), 120, 40).join("\n");
+    assert!(all.contains("cost $0.0000"), "{all}");
+
+    let mut local = Surface::new("s");
+    local.apply(&event(usage("local")));
+    let all = screen(&UiState::new(local, "s"), 120, 40).join("\n");
+    assert!(all.contains("cost unknown (no price for local"), "{all}");
+}

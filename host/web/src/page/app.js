@@ -214,6 +214,7 @@ function render(state) {
   const known = (n) => (n === null || n === undefined ? "–" : String(n));
   u.appendChild(el("div", "kv", d.usage.requests.length + " requests · " + known(d.usage.input_tokens) + " in · " + known(d.usage.output_tokens) + " out"));
   u.appendChild(el("div", "kv", d.usage.hit_rate === null ? "cache hit rate unknown" : "cache hit rate " + (100 * d.usage.hit_rate).toFixed(1) + "%"));
+  if (d.usage.cost) u.appendChild(el("div", "kv", "cost " + d.usage.cost.text));
   const users = d.transcript.filter((i) => i.kind === "user").map((i) => i.text);
   userCount = users.length;
   // A queued message is delivered once the transcript has it.

@@ -148,7 +148,8 @@ pub async fn show(State(state): State<Arc<AppState>>, Path(id): Path<String>) ->
                 "this_server": h.this_process && h.surface == crate::WEB_SURFACE,
             })
         });
-        Ok(json!({ "session": id, "state": view::state(&observed), "driver": driver }))
+        let prices = st.backend.prices();
+        Ok(json!({ "session": id, "state": view::state(&observed, &prices), "driver": driver }))
     })
     .await?;
     Ok(Json(value).into_response())

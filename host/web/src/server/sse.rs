@@ -168,7 +168,8 @@ async fn catch_up(
         Ok(Ok(Ok(observed))) => {
             let seq = observed.surface.durable().watermark.max(*last);
             *last = seq;
-            let data = json!({ "seq": seq, "state": view::state(&observed) });
+            let prices = state.backend.prices();
+            let data = json!({ "seq": seq, "state": view::state(&observed, &prices) });
             let event = Event::default()
                 .id(seq.to_string())
                 .event("snapshot")
