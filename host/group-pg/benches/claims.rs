@@ -90,7 +90,8 @@ fn race(g: &Group, iters: u64) -> Duration {
             let (tasks, barrier) = (tasks.clone(), barrier.clone());
             std::thread::spawn(move || {
                 let mut order: Vec<u64> = tasks.to_vec();
-                order.rotate_left(w * order.len() / n);
+                let shift = w * order.len() / n;
+                order.rotate_left(shift);
                 barrier.wait();
                 for t in order {
                     let _ = port.claim(&root, t, &me);

@@ -11,8 +11,8 @@ use latch_kernel::Store;
 use latch_kernel::group::{GroupEvent, GroupPort, TaskStatus};
 use std::time::{Duration, Instant};
 
-const TASKS: usize = 30;
-const MESSAGES: usize = 20;
+const TASKS: usize = 200;
+const MESSAGES: usize = 100;
 const KILLS: usize = 8;
 
 #[test]
@@ -80,7 +80,7 @@ fn members_killed_mid_claim_and_mid_delivery_lose_and_duplicate_nothing() {
         seed ^= seed >> 7;
         seed ^= seed << 17;
         // Past connecting (tens of ms), into the work.
-        std::thread::sleep(Duration::from_millis(150 + seed % 250));
+        std::thread::sleep(Duration::from_millis(40 + seed % 160));
         unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
         child.wait().unwrap();
         if !out.exists() {

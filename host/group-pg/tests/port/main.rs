@@ -1,6 +1,8 @@
 //! The group port on both backends: one conformance suite run against the
 //! SQLite store and against PostgreSQL ([`conformance`]), claims raced by
-//! processes that each have their own local store ([`race`]), members
+//! processes that each have their own local store ([`race`]), two "hosts"
+//! (own stores, host names and network namespaces) working one group
+//! ([`hosts`]), members
 //! SIGKILLed mid-claim and mid-delivery ([`kill`]), and the failures of a
 //! database that is away ([`faults`]). Worker processes are this binary run
 //! again with [`WORKER_ENV`] set ([`worker`]).
@@ -12,6 +14,7 @@
 mod common;
 mod conformance;
 mod faults;
+mod hosts;
 mod kill;
 mod race;
 mod worker;

@@ -16,23 +16,37 @@ use std::time::{Duration, Instant};
 
 /// Start this binary as a worker on `job`.
 pub fn spawn(job: &Value) -> Child {
-    Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "worker::worker_entry",
-            "--nocapture",
-            "--test-threads",
-            "1",
-        ])
-        .env(WORKER_ENV, job.to_string())
-        .env(
-            "LATCH_HOST_NAME",
-            job["host"].as_str().unwrap_or("worker-host"),
-        )
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap()
+    spawn_in(job, None)
+}
+
+/// Start this binary as a worker on `job`, inside the network namespace
+/// `netns` when given (`ip netns exec`).
+pub fn spawn_in(job: &Value, netns: Option<&str>) -> Child {
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
+    cmd.args([
+        "--exact",
+        "worker::worker_entry",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ])
+    .env(WORKER_ENV, job.to_string())
+    .env(
+        "LATCH_HOST_NAME",
+        job["host"].as_str().unwrap_or("worker-host"),
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit())
+    .spawn()
+    .unwrap()
 }
 
 /// One claim's outcome as a line: `<task> won`, `<task> held <holder> |
@@ -63,7 +77,8 @@ fn wait_for(path: &Path) {
 /// Work until no task is open or held by `me` and nothing waits for it:
 /// finish what it holds (a claim that survived a kill), claim and complete
 /// open tasks, deliver its messages, message the other member now and then.
-pub fn script(port: &PgGroup, root: &str, me: &str, peer: &str) {
+/// Only tasks whose title starts with `only` are claimed.
+pub fn script(port: &PgGroup, root: &str, me: &str, peer: &str, only: &str) {
     let mut step = 0u64;
     loop {
         step += 1;
@@ -98,10 +113,22 @@ pub fn script(port: &PgGroup, root: &str, me: &str, peer: &str) {
             )
             .unwrap();
         }
-        match snap.tasks.values().find(|t| t.status == TaskStatus::Open) {
+        let claimable = snap.tasks.values().find(|t| {
+            t.status == TaskStatus::Open
+                && t.title.starts_with(only)
+                && t.depends_on
+                    .iter()
+                    .all(|d| snap.tasks[d].status == TaskStatus::Completed)
+        });
+        let open = snap
+            .tasks
+            .values()
+            .any(|t| t.status == TaskStatus::Open && t.title.starts_with(only));
+        match claimable {
             Some(t) => {
                 let _ = port.claim(root, t.id, me);
             }
+            None if open => std::thread::sleep(Duration::from_millis(5)),
             None => {
                 if port.pending(root, me).unwrap().is_empty() {
                     return;
@@ -133,8 +160,23 @@ fn worker_entry() {
             std::fs::write(s("out"), lines.join("\n")).unwrap();
         }
         "script" => {
-            script(&port, &s("root"), &s("member"), &s("peer"));
-            std::fs::write(s("out"), "finished").unwrap();
+            // A member joins from its own host, so the store records it.
+            if let Some(role) = job["role"].as_str() {
+                port.commit(
+                    &s("root"),
+                    GroupEvent::MemberJoined {
+                        member: s("member"),
+                        role: role.into(),
+                    },
+                )
+                .unwrap();
+            }
+            let only = job["only"].as_str().unwrap_or_default();
+            script(&port, &s("root"), &s("member"), &s("peer"), only);
+            let netns = std::fs::read_link("/proc/self/ns/net")
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            std::fs::write(s("out"), format!("finished {netns}")).unwrap();
         }
         other => panic!("unknown worker mode {other}"),
     }
