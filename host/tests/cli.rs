@@ -13,6 +13,8 @@
 //! * [`permissions`] — the terminal prompt, `latch run` never blocking, a
 //!   SIGKILL while a request waits.
 //! * [`group`] — `latch group` prints the group a run left.
+//! * [`group_hosts`] — agent groups across hosts on PostgreSQL: `latch
+//!   group join --store`, members shown with their hosts, `[group] store`.
 //! * [`lifecycle`] — resume remembers the session's provider and modes, one
 //!   driver per session (a race, a SIGKILLed holder), Esc during
 //!   `wait_agents`, a child's tools spawned and resumed.
@@ -32,6 +34,8 @@ mod compare;
 mod crash;
 #[path = "cli/group.rs"]
 mod group;
+#[path = "cli/group_hosts.rs"]
+mod group_hosts;
 #[path = "cli/lifecycle.rs"]
 mod lifecycle;
 #[path = "cli/npm_registry.rs"]

@@ -21,6 +21,9 @@ pub enum Effect {
     MovesProviderKey,
     /// It starts a program (an MCP server, a hook, an engine component).
     StartsProgram,
+    /// It sends the agent group's tasks and messages to another machine
+    /// (`[group] store`, a shared PostgreSQL).
+    SharesGroup,
 }
 
 impl Effect {
@@ -30,6 +33,7 @@ impl Effect {
             Effect::LowersSafety => "lowers safety",
             Effect::MovesProviderKey => "changes where the provider key goes",
             Effect::StartsProgram => "starts a program",
+            Effect::SharesGroup => "sends the agent group's tasks and messages to another machine",
         }
     }
 }
@@ -91,6 +95,7 @@ pub const RULES: &[Rule] = &[
         not_builtin,
     ),
     Rule::program("mcp.servers.*"),
+    Rule::new("group.store", Effect::SharesGroup, differs),
 ];
 
 /// `full-access` over `workspace-write` over `read-only`.
@@ -195,5 +200,14 @@ mod tests {
         assert!(starts_program(&v("{ command = \"npx\" }"), None));
         assert!(starts_program(&v("{ url = \"http://x/mcp\" }"), None));
         assert!(!starts_program(&v("{ enabled = false }"), None));
+    }
+
+    #[test]
+    fn a_shared_group_store_needs_trust() {
+        let rule = RULES.iter().find(|r| r.key == "group.store").unwrap();
+        assert_eq!(rule.effect, Effect::SharesGroup);
+        let store = v("\"postgres://latch@db.example/groups\"");
+        assert!((rule.needs_trust)(&store, None));
+        assert!(!(rule.needs_trust)(&store, Some(&store)));
     }
 }
