@@ -19,6 +19,8 @@
 //! * [`first_run`] — errors with real line breaks, `.latch/.gitignore`,
 //!   `latch sessions` with no store and with `--store`.
 //! * [`group`] — `latch group` prints the group a run left.
+//! * [`group_hosts`] — agent groups across hosts on PostgreSQL: `latch
+//!   group join --store`, members shown with their hosts, `[group] store`.
 //! * [`lifecycle`] — resume remembers the session's provider and modes, one
 //!   driver per session (a race, a SIGKILLed holder), Esc during
 //!   `wait_agents`, a child's tools spawned and resumed.
@@ -61,6 +63,8 @@ mod group;
 mod hooks;
 #[path = "cli/images.rs"]
 mod images;
+#[path = "cli/group_hosts.rs"]
+mod group_hosts;
 #[path = "cli/lifecycle.rs"]
 mod lifecycle;
 #[path = "cli/npm_registry.rs"]

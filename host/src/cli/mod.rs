@@ -201,10 +201,21 @@ pub enum Command {
     Sandbox(sandbox_cmd::SandboxCommand),
     /// A session's agent group: members and their state, tasks with
     /// holder, status and dependencies, pending messages, last activity.
-    #[command(after_help = "Examples:\n  latch group\n  latch group 01jd2k")]
+    #[command(
+        after_help = "Examples:\n  latch group\n  latch group 01jd2k\n  latch group 01jd2k3m4n5p6q --store postgres://latch@db/groups\n  latch group join 01jd2k3m4n5p6q --store postgres://latch@db/groups --role reviewer",
+        args_conflicts_with_subcommands = true
+    )]
     Group {
-        /// Session id or prefix (the root or any child; default: the latest).
+        /// Session id or prefix (the root or any child; default: the
+        /// latest); with a shared store, the group's id (its lead's session).
         session: Option<String>,
+        /// A shared group store (`postgres://…`), over `[group] store`:
+        /// members from every host, with their host names.
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+        /// Join a group from this host.
+        #[command(subcommand)]
+        action: Option<GroupAction>,
     },
     /// The Agent Skills a session here would see, and the capped list that
     /// goes into its context.
@@ -422,9 +433,21 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             instant,
         }) => demo::demo_tui(scenario, keep, cli.global.store.as_deref(), instant),
         Some(Command::Sandbox(cmd)) => sandbox_cmd::run(&cli.global, &workspace, cmd),
-        Some(Command::Group { session }) => {
-            group_cmd::group(&cli.global, &workspace, session.as_deref())
-        }
+        Some(Command::Group {
+            action:
+                Some(GroupAction::Join {
+                    group_id,
+                    store,
+                    role,
+                }),
+            ..
+        }) => group_cmd::join(&cli.global, &workspace, &group_id, store.as_deref(), &role),
+        Some(Command::Group { session, store, .. }) => group_cmd::group_shared(
+            &cli.global,
+            &workspace,
+            session.as_deref(),
+            store.as_deref(),
+        ),
         Some(Command::Skills { json }) => skills_cmd::skills(&cli.global, &workspace, json),
         Some(Command::Mcp(McpCommand::List { json })) => {
             mcp_cmd::list(&cli.global, &workspace, json)
@@ -448,4 +471,21 @@ fn interactive(
     } else {
         tui_cmd::chat(global, workspace, resume)
     }
+}
+
+/// `latch group join`: agent groups across hosts.
+#[derive(Debug, clap::Subcommand)]
+pub enum GroupAction {
+    /// Join the group `<group-id>` (its lead's session id) as a new member
+    /// session on this host, through a shared group store.
+    Join {
+        /// The group's id: its lead's session id.
+        group_id: String,
+        /// The shared group store (`postgres://…`), over `[group] store`.
+        #[arg(long, value_name = "URL")]
+        store: Option<String>,
+        /// The member's role.
+        #[arg(long, default_value = "worker")]
+        role: String,
+    },
 }

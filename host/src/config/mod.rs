@@ -78,6 +78,20 @@ pub struct Config {
     /// `[prices."MODEL"]`: prices over the built-in list prices.
     #[serde(default)]
     pub prices: BTreeMap<String, prices::PriceConfig>,
+    /// `[group]`: where agent groups coordinate.
+    #[serde(default)]
+    pub group: GroupConfig,
+}
+
+/// `[group]`: where agent groups coordinate.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct GroupConfig {
+    /// A shared group store, `postgres://user:password@host/db`, so
+    /// members on several hosts join one group; unset: the local SQLite
+    /// store. In a workspace config it needs trust.
+    #[serde(default)]
+    pub store: Option<String>,
 }
 
 /// `[agents]`: child agents.

@@ -150,6 +150,19 @@ pub enum GroupError {
     /// The store failed; nothing was written.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A shared group store (another process's database, e.g. PostgreSQL
+    /// for members on several hosts) could not be reached or failed; the
+    /// operation may be retried and is never applied twice.
+    #[error(
+        "the shared group store {store} is unavailable ({detail}); the operation was not \
+         applied: retry later, or check that the database is running and reachable"
+    )]
+    Unavailable {
+        /// The store, credentials left out.
+        store: String,
+        /// What failed.
+        detail: String,
+    },
 }
 
 impl GroupError {
@@ -157,7 +170,7 @@ impl GroupError {
     pub fn refusal(&self) -> Option<&GroupRefusal> {
         match self {
             GroupError::Refused(r) => Some(r),
-            GroupError::Store(_) => None,
+            GroupError::Store(_) | GroupError::Unavailable { .. } => None,
         }
     }
 }

@@ -21,6 +21,9 @@ pub enum Effect {
     MovesProviderKey,
     /// It starts a program (an MCP server, a hook, an engine component).
     StartsProgram,
+    /// It sends the agent group's tasks and messages to another machine
+    /// (`[group] store`, a shared PostgreSQL).
+    SharesGroup,
 }
 
 impl Effect {
@@ -30,6 +33,7 @@ impl Effect {
             Effect::LowersSafety => "lowers safety",
             Effect::MovesProviderKey => "changes where the provider key goes",
             Effect::StartsProgram => "starts a program",
+            Effect::SharesGroup => "sends the agent group's tasks and messages to another machine",
         }
     }
 }
@@ -97,6 +101,7 @@ pub const RULES: &[Rule] = &[
     ),
     Rule::program("mcp.servers.*"),
     Rule::program("hooks.*"),
+    Rule::new("group.store", Effect::SharesGroup, differs),
 ];
 
 /// `full-access` over `workspace-write` over `read-only`.
@@ -210,5 +215,14 @@ mod tests {
         assert!(starts_program(&v("[\"./check.sh\"]"), None));
         assert!(!starts_program(&v("[]"), None));
         assert!(!starts_program(&v("5000"), None));
+    }
+
+    #[test]
+    fn a_shared_group_store_needs_trust() {
+        let rule = RULES.iter().find(|r| r.key == "group.store").unwrap();
+        assert_eq!(rule.effect, Effect::SharesGroup);
+        let store = v("\"postgres://latch@db.example/groups\"");
+        assert!((rule.needs_trust)(&store, None));
+        assert!(!(rule.needs_trust)(&store, Some(&store)));
     }
 }

@@ -27,6 +27,12 @@ pub struct GroupMember {
 fn store_error(e: GroupError) -> Result<(), AgentError> {
     match e {
         GroupError::Store(e) => Err(AgentError::Store(e)),
+        // A shared store that is away: the session goes on, the next
+        // reconciliation tries again.
+        e @ GroupError::Unavailable { .. } => {
+            tracing::warn!("group reconciliation: {e}");
+            Ok(())
+        }
         // Membership changes are refused only when the log already moved
         // on (another process reconciled first): nothing to do.
         GroupError::Refused(r) => {

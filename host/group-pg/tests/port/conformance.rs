@@ -1,0 +1,357 @@
+//! One suite, two backends: every case runs against the SQLite store and
+//! against PostgreSQL, with the same assertions.
+
+use super::common::*;
+use latch_kernel::group::{ALL, GroupError, GroupEvent, GroupRefusal, TaskStatus};
+
+fn refusal(r: Result<impl std::fmt::Debug, GroupError>) -> GroupRefusal {
+    match r {
+        Err(GroupError::Refused(r)) => r,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn claim_once_and_the_refusal_names_the_holder(b: Backend) {
+    let Some(e) = Env::new(b, 2) else { return };
+    e.form_group();
+    let t = e.task("build", vec![]);
+    let (a, z) = (&e.children[0], &e.children[1]);
+    assert!(e.port.claim(&e.root, t, a).unwrap().fresh);
+    // Claiming again is idempotent for the holder.
+    assert!(!e.port.claim(&e.root, t, a).unwrap().fresh);
+    let r = refusal(e.port.claim(&e.root, t, z));
+    assert_eq!(
+        r,
+        GroupRefusal::Held {
+            task: t,
+            holder: a.clone()
+        }
+    );
+    assert!(r.to_string().contains(a.as_str()), "{r}");
+    let r = refusal(e.port.claim(&e.root, 999_999_999, z));
+    assert!(
+        matches!(r, GroupRefusal::UnknownTask { task: 999_999_999, ref known } if known == &vec![t])
+    );
+    e.assert_replay();
+}
+
+fn dependencies_block_until_completed_and_only_the_holder_completes(b: Backend) {
+    let Some(e) = Env::new(b, 2) else { return };
+    e.form_group();
+    let first = e.task("first", vec![]);
+    let second = e.task("second", vec![first]);
+    let (a, z) = (&e.children[0], &e.children[1]);
+    let r = refusal(e.port.claim(&e.root, second, a));
+    assert_eq!(
+        r,
+        GroupRefusal::Blocked {
+            task: second,
+            waiting: vec![(first, TaskStatus::Open)]
+        }
+    );
+    e.port.claim(&e.root, first, a).unwrap();
+    let done = |by: &str| GroupEvent::TaskCompleted {
+        task: first,
+        by: by.into(),
+        ok: true,
+        result: "built".into(),
+    };
+    let r = refusal(e.port.commit(&e.root, done(z)));
+    assert_eq!(
+        r,
+        GroupRefusal::NotHolder {
+            task: first,
+            holder: Some(a.clone())
+        }
+    );
+    e.port.commit(&e.root, done(a)).unwrap();
+    let r = refusal(e.port.claim(&e.root, first, z));
+    assert!(
+        matches!(
+            r,
+            GroupRefusal::Closed {
+                status: TaskStatus::Completed,
+                ..
+            }
+        ),
+        "{r:?}"
+    );
+    assert!(e.port.claim(&e.root, second, z).unwrap().fresh);
+    let r = refusal(e.port.commit(
+        &e.root,
+        GroupEvent::TaskCreated {
+            title: "third".into(),
+            description: String::new(),
+            depends_on: vec![42],
+            key: None,
+            by: e.root.clone(),
+        },
+    ));
+    assert!(
+        matches!(r, GroupRefusal::UnknownDependency { dep: 42, .. }),
+        "{r:?}"
+    );
+    e.assert_replay();
+}
+
+fn task_keys_and_joins_are_idempotent(b: Backend) {
+    let Some(e) = Env::new(b, 1) else { return };
+    e.form_group();
+    let keyed = || GroupEvent::TaskCreated {
+        title: "once".into(),
+        description: String::new(),
+        depends_on: vec![],
+        key: Some("k1".into()),
+        by: e.root.clone(),
+    };
+    let first = e.port.commit(&e.root, keyed()).unwrap();
+    let again = e.port.commit(&e.root, keyed()).unwrap();
+    assert!(first.fresh && !again.fresh);
+    assert_eq!(first.seq, again.seq);
+    let joined = e.port.commit(
+        &e.root,
+        GroupEvent::MemberJoined {
+            member: e.children[0].clone(),
+            role: "worker0".into(),
+        },
+    );
+    assert!(!joined.unwrap().fresh);
+    assert_eq!(e.port.projection(&e.root).unwrap().tasks.len(), 1);
+    e.assert_replay();
+}
+
+fn a_member_that_leaves_gives_its_claims_back(b: Backend) {
+    let Some(e) = Env::new(b, 2) else { return };
+    e.form_group();
+    let (t1, t2) = (e.task("one", vec![]), e.task("two", vec![]));
+    let (a, z) = (&e.children[0], &e.children[1]);
+    e.port.claim(&e.root, t1, a).unwrap();
+    e.port.claim(&e.root, t2, a).unwrap();
+    e.port
+        .commit(
+            &e.root,
+            GroupEvent::MemberLeft {
+                member: a.clone(),
+                reason: "interrupted".into(),
+            },
+        )
+        .unwrap();
+    let snap = e.port.projection(&e.root).unwrap();
+    assert_eq!(snap.tasks[&t1].status, TaskStatus::Open);
+    assert_eq!(snap.tasks[&t2].status, TaskStatus::Open);
+    assert_eq!(snap.members[a], ("worker0".to_string(), false));
+    let r = refusal(e.port.claim(&e.root, t1, a));
+    assert!(matches!(r, GroupRefusal::NotMember { .. }), "{r:?}");
+    assert!(e.port.claim(&e.root, t1, z).unwrap().fresh);
+    e.assert_replay();
+}
+
+fn messages_arrive_fifo_exactly_once(b: Backend) {
+    let Some(e) = Env::new(b, 2) else { return };
+    e.form_group();
+    let (a, z) = (&e.children[0], &e.children[1]);
+    let send = |from: &str, to: &str, text: &str| {
+        e.port.commit(
+            &e.root,
+            GroupEvent::MessageQueued {
+                from: from.into(),
+                to: to.into(),
+                recipients: vec![],
+                text: text.into(),
+            },
+        )
+    };
+    let m1 = send(&e.root, a, "first").unwrap().seq;
+    let m2 = send(z, ALL, "to all").unwrap().seq;
+    let m3 = send(&e.root, a, "third").unwrap().seq;
+    let pending: Vec<u64> = e
+        .port
+        .pending(&e.root, a)
+        .unwrap()
+        .iter()
+        .map(|p| p.message)
+        .collect();
+    assert_eq!(pending, vec![m1, m2, m3]);
+    let got = e.port.deliver(&e.root, a).unwrap();
+    assert_eq!(got.len(), 3);
+    assert!(
+        e.port.deliver(&e.root, a).unwrap().is_empty(),
+        "delivered once"
+    );
+    assert_eq!(received(&e.local, a), vec![m1, m2, m3]);
+    // `all` went to the other active members, not back to the sender.
+    assert_eq!(e.port.pending(&e.root, &e.root).unwrap().len(), 1);
+    assert!(e.port.pending(&e.root, z).unwrap().is_empty());
+    assert!(
+        refusal(send(a, "nobody", "x"))
+            .to_string()
+            .contains("nobody")
+    );
+    assert_eq!(e.port.projection(&e.root).unwrap().delivered, 3);
+    check_log(&*e.port, &e.root);
+    e.assert_replay();
+}
+
+fn nobody_else_and_empty_inputs_are_refused(b: Backend) {
+    let Some(e) = Env::new(b, 0) else { return };
+    let r = refusal(e.port.commit(
+        &e.root,
+        GroupEvent::MemberJoined {
+            member: e.root.clone(),
+            role: "lead".into(),
+        },
+    ));
+    assert_eq!(
+        r,
+        GroupRefusal::NoGroup {
+            root: e.root.clone()
+        }
+    );
+    e.form_group();
+    let r = refusal(e.port.commit(
+        &e.root,
+        GroupEvent::MessageQueued {
+            from: e.root.clone(),
+            to: ALL.into(),
+            recipients: vec![],
+            text: "hello?".into(),
+        },
+    ));
+    assert_eq!(r, GroupRefusal::NobodyElse);
+    let r = refusal(e.port.commit(
+        &e.root,
+        GroupEvent::TaskCreated {
+            title: " ".into(),
+            description: String::new(),
+            depends_on: vec![],
+            key: None,
+            by: e.root.clone(),
+        },
+    ));
+    assert!(matches!(r, GroupRefusal::Invalid(_)));
+    let r = refusal(e.port.commit(
+        &e.root,
+        GroupEvent::MessageDelivered {
+            message: 1,
+            to: e.root.clone(),
+        },
+    ));
+    assert!(matches!(r, GroupRefusal::Invalid(_)));
+    e.assert_replay();
+}
+
+macro_rules! both {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $( #[test] fn $case() { super::$case(super::Backend::Sqlite) } )*
+        }
+        mod postgres {
+            $( #[test] fn $case() { super::$case(super::Backend::Postgres) } )*
+        }
+    };
+}
+
+both!(
+    claim_once_and_the_refusal_names_the_holder,
+    dependencies_block_until_completed_and_only_the_holder_completes,
+    task_keys_and_joins_are_idempotent,
+    a_member_that_leaves_gives_its_claims_back,
+    messages_arrive_fifo_exactly_once,
+    nobody_else_and_empty_inputs_are_refused,
+);
+
+/// PostgreSQL only: a delivery whose marker never committed (the connection
+/// or the process went away after the local append) is completed by the
+/// next delivery without a second copy in the recipient's session.
+#[test]
+fn a_delivery_retried_after_a_lost_marker_is_not_duplicated() {
+    let Some(e) = Env::new(Backend::Postgres, 1) else {
+        return;
+    };
+    e.form_group();
+    let a = &e.children[0];
+    let m = e
+        .port
+        .commit(
+            &e.root,
+            GroupEvent::MessageQueued {
+                from: e.root.clone(),
+                to: a.clone(),
+                recipients: vec![],
+                text: "once".into(),
+            },
+        )
+        .unwrap()
+        .seq;
+    // The local half of a delivery, as if the marker's commit was lost.
+    e.local
+        .append(
+            a,
+            latch_kernel::EventKind::GroupMessageDelivered {
+                message_seq: m,
+                from: e.root.clone(),
+                text: "once".into(),
+            },
+        )
+        .unwrap();
+    assert!(
+        e.port.deliver(&e.root, a).unwrap().is_empty(),
+        "no second copy"
+    );
+    assert!(
+        e.port.pending(&e.root, a).unwrap().is_empty(),
+        "the marker committed"
+    );
+    assert_eq!(received(&e.local, a), vec![m]);
+    assert_eq!(check_log(&*e.port, &e.root), vec![(a.clone(), m)]);
+    e.assert_replay();
+}
+
+/// PostgreSQL only: members record the host they joined from, and a
+/// NOTIFY wakes a waiting recipient.
+#[test]
+fn members_carry_their_host_and_a_notify_wakes_the_recipient() {
+    let Some(e) = Env::new(Backend::Postgres, 1) else {
+        return;
+    };
+    e.form_group();
+    let pg = e.pg.clone().unwrap();
+    let hosts: Vec<String> = pg
+        .members(&e.root)
+        .unwrap()
+        .into_iter()
+        .map(|m| m.host)
+        .collect();
+    assert_eq!(hosts.len(), 2);
+    assert!(hosts.iter().all(|h| h == pg.host()), "{hosts:?}");
+    let a = e.children[0].clone();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !pg.listening() {
+        assert!(std::time::Instant::now() < deadline, "LISTEN never came up");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let waiter = {
+        let (pg, root, a) = (pg.clone(), e.root.clone(), a.clone());
+        std::thread::spawn(move || {
+            pg.wait_for_message(&root, &a, std::time::Duration::from_secs(20))
+        })
+    };
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let t0 = std::time::Instant::now();
+    e.port
+        .commit(
+            &e.root,
+            GroupEvent::MessageQueued {
+                from: e.root.clone(),
+                to: a.clone(),
+                recipients: vec![],
+                text: "wake up".into(),
+            },
+        )
+        .unwrap();
+    assert!(waiter.join().unwrap().unwrap(), "woken by NOTIFY");
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(5),
+        "woken promptly, not by the timeout"
+    );
+}

@@ -1,0 +1,183 @@
+//! The worker side of the process tests: this test binary, run again with
+//! [`super::WORKER_ENV`] holding a JSON job, is one member on its own
+//! "host" (its own local store file, its own host name): it races for
+//! claims (`race`) or works through the tasks and its messages until it is
+//! done or killed (`script`).
+
+use super::WORKER_ENV;
+use latch_group_pg::PgGroup;
+use latch_kernel::Store;
+use latch_kernel::group::{GroupError, GroupEvent, GroupPort, GroupRefusal, TaskStatus};
+use serde_json::Value;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Start this binary as a worker on `job`.
+pub fn spawn(job: &Value) -> Child {
+    spawn_in(job, None)
+}
+
+/// Start this binary as a worker on `job`, inside the network namespace
+/// `netns` when given (`ip netns exec`).
+pub fn spawn_in(job: &Value, netns: Option<&str>) -> Child {
+    let exe = std::env::current_exe().unwrap();
+    let mut cmd = match netns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns]).arg(exe);
+            c
+        }
+        None => Command::new(exe),
+    };
+    cmd.args([
+        "--exact",
+        "worker::worker_entry",
+        "--nocapture",
+        "--test-threads",
+        "1",
+    ])
+    .env(WORKER_ENV, job.to_string())
+    .env(
+        "LATCH_HOST_NAME",
+        job["host"].as_str().unwrap_or("worker-host"),
+    )
+    .stdout(Stdio::null())
+    .stderr(Stdio::inherit())
+    .spawn()
+    .unwrap()
+}
+
+/// One claim's outcome as a line: `<task> won`, `<task> held <holder> |
+/// <message>`, or `<task> other <error>`.
+pub fn outcome_line(task: u64, r: &Result<latch_kernel::group::Committed, GroupError>) -> String {
+    match r {
+        Ok(c) if c.fresh => format!("{task} won"),
+        Ok(_) => format!("{task} other already mine"),
+        Err(GroupError::Refused(GroupRefusal::Held { holder, .. })) => {
+            format!("{task} held {holder} | {}", r.as_ref().unwrap_err())
+        }
+        Err(e) => format!("{task} other {e}"),
+    }
+}
+
+fn wait_for(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "no go signal at {}",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Work until no task is open or held by `me` and nothing waits for it:
+/// finish what it holds (a claim that survived a kill), claim and complete
+/// open tasks, deliver its messages, message the other member now and then.
+/// Only tasks whose title starts with `only` are claimed.
+pub fn script(port: &PgGroup, root: &str, me: &str, peer: &str, only: &str) {
+    let mut step = 0u64;
+    loop {
+        step += 1;
+        let snap = port.projection(root).unwrap();
+        if let Some(t) = snap
+            .tasks
+            .values()
+            .find(|t| t.status == TaskStatus::Claimed && t.owner.as_deref() == Some(me))
+        {
+            port.commit(
+                root,
+                GroupEvent::TaskCompleted {
+                    task: t.id,
+                    by: me.into(),
+                    ok: true,
+                    result: "done".into(),
+                },
+            )
+            .unwrap();
+            continue;
+        }
+        port.deliver(root, me).unwrap();
+        if step % 3 == 0 {
+            port.commit(
+                root,
+                GroupEvent::MessageQueued {
+                    from: me.into(),
+                    to: peer.into(),
+                    recipients: vec![],
+                    text: format!("step {step} from {me}"),
+                },
+            )
+            .unwrap();
+        }
+        let claimable = snap.tasks.values().find(|t| {
+            t.status == TaskStatus::Open
+                && t.title.starts_with(only)
+                && t.depends_on
+                    .iter()
+                    .all(|d| snap.tasks[d].status == TaskStatus::Completed)
+        });
+        let open = snap
+            .tasks
+            .values()
+            .any(|t| t.status == TaskStatus::Open && t.title.starts_with(only));
+        match claimable {
+            Some(t) => {
+                let _ = port.claim(root, t.id, me);
+            }
+            None if open => std::thread::sleep(Duration::from_millis(5)),
+            None => {
+                if port.pending(root, me).unwrap().is_empty() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// The worker's entry: a no-op unless [`WORKER_ENV`] is set.
+#[test]
+fn worker_entry() {
+    let Ok(job) = std::env::var(WORKER_ENV) else {
+        return;
+    };
+    let job: Value = serde_json::from_str(&job).unwrap();
+    let s = |k: &str| job[k].as_str().unwrap().to_string();
+    let local = Arc::new(Store::open(s("path")).unwrap());
+    let port = PgGroup::connect(&s("url"), local).unwrap();
+    match job["mode"].as_str().unwrap() {
+        "race" => {
+            let member = s("member");
+            let tasks: Vec<u64> = serde_json::from_value(job["tasks"].clone()).unwrap();
+            wait_for(Path::new(&s("go")));
+            let lines: Vec<String> = tasks
+                .iter()
+                .map(|t| outcome_line(*t, &port.claim(&s("root"), *t, &member)))
+                .collect();
+            std::fs::write(s("out"), lines.join("\n")).unwrap();
+        }
+        "script" => {
+            // A member joins from its own host, so the store records it.
+            if let Some(role) = job["role"].as_str() {
+                port.commit(
+                    &s("root"),
+                    GroupEvent::MemberJoined {
+                        member: s("member"),
+                        role: role.into(),
+                    },
+                )
+                .unwrap();
+            }
+            let only = job["only"].as_str().unwrap_or_default();
+            script(&port, &s("root"), &s("member"), &s("peer"), only);
+            let netns = std::fs::read_link("/proc/self/ns/net")
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            std::fs::write(s("out"), format!("finished {netns}")).unwrap();
+        }
+        other => panic!("unknown worker mode {other}"),
+    }
+}
