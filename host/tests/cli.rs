@@ -59,12 +59,12 @@ mod crash;
 mod first_run;
 #[path = "cli/group.rs"]
 mod group;
+#[path = "cli/group_hosts.rs"]
+mod group_hosts;
 #[path = "cli/hooks.rs"]
 mod hooks;
 #[path = "cli/images.rs"]
 mod images;
-#[path = "cli/group_hosts.rs"]
-mod group_hosts;
 #[path = "cli/lifecycle.rs"]
 mod lifecycle;
 #[path = "cli/npm_registry.rs"]

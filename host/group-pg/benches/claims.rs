@@ -15,7 +15,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-static MEAN: Mutex<BTreeMap<(usize, &'static str), (Duration, u64)>> = Mutex::new(BTreeMap::new());
+/// Per (members, backend): total time and tasks claimed.
+type Means = BTreeMap<(usize, &'static str), (Duration, u64)>;
+
+static MEAN: Mutex<Means> = Mutex::new(BTreeMap::new());
 
 struct Group {
     _dir: tempfile::TempDir,

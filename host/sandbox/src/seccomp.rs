@@ -150,7 +150,7 @@ mod tests {
             let p = program(mode);
             assert!(p.len() < 256);
             for (i, ins) in p.iter().enumerate() {
-                if u32::from(ins.code) & 0x07 == libc::BPF_JMP as u32 {
+                if u32::from(ins.code) & 0x07 == libc::BPF_JMP {
                     assert!(i + 1 + (ins.jt.max(ins.jf) as usize) < p.len(), "{i}");
                 }
             }

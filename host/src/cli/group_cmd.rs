@@ -33,6 +33,25 @@ pub fn group(global: &GlobalArgs, workspace: &Path, selector: Option<&str>) -> a
     Ok(0)
 }
 
+/// `--store` for the group commands: a `postgres://` (or
+/// `postgresql://`) URL is the shared group store, and the local event store
+/// stays the workspace's; anything else is the local store's path as for
+/// every command. Returns the options to open the local store with and the
+/// shared store's URL, if one was given.
+pub fn split_store(global: &GlobalArgs) -> (GlobalArgs, Option<String>) {
+    let shared = global
+        .store
+        .as_deref()
+        .and_then(|p| p.to_str())
+        .filter(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
+        .map(str::to_string);
+    let mut local = global.clone();
+    if shared.is_some() {
+        local.store = None;
+    }
+    (local, shared)
+}
+
 /// The shared group store: `--store`, else `[group] store` (a workspace
 /// config's only once trusted).
 fn shared_store(env: &Env, flag: Option<&str>) -> Option<String> {

@@ -209,10 +209,6 @@ pub enum Command {
         /// Session id or prefix (the root or any child; default: the
         /// latest); with a shared store, the group's id (its lead's session).
         session: Option<String>,
-        /// A shared group store (`postgres://…`), over `[group] store`:
-        /// members from every host, with their host names.
-        #[arg(long, value_name = "URL")]
-        store: Option<String>,
         /// Join a group from this host.
         #[command(subcommand)]
         action: Option<GroupAction>,
@@ -433,21 +429,22 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             instant,
         }) => demo::demo_tui(scenario, keep, cli.global.store.as_deref(), instant),
         Some(Command::Sandbox(cmd)) => sandbox_cmd::run(&cli.global, &workspace, cmd),
-        Some(Command::Group {
-            action:
-                Some(GroupAction::Join {
-                    group_id,
-                    store,
-                    role,
-                }),
-            ..
-        }) => group_cmd::join(&cli.global, &workspace, &group_id, store.as_deref(), &role),
-        Some(Command::Group { session, store, .. }) => group_cmd::group_shared(
-            &cli.global,
-            &workspace,
-            session.as_deref(),
-            store.as_deref(),
-        ),
+        Some(Command::Group { session, action }) => {
+            // `--store postgres://…` names the shared group store; a path
+            // stays the local event store.
+            let (global, shared) = group_cmd::split_store(&cli.global);
+            match action {
+                Some(GroupAction::Join { group_id, role }) => {
+                    group_cmd::join(&global, &workspace, &group_id, shared.as_deref(), &role)
+                }
+                None => group_cmd::group_shared(
+                    &global,
+                    &workspace,
+                    session.as_deref(),
+                    shared.as_deref(),
+                ),
+            }
+        }
         Some(Command::Skills { json }) => skills_cmd::skills(&cli.global, &workspace, json),
         Some(Command::Mcp(McpCommand::List { json })) => {
             mcp_cmd::list(&cli.global, &workspace, json)
@@ -481,9 +478,6 @@ pub enum GroupAction {
     Join {
         /// The group's id: its lead's session id.
         group_id: String,
-        /// The shared group store (`postgres://…`), over `[group] store`.
-        #[arg(long, value_name = "URL")]
-        store: Option<String>,
         /// The member's role.
         #[arg(long, default_value = "worker")]
         role: String,

@@ -13,9 +13,21 @@ use latch_kernel::Store;
 use latch_kernel::group::{GroupEvent, GroupPort};
 use std::sync::Arc;
 
+/// The test cluster as a `postgres://` URL, the form `--store` takes for
+/// a shared group store (a unix socket directory goes percent-encoded in
+/// the host part).
 fn pg_url() -> Option<String> {
     match std::env::var("LATCH_PG_TEST_URL") {
-        Ok(u) if !u.trim().is_empty() => Some(u),
+        Ok(u) if u.starts_with("postgres") => Some(u),
+        Ok(u) if !u.trim().is_empty() => {
+            let socket = std::env::var("LATCH_PG_TEST_SOCKET")
+                .expect("LATCH_PG_TEST_SOCKET names the cluster's socket directory");
+            let _ = u;
+            Some(format!(
+                "postgres://latch@{}/postgres",
+                socket.replace('/', "%2F")
+            ))
+        }
         _ => {
             assert!(
                 std::env::var("LATCH_PG_TEST_REQUIRED").as_deref() != Ok("1"),

@@ -249,8 +249,13 @@ fn demo_records_its_session_in_the_store_it_is_given() {
 fn read_only_commands_never_create_a_store() {
     let ws = project();
     let db = latch_kernel::default_store_path(ws.path());
+    // `latch sessions` says there are none and succeeds (see
+    // `first_run::sessions_without_a_store_says_there_are_none`); the
+    // rest refuse, naming the store and `--store`.
+    let out = latch(ws.path()).arg("sessions").output().unwrap();
+    assert!(out.status.success());
+    assert!(!db.parent().unwrap().exists(), "sessions created .latch/");
     let commands: &[&[&str]] = &[
-        &["sessions"],
         &["context"],
         &["recall", "01abc", "anything"],
         &["compact"],

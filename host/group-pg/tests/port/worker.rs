@@ -101,7 +101,7 @@ pub fn script(port: &PgGroup, root: &str, me: &str, peer: &str, only: &str) {
             continue;
         }
         port.deliver(root, me).unwrap();
-        if step % 3 == 0 {
+        if step.is_multiple_of(3) {
             port.commit(
                 root,
                 GroupEvent::MessageQueued {
