@@ -18,6 +18,7 @@ pub mod server;
 pub mod updates;
 pub mod wire;
 
+pub use prompt::UserPrompt;
 pub use server::{AgentInfo, Answer, Asker, Live, SessionError, Sessions, TurnEnd, serve};
 
 /// The surface name ACP sessions' leases carry (`latch sessions` and a

@@ -1,17 +1,36 @@
 //! An editor's prompt (content blocks) as the user's message Latch commits:
 //! text as written, a linked file as `@path` (the agent reads it with its
 //! own tools, so the file is read, observed and bounded like any other),
-//! an embedded text resource quoted with where it came from. What Latch
-//! cannot take from an editor (images, audio, binary resources; the
-//! `initialize` answer says so) is refused with the reason, never dropped.
+//! an embedded text resource quoted with where it came from, and images as
+//! their bytes (the binary stores each as an immutable artifact of the
+//! message). What Latch cannot take from an editor (audio, binary
+//! resources; the `initialize` answer says so) is refused with the reason,
+//! never dropped.
 
 use crate::wire::{ContentBlock, INVALID_PARAMS, RpcError};
+use base64::Engine as _;
 use std::path::Path;
+
+/// The user's message an editor's prompt becomes.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UserPrompt {
+    /// The text, with file links as `@path` mentions.
+    pub text: String,
+    /// The images' bytes, in order (checked and stored by the binary).
+    pub images: Vec<Vec<u8>>,
+}
 
 /// The text of the user's message for `blocks`, with file links relative
 /// to `workspace` where they are inside it.
 pub fn user_text(blocks: &[ContentBlock], workspace: &Path) -> Result<String, RpcError> {
+    Ok(user_prompt(blocks, workspace)?.text)
+}
+
+/// The user's message for `blocks`: its text (file links relative to
+/// `workspace` where they are inside it) and its images.
+pub fn user_prompt(blocks: &[ContentBlock], workspace: &Path) -> Result<UserPrompt, RpcError> {
     let mut text = String::new();
+    let mut images = Vec::new();
     for block in blocks {
         match block {
             ContentBlock::Text { text: t } => text.push_str(t),
@@ -41,20 +60,22 @@ pub fn user_text(blocks: &[ContentBlock], workspace: &Path) -> Result<String, Rp
                 text.push_str(fence);
                 text.push('\n');
             }
-            ContentBlock::Image { .. } | ContentBlock::Audio { .. } => {
-                let what = if matches!(block, ContentBlock::Image { .. }) {
-                    "an image"
-                } else {
-                    "audio"
-                };
+            ContentBlock::Image { data, mime_type } => {
+                let bytes = base64::engine::general_purpose::STANDARD
+                    .decode(data.trim())
+                    .map_err(|e| {
+                        RpcError::new(
+                            INVALID_PARAMS,
+                            format!("the prompt's {mime_type} image is not valid base64: {e}"),
+                        )
+                    })?;
+                images.push(bytes);
+            }
+            ContentBlock::Audio { .. } => {
                 return Err(RpcError::new(
                     INVALID_PARAMS,
-                    format!(
-                        "the prompt carries {what}, which Latch does not take over ACP (its \
-                         `initialize` answer says promptCapabilities.{} = false); attach \
-                         images with `latch run --image FILE` or in the terminal UI",
-                        if what == "audio" { "audio" } else { "image" }
-                    ),
+                    "the prompt carries audio, which Latch does not take (its `initialize` \
+                     answer says promptCapabilities.audio = false)",
                 ));
             }
         }
@@ -62,10 +83,10 @@ pub fn user_text(blocks: &[ContentBlock], workspace: &Path) -> Result<String, Rp
     if text.trim().is_empty() {
         return Err(RpcError::new(
             INVALID_PARAMS,
-            "the prompt is empty: send at least one text block",
+            "the prompt has no text: send at least one text block (with the images, if any)",
         ));
     }
-    Ok(text)
+    Ok(UserPrompt { text, images })
 }
 
 /// A space before a mention unless the text already ends with whitespace.
@@ -131,7 +152,7 @@ mod tests {
     }
 
     #[test]
-    fn embedded_text_is_quoted_and_images_are_refused() {
+    fn embedded_text_is_quoted_and_images_are_decoded() {
         let blocks = vec![
             ContentBlock::text("explain this"),
             ContentBlock::Resource {
@@ -147,12 +168,21 @@ mod tests {
             text,
             "explain this Contents of a.txt:\n```\none\ntwo\n```\n"
         );
-        let image = vec![ContentBlock::Image {
-            data: String::new(),
+        let image = vec![
+            ContentBlock::text("what is this?"),
+            ContentBlock::Image {
+                data: "iVBORw0K".into(),
+                mime_type: "image/png".into(),
+            },
+        ];
+        let prompt = user_prompt(&image, Path::new("/repo")).unwrap();
+        assert_eq!(prompt.images, vec![b"\x89PNG\r\n".to_vec()]);
+        let bad = vec![ContentBlock::Image {
+            data: "not base64!".into(),
             mime_type: "image/png".into(),
         }];
-        let err = user_text(&image, Path::new("/repo")).unwrap_err();
-        assert!(err.message.contains("promptCapabilities.image"), "{err}");
+        let err = user_prompt(&bad, Path::new("/repo")).unwrap_err();
+        assert!(err.message.contains("base64"), "{err}");
         assert!(user_text(&[ContentBlock::text("  ")], Path::new("/r")).is_err());
     }
 }

@@ -10,7 +10,7 @@
 //! uses.
 
 use crate::channel::Channel;
-use crate::prompt::user_text;
+use crate::prompt::{UserPrompt, user_prompt};
 use crate::updates;
 use crate::wire::*;
 use latch_kernel::{EventKind, PermissionRequest};
@@ -204,11 +204,12 @@ pub trait Sessions: Send + Sync + 'static {
         servers: &[McpServer],
         asker: Asker,
     ) -> Result<Vec<EventKind>, SessionError>;
-    /// Run one turn of session `id` with the user's `text` (blocking).
+    /// Run one turn of session `id` with the user's message (its text and
+    /// images; blocking).
     fn prompt(
         &self,
         id: &str,
-        text: &str,
+        prompt: &UserPrompt,
         on: &mut (dyn FnMut(Live<'_>) + Send),
     ) -> Result<TurnEnd, SessionError>;
     /// Stop session `id`'s running turn at once (not blocking).
@@ -401,7 +402,7 @@ impl Server {
             "protocolVersion": PROTOCOL_VERSION,
             "agentCapabilities": {
                 "loadSession": true,
-                "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+                "promptCapabilities": {"image": true, "audio": false, "embeddedContext": true},
                 "mcpCapabilities": {"http": true, "sse": false},
             },
             "authMethods": [],
@@ -538,11 +539,11 @@ impl Server {
                     ),
                 ));
             }
-            let text = user_text(&req.prompt, &session.cwd)?;
+            let prompt = user_prompt(&req.prompt, &session.cwd)?;
             session.running = true;
-            (session.cwd.clone(), text)
+            (session.cwd.clone(), prompt)
         };
-        let (cwd, text) = cwd;
+        let (cwd, prompt) = cwd;
         let sessions = self.sessions.clone();
         let channel = self.channel.clone();
         let open = self.open.clone();
@@ -575,7 +576,7 @@ impl Server {
                     );
                 }
             };
-            let result = sessions.prompt(&session, &text, &mut on);
+            let result = sessions.prompt(&session, &prompt, &mut on);
             if let Some(s) = open
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())

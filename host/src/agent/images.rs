@@ -66,12 +66,35 @@ pub fn store_image(store: &latch_kernel::Store, path: &Path) -> Result<MediaRef,
         path: path.to_path_buf(),
         source,
     })?;
-    if image_info(&bytes).is_none() {
-        return Err(ImageError::NotAnImage {
-            path: path.to_path_buf(),
+    store_image_bytes(store, &bytes, path)
+}
+
+/// Check `bytes` (an image from `what`: a path, or a name for an image an
+/// editor sent) and store them as an image artifact of `store`.
+pub fn store_image_bytes(
+    store: &latch_kernel::Store,
+    bytes: &[u8],
+    what: &Path,
+) -> Result<MediaRef, ImageError> {
+    check_image_bytes(bytes, what)?;
+    Ok(store.put_artifact(bytes, None)?)
+}
+
+/// Refuse `bytes` (from `what`) unless they are a PNG, JPEG, GIF or WebP
+/// image of at most [`MAX_IMAGE_BYTES`].
+pub fn check_image_bytes(bytes: &[u8], what: &Path) -> Result<(), ImageError> {
+    if bytes.len() as u64 > MAX_IMAGE_BYTES {
+        return Err(ImageError::TooLarge {
+            path: what.to_path_buf(),
+            bytes: bytes.len() as u64,
         });
     }
-    Ok(store.put_artifact(&bytes, None)?)
+    if image_info(bytes).is_none() {
+        return Err(ImageError::NotAnImage {
+            path: what.to_path_buf(),
+        });
+    }
+    Ok(())
 }
 
 /// The `@path` mentions of `text` that name image files (by their ending),
@@ -94,6 +117,20 @@ impl Agent {
     /// absolute) to the next user message; returns its reference.
     pub fn attach_image(&mut self, path: &Path) -> Result<MediaRef, ImageError> {
         let media = store_image(&self.store, &self.workspace.join(path))?;
+        if !self.pending_images.iter().any(|m| m.sha256 == media.sha256) {
+            self.pending_images.push(media.clone());
+        }
+        Ok(media)
+    }
+
+    /// Attach an image's `bytes` (from `what`, e.g. an editor's prompt) to
+    /// the next user message; returns its reference.
+    pub fn attach_image_bytes(
+        &mut self,
+        bytes: &[u8],
+        what: &Path,
+    ) -> Result<MediaRef, ImageError> {
+        let media = store_image_bytes(&self.store, bytes, what)?;
         if !self.pending_images.iter().any(|m| m.sha256 == media.sha256) {
             self.pending_images.push(media.clone());
         }

@@ -19,7 +19,9 @@ use super::setup::{self, Env};
 use crate::agent::{Agent, AgentError, AgentEvent, Decision, DecisionPort, TurnControl};
 use crate::supervisor::profile::{self, Settings};
 use latch_acp::wire::{McpServer, NameValue, SessionMode, SessionModeState};
-use latch_acp::{ACP_SURFACE, AgentInfo, Answer, Asker, Live, SessionError, Sessions, TurnEnd};
+use latch_acp::{
+    ACP_SURFACE, AgentInfo, Answer, Asker, Live, SessionError, Sessions, TurnEnd, UserPrompt,
+};
 use latch_kernel::{EventKind, LeaseError, PermissionRequest, SessionLease};
 use latch_mcp::ServerConfig;
 use latch_sandbox::ApprovalMode;
@@ -295,7 +297,7 @@ impl Sessions for EditorSessions {
     fn prompt(
         &self,
         id: &str,
-        text: &str,
+        prompt: &UserPrompt,
         on: &mut (dyn FnMut(Live<'_>) + Send),
     ) -> Result<TurnEnd, SessionError> {
         let agent = self
@@ -306,6 +308,19 @@ impl Sessions for EditorSessions {
             .map(|d| d.agent.clone())
             .ok_or_else(|| SessionError::NotFound(format!("session `{id}` is not open")))?;
         let mut agent = agent.lock().unwrap_or_else(|p| p.into_inner());
+        // Images become artifacts of this message; a bad one refuses the
+        // prompt before anything is recorded.
+        let what = |i: usize| PathBuf::from(format!("the prompt's image {}", i + 1));
+        for (i, bytes) in prompt.images.iter().enumerate() {
+            crate::agent::images::check_image_bytes(bytes, &what(i))
+                .map_err(|e| SessionError::BadRequest(e.to_string()))?;
+        }
+        for (i, bytes) in prompt.images.iter().enumerate() {
+            agent
+                .attach_image_bytes(bytes, &what(i))
+                .map_err(|e| SessionError::BadRequest(e.to_string()))?;
+        }
+        let text = prompt.text.as_str();
         let mut observer = |event: AgentEvent| match event {
             AgentEvent::TextDelta(t) => on(Live::Text(t)),
             AgentEvent::Committed { event, .. } => on(Live::Committed(event)),

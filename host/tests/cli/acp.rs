@@ -521,3 +521,72 @@ fn the_editors_mcp_servers_are_the_sessions_tools() {
     );
     editor.close();
 }
+
+/// A PNG header as small as a model provider accepts in a test: the
+/// signature and an IHDR chunk of a 2x1 image.
+fn tiny_png() -> Vec<u8> {
+    let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
+    png.extend_from_slice(&13u32.to_be_bytes());
+    png.extend_from_slice(b"IHDR");
+    png.extend_from_slice(&2u32.to_be_bytes());
+    png.extend_from_slice(&1u32.to_be_bytes());
+    png.extend_from_slice(&[8, 6, 0, 0, 0, 0, 0, 0, 0]);
+    png
+}
+
+#[test]
+fn an_image_in_the_prompt_reaches_the_model_and_a_bad_one_is_refused() {
+    use base64::Engine as _;
+    let rt = runtime();
+    let script = Script::new([ScriptedTurn::text("A tiny picture.")]);
+    let server = rt.block_on(FakeServer::start(script)).unwrap();
+    let ws = project();
+    let cwd = ws.path().canonicalize().unwrap();
+    let mut editor = Editor::start(ws.path(), &server);
+    let init = editor.request("initialize", json!({"protocolVersion": 1}));
+    let init = editor.response(init);
+    assert_eq!(
+        init["result"]["agentCapabilities"]["promptCapabilities"]["image"],
+        true
+    );
+    let new = editor.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let session = editor.response(new)["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let data = base64::engine::general_purpose::STANDARD.encode(tiny_png());
+    let bad = editor.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type":"text","text":"look"},
+            {"type":"image","mimeType":"image/png","data": base64::engine::general_purpose::STANDARD.encode(b"not an image")}]}),
+    );
+    let bad = editor.response(bad);
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("not a PNG"),
+        "{bad}"
+    );
+    assert!(
+        server.requests().is_empty(),
+        "a refused prompt reached the model"
+    );
+    let prompt = editor.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type":"text","text":"what is this?"},
+            {"type":"image","mimeType":"image/png","data": data}]}),
+    );
+    let done = editor.response(prompt);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let sent = server.requests().last().unwrap().body.to_string();
+    assert!(
+        sent.contains(&data),
+        "the image's bytes were not sent: {sent}"
+    );
+    editor.close();
+    // Durable: the user's message holds the image by reference.
+    let log = events(ws.path(), &session);
+    assert!(log.iter().any(|e| matches!(e, EventKind::UserMessage { parts }
+        if parts.iter().any(|p| matches!(p, latch_engine_sdk::types::Part::Image(m) if m.width == Some(2))))));
+}
