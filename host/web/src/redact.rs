@@ -54,6 +54,10 @@ pub const SENT_AS_STORED: &[&str] = &[
     "permission_denied",
     "group",
     "group_message_delivered",
+    // A path and the hash of the bytes a write replaced (never the bytes).
+    "checkpoint",
+    // The user message rewound before and the files restored or removed.
+    "rewound",
 ];
 
 /// The kinds the web sends without their data: only that they happened.
