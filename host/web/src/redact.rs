@@ -34,9 +34,6 @@ pub const SENT_AS_STORED: &[&str] = &[
     "certification_attempt",
     "tool_denied",
     "hook_ran",
-    // A path and the hash of the artifact holding its old bytes.
-    "checkpoint",
-    "rewound",
     "provider_usage",
     "child_spawned",
     "agent_resumed",
