@@ -9,88 +9,33 @@
 
 use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentError, AgentEvent, AgentOptions};
-use latch::engine::{ComponentEngine, SandboxLimits};
 use latch_engine_sdk::types::*;
-use latch_kernel::{EventKind, SessionRecord, Store};
-use latch_provider::fake::{FakeServer, Script, ScriptStep, ScriptedTurn};
-use latch_provider::{Provider, ProviderConfig, ProviderKind, RetryPolicy};
-use std::path::PathBuf;
-use std::sync::Arc;
+use latch_kernel::EventKind;
+use latch_provider::fake::{Script, ScriptStep, ScriptedTurn};
 use std::time::{Duration, Instant};
 
-use super::common::continuity;
+use super::common::SessionRig;
 
-struct Rig {
-    _dir: tempfile::TempDir,
-    ws: PathBuf,
-    _io: tokio::runtime::Runtime,
-    server: FakeServer,
-    store: Arc<Store>,
-    session: SessionRecord,
+/// The shared session rig, with this module's agent.
+struct Rig(SessionRig);
+
+impl std::ops::Deref for Rig {
+    type Target = SessionRig;
+    fn deref(&self) -> &SessionRig {
+        &self.0
+    }
 }
 
 fn rig(script: Script) -> Rig {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().canonicalize().unwrap();
-    std::fs::write(ws.join("notes.txt"), "alpha\nbeta\n").unwrap();
-    let io = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = io.block_on(FakeServer::start(script)).unwrap();
-    let store = Arc::new(Store::open(ws.join(".latch/latch.db")).unwrap());
-    let model = ModelProfile::with_defaults("anthropic", "test-model");
-    let session = store
-        .create_session(&ws.display().to_string(), None, &model)
-        .unwrap();
-    Rig {
-        _dir: dir,
-        ws,
-        _io: io,
-        server,
-        store,
-        session,
-    }
+    Rig(SessionRig::new("alpha\nbeta\n", |_| script))
 }
 
 impl Rig {
     fn agent(&self) -> Agent {
-        let provider = Provider::new(ProviderConfig {
-            base_url: Some(self.server.anthropic_base_url()),
-            api_key: Some("k".into()),
-            retry: RetryPolicy::none(),
-            ..ProviderConfig::new(ProviderKind::Anthropic)
-        })
-        .unwrap();
-        let engine = ComponentEngine::new(
-            continuity(),
-            SandboxLimits::default(),
-            &self.session.id,
-            self.session.model.clone(),
-        );
-        let ctx =
-            latch_tools::ToolContext::new(self.store.clone(), self.session.id.clone(), &self.ws)
-                .unwrap();
-        Agent::new(
-            self.store.clone(),
-            self.session.clone(),
-            self.ws.clone(),
-            Box::new(engine),
-            provider,
-            Box::new(StandardTools::new(ctx)),
+        self.0.agent_with(
+            Box::new(StandardTools::new(self.tool_context())),
             AgentOptions::default(),
         )
-        .unwrap()
-    }
-
-    fn events(&self) -> Vec<EventKind> {
-        self.store
-            .events(&self.session.id, 0, u64::MAX, 100_000)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.kind)
-            .collect()
     }
 
     fn assert_protocol_safe(&self) {

@@ -12,18 +12,16 @@
 use latch::agent::extended::ExtendedTools;
 use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentOptions, Decision, DecisionPort, Permissions};
-use latch::engine::{ComponentEngine, SandboxLimits};
 use latch_engine_sdk::types::*;
-use latch_kernel::{DecidedBy, EventKind, PermissionKind, PermissionRequest, SessionRecord, Store};
+use latch_kernel::{DecidedBy, EventKind, PermissionKind, PermissionRequest};
 use latch_mcp::{McpConfig, McpServers, McpTools};
-use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
-use latch_provider::{Provider, ProviderConfig, ProviderKind, RetryPolicy};
+use latch_provider::fake::{Script, ScriptedTurn};
 use latch_sandbox::{ApprovalMode, Sandbox, SandboxMode, SandboxPolicy};
 use std::collections::VecDeque;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use super::common::continuity;
+use super::common::SessionRig;
 use super::mcp::{node, npm_server};
 
 /// Answers in order and records what it was asked.
@@ -51,47 +49,20 @@ fn answers(list: impl IntoIterator<Item = Decision>) -> Arc<Answers> {
     })
 }
 
-struct Rig {
-    _dir: tempfile::TempDir,
-    ws: PathBuf,
-    _io: tokio::runtime::Runtime,
-    server: FakeServer,
-    store: Arc<Store>,
-    session: SessionRecord,
+/// The shared session rig, with this module's agent.
+struct Rig(SessionRig);
+
+impl std::ops::Deref for Rig {
+    type Target = SessionRig;
+    fn deref(&self) -> &SessionRig {
+        &self.0
+    }
 }
 
 /// A workspace, the scripted model answering what `turns` makes of the
 /// workspace's path, a session.
 fn rig(turns: impl FnOnce(&Path) -> Vec<ScriptedTurn>) -> Rig {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let ws = ws.canonicalize().unwrap();
-    std::fs::write(ws.join("notes.txt"), "alpha\n").unwrap();
-    let io = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = io
-        .block_on(FakeServer::start(Script::new(turns(&ws))))
-        .unwrap();
-    let store = Arc::new(Store::open(ws.join(".latch/latch.db")).unwrap());
-    let session = store
-        .create_session(
-            &ws.display().to_string(),
-            None,
-            &ModelProfile::with_defaults("anthropic", "test-model"),
-        )
-        .unwrap();
-    Rig {
-        _dir: dir,
-        ws,
-        _io: io,
-        server,
-        store,
-        session,
-    }
+    Rig(SessionRig::new("alpha\n", |ws| Script::new(turns(ws))))
 }
 
 impl Rig {
@@ -120,34 +91,13 @@ impl Rig {
             servers.start_failures()
         );
         let mcp = McpTools::new(servers, self.store.clone(), self.session.id.clone()).unwrap();
-        let ctx =
-            latch_tools::ToolContext::new(self.store.clone(), self.session.id.clone(), &self.ws)
-                .unwrap();
         let tools = ExtendedTools::new(
-            Box::new(StandardTools::new(ctx)),
+            Box::new(StandardTools::new(self.tool_context())),
             vec![],
             self.session.model.estimator,
             Some(mcp),
         );
-        let provider = Provider::new(ProviderConfig {
-            base_url: Some(self.server.anthropic_base_url()),
-            api_key: Some("k".into()),
-            retry: RetryPolicy::none(),
-            ..ProviderConfig::new(ProviderKind::Anthropic)
-        })
-        .unwrap();
-        let engine = ComponentEngine::new(
-            continuity(),
-            SandboxLimits::default(),
-            &self.session.id,
-            self.session.model.clone(),
-        );
-        Agent::new(
-            self.store.clone(),
-            self.session.clone(),
-            self.ws.clone(),
-            Box::new(engine),
-            provider,
+        self.0.agent_with(
             Box::new(tools),
             AgentOptions {
                 mode: "interactive".into(),
@@ -160,16 +110,6 @@ impl Rig {
                 ..AgentOptions::default()
             },
         )
-        .unwrap()
-    }
-
-    fn events(&self) -> Vec<EventKind> {
-        self.store
-            .events(&self.session.id, 0, u64::MAX, 100_000)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.kind)
-            .collect()
     }
 
     /// The result the model was sent for the call named `tool`, last first.

@@ -11,19 +11,14 @@
 use latch::agent::permissions::INTERRUPTED_DENIAL;
 use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentOptions, Decision, DecisionPort, Permissions};
-use latch::engine::{ComponentEngine, SandboxLimits};
 use latch_engine_sdk::types::*;
-use latch_kernel::{
-    DecidedBy, EventKind, GrantScope, PermissionKind, PermissionRequest, SessionRecord, Store,
-};
-use latch_provider::fake::{FakeServer, Script, ScriptStep, ScriptedTurn};
-use latch_provider::{Provider, ProviderConfig, ProviderKind, RetryPolicy};
+use latch_kernel::{DecidedBy, EventKind, GrantScope, PermissionKind, PermissionRequest, Store};
+use latch_provider::fake::{Script, ScriptStep, ScriptedTurn};
 use latch_sandbox::{ApprovalMode, SandboxMode, SandboxPolicy};
 use std::collections::VecDeque;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use super::common::continuity;
+use super::common::SessionRig;
 
 /// A decision port with scripted answers that records what it was asked
 /// and checks, while it waits, that the request is already durable and the
@@ -53,40 +48,18 @@ impl DecisionPort for Scripted {
     }
 }
 
-struct Rig {
-    _dir: tempfile::TempDir,
-    ws: PathBuf,
-    _io: tokio::runtime::Runtime,
-    server: FakeServer,
-    store: Arc<Store>,
-    session: SessionRecord,
+/// The shared session rig, with this module's agent.
+struct Rig(SessionRig);
+
+impl std::ops::Deref for Rig {
+    type Target = SessionRig;
+    fn deref(&self) -> &SessionRig {
+        &self.0
+    }
 }
 
 fn rig(script: Script) -> Rig {
-    let dir = tempfile::tempdir().unwrap();
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).unwrap();
-    let ws = ws.canonicalize().unwrap();
-    std::fs::write(ws.join("notes.txt"), "alpha\nbeta\n").unwrap();
-    let io = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let server = io.block_on(FakeServer::start(script)).unwrap();
-    let store = Arc::new(Store::open(ws.join(".latch/latch.db")).unwrap());
-    let model = ModelProfile::with_defaults("anthropic", "test-model");
-    let session = store
-        .create_session(&ws.display().to_string(), None, &model)
-        .unwrap();
-    Rig {
-        _dir: dir,
-        ws,
-        _io: io,
-        server,
-        store,
-        session,
-    }
+    Rig(SessionRig::new("alpha\nbeta\n", |_| script))
 }
 
 impl Rig {
@@ -105,29 +78,8 @@ impl Rig {
         sandbox: SandboxMode,
         port: Option<Arc<Scripted>>,
     ) -> Agent {
-        let provider = Provider::new(ProviderConfig {
-            base_url: Some(self.server.anthropic_base_url()),
-            api_key: Some("k".into()),
-            retry: RetryPolicy::none(),
-            ..ProviderConfig::new(ProviderKind::Anthropic)
-        })
-        .unwrap();
-        let engine = ComponentEngine::new(
-            continuity(),
-            SandboxLimits::default(),
-            &self.session.id,
-            self.session.model.clone(),
-        );
-        let ctx =
-            latch_tools::ToolContext::new(self.store.clone(), self.session.id.clone(), &self.ws)
-                .unwrap();
-        Agent::new(
-            self.store.clone(),
-            self.session.clone(),
-            self.ws.clone(),
-            Box::new(engine),
-            provider,
-            Box::new(StandardTools::new(ctx)),
+        self.0.agent_with(
+            Box::new(StandardTools::new(self.tool_context())),
             AgentOptions {
                 mode: "interactive".into(),
                 permissions: Some(Permissions {
@@ -141,16 +93,6 @@ impl Rig {
                 ..AgentOptions::default()
             },
         )
-        .unwrap()
-    }
-
-    fn events(&self) -> Vec<EventKind> {
-        self.store
-            .events(&self.session.id, 0, u64::MAX, 100_000)
-            .unwrap()
-            .into_iter()
-            .map(|e| e.kind)
-            .collect()
     }
 
     /// The tool results the model was sent, as (content, is_error), from
