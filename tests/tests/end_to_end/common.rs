@@ -79,29 +79,14 @@ impl SessionRig {
     /// The session's agent on the embedded ContinuityEngine, talking to
     /// the scripted server with no retries.
     pub fn agent_with(&self, tools: Box<dyn ToolSet>, options: AgentOptions) -> Agent {
-        let provider = Provider::new(ProviderConfig {
-            base_url: Some(self.server.anthropic_base_url()),
-            api_key: Some("k".into()),
-            retry: RetryPolicy::none(),
-            ..ProviderConfig::new(ProviderKind::Anthropic)
-        })
-        .unwrap();
-        let engine = ComponentEngine::new(
-            continuity(),
-            SandboxLimits::default(),
-            &self.session.id,
-            self.session.model.clone(),
-        );
-        Agent::new(
-            self.store.clone(),
-            self.session.clone(),
-            self.ws.clone(),
-            Box::new(engine),
-            provider,
+        scripted_agent(
+            &self.store,
+            &self.session,
+            &self.ws,
+            &self.server,
             tools,
             options,
         )
-        .unwrap()
     }
 
     /// Every event of the session, in order.
@@ -113,4 +98,39 @@ impl SessionRig {
             .map(|e| e.kind)
             .collect()
     }
+}
+
+/// `session`'s agent in `ws` on the embedded ContinuityEngine, talking to
+/// `server` on the Anthropic wire with no retries.
+pub fn scripted_agent(
+    store: &Arc<Store>,
+    session: &SessionRecord,
+    ws: &Path,
+    server: &FakeServer,
+    tools: Box<dyn ToolSet>,
+    options: AgentOptions,
+) -> Agent {
+    let provider = Provider::new(ProviderConfig {
+        base_url: Some(server.anthropic_base_url()),
+        api_key: Some("k".into()),
+        retry: RetryPolicy::none(),
+        ..ProviderConfig::new(ProviderKind::Anthropic)
+    })
+    .unwrap();
+    let engine = ComponentEngine::new(
+        continuity(),
+        SandboxLimits::default(),
+        &session.id,
+        session.model.clone(),
+    );
+    Agent::new(
+        store.clone(),
+        session.clone(),
+        ws.to_path_buf(),
+        Box::new(engine),
+        provider,
+        tools,
+        options,
+    )
+    .unwrap()
 }

@@ -12,20 +12,18 @@
 
 use latch::agent::extended::ExtendedTools;
 use latch::agent::tools::StandardTools;
-use latch::agent::{Agent, AgentOptions, Permissions};
+use latch::agent::{AgentOptions, Permissions};
 use latch::cli::mcp_cmd::tool_tokens_by_server;
-use latch::engine::{ComponentEngine, SandboxLimits};
 use latch_engine_sdk::types::*;
 use latch_kernel::{EventKind, Store};
 use latch_mcp::{McpConfig, McpServers, McpTools, ServerConfig};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
-use latch_provider::{Provider, ProviderConfig, ProviderKind, RetryPolicy};
 use latch_sandbox::{ApprovalMode, Sandbox, SandboxPolicy};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::common::continuity;
+use super::common::scripted_agent;
 
 /// The entry script of an npm MCP server package; a missing package fails
 /// loudly (CI installs them with `.ci/run`).
@@ -145,25 +143,11 @@ fn mcp_tools_run_through_the_loop_commit_mutations_first_and_survive_a_killed_se
         session.model.estimator,
         Some(mcp),
     );
-    let provider = Provider::new(ProviderConfig {
-        base_url: Some(server.anthropic_base_url()),
-        api_key: Some("k".into()),
-        retry: RetryPolicy::none(),
-        ..ProviderConfig::new(ProviderKind::Anthropic)
-    })
-    .unwrap();
-    let engine = ComponentEngine::new(
-        continuity(),
-        SandboxLimits::default(),
-        &session.id,
-        session.model.clone(),
-    );
-    let mut agent = Agent::new(
-        store.clone(),
-        session.clone(),
-        ws.clone(),
-        Box::new(engine),
-        provider,
+    let mut agent = scripted_agent(
+        &store,
+        &session,
+        &ws,
+        &server,
         Box::new(tools),
         AgentOptions {
             mode: "run".into(),
@@ -175,8 +159,7 @@ fn mcp_tools_run_through_the_loop_commit_mutations_first_and_survive_a_killed_se
             }),
             ..AgentOptions::default()
         },
-    )
-    .unwrap();
+    );
     // `/context` prices the schemas per server.
     let by_server = tool_tokens_by_server(agent.tool_schemas(), session.model.estimator);
     let names: Vec<&str> = by_server.iter().map(|(n, _)| n.as_str()).collect();
@@ -349,29 +332,14 @@ fn an_interrupt_ends_a_running_mcp_call_at_once() {
         session.model.estimator,
         Some(mcp),
     );
-    let provider = Provider::new(ProviderConfig {
-        base_url: Some(server.anthropic_base_url()),
-        api_key: Some("k".into()),
-        retry: RetryPolicy::none(),
-        ..ProviderConfig::new(ProviderKind::Anthropic)
-    })
-    .unwrap();
-    let engine = ComponentEngine::new(
-        continuity(),
-        SandboxLimits::default(),
-        &session.id,
-        session.model.clone(),
-    );
-    let mut agent = Agent::new(
-        store.clone(),
-        session.clone(),
-        ws.clone(),
-        Box::new(engine),
-        provider,
+    let mut agent = scripted_agent(
+        &store,
+        &session,
+        &ws,
+        &server,
         Box::new(tools),
         AgentOptions::default(),
-    )
-    .unwrap();
+    );
     let control = agent.control();
     let interrupted_at = Arc::new(std::sync::Mutex::new(None::<Instant>));
     let at = interrupted_at.clone();

@@ -8,33 +8,18 @@
 use latch::agent::extended::{ExtendedTools, skill_source};
 use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentOptions};
-use latch::engine::{ComponentEngine, SandboxLimits};
 use latch_engine_sdk::types::*;
 use latch_kernel::{EventKind, SessionRecord, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
-use latch_provider::{Provider, ProviderConfig, ProviderKind, RetryPolicy};
 use latch_tools::skills;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::common::continuity;
+use super::common::scripted_agent;
 
 /// An agent of `session` with the standard tools, `load_skill` over the
 /// skills discovered in `ws` now, and their list as an extension source.
 fn agent(ws: &Path, store: &Arc<Store>, session: &SessionRecord, server: &FakeServer) -> Agent {
-    let provider = Provider::new(ProviderConfig {
-        base_url: Some(server.anthropic_base_url()),
-        api_key: Some("k".into()),
-        retry: RetryPolicy::none(),
-        ..ProviderConfig::new(ProviderKind::Anthropic)
-    })
-    .unwrap();
-    let engine = ComponentEngine::new(
-        continuity(),
-        SandboxLimits::default(),
-        &session.id,
-        session.model.clone(),
-    );
     let found = skills::discover(ws, None);
     assert!(found.warnings.is_empty(), "{:?}", found.warnings);
     let catalog = skills::catalog(&found.skills, 5_000, session.model.estimator);
@@ -45,12 +30,11 @@ fn agent(ws: &Path, store: &Arc<Store>, session: &SessionRecord, server: &FakeSe
         session.model.estimator,
         None,
     );
-    Agent::new(
-        store.clone(),
-        session.clone(),
-        ws.to_path_buf(),
-        Box::new(engine),
-        provider,
+    scripted_agent(
+        store,
+        session,
+        ws,
+        server,
         Box::new(tools),
         AgentOptions {
             mode: "run".into(),
@@ -58,7 +42,6 @@ fn agent(ws: &Path, store: &Arc<Store>, session: &SessionRecord, server: &FakeSe
             ..AgentOptions::default()
         },
     )
-    .unwrap()
     .with_extensions(skill_source(&catalog).into_iter().collect())
 }
 
