@@ -3,8 +3,9 @@
 //! point runs, each run is a durable `hook_ran` event the line interface
 //! and the TUI show, a `pre_tool` hook that exits non-zero denies the call
 //! with its output as the reason the model reads, hooks run in the
-//! sandbox (a write outside the workspace is refused), and a workspace's
-//! hooks need workspace trust.
+//! sandbox (a write outside the workspace is refused), a hook with a
+//! `matcher` runs only for the tools it names, and a workspace's hooks
+//! need workspace trust.
 
 use super::tui::{Tmux, latch_line};
 use super::{at, latch, project, runtime};
@@ -19,7 +20,10 @@ fn hooks_config(outside: &Path) -> String {
         r#"[hooks]
 session_start = ["echo started > .hook-start", "echo escaped > {}"]
 user_message = ["printf '%s' \"$LATCH_PROMPT\" > .hook-prompt"]
-pre_tool = ["case \"$LATCH_TOOL_INPUT\" in *secret*) echo 'secrets stay private'; exit 2;; esac"]
+pre_tool = [
+  "case \"$LATCH_TOOL_INPUT\" in *secret*) echo 'secrets stay private'; exit 2;; esac",
+  {{ command = "echo no writes here; exit 1", matcher = "write_file|edit_file" }},
+]
 post_tool = ["echo \"$LATCH_TOOL $LATCH_TOOL_ERROR\" >> .hook-post"]
 turn_end = ["printf '%s' \"$LATCH_FINAL_TEXT\" > .hook-end"]
 "#,
@@ -30,6 +34,7 @@ turn_end = ["printf '%s' \"$LATCH_FINAL_TEXT\" > .hook-end"]
 fn script() -> Script {
     Script::new([
         ScriptedTurn::tool_call("shell", r#"{"command":"cat secret.txt"}"#),
+        ScriptedTurn::tool_call("write_file", r#"{"path":"notes.txt","content":"x"}"#),
         ScriptedTurn::tool_call("read_file", r#"{"path":"src/math.sh"}"#),
         ScriptedTurn::text("Read it."),
     ])
@@ -85,8 +90,9 @@ fn hooks_run_at_every_point_in_the_sandbox_and_a_pre_tool_hook_denies() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
 
     // Durable, in order: both session-start hooks (the second refused by
-    // the sandbox), the message, the denied call, the allowed call with
-    // its post hook, the end of the turn.
+    // the sandbox), the message, the denied call, the write the matched
+    // hook denied, the allowed call (the matcher passes it by) with its
+    // post hook, the end of the turn.
     let events = hook_events(ws.path());
     let seen = summary(&events);
     let s = |h: &str, t: Option<&str>, c: Option<i32>, d: bool| {
@@ -104,6 +110,8 @@ fn hooks_run_at_every_point_in_the_sandbox_and_a_pre_tool_hook_denies() {
         vec![
             s("user_message", None, Some(0), false),
             s("pre_tool", Some("shell"), Some(2), true),
+            s("pre_tool", Some("write_file"), Some(0), false),
+            s("pre_tool", Some("write_file"), Some(1), true),
             s("pre_tool", Some("read_file"), Some(0), false),
             s("post_tool", Some("read_file"), Some(0), false),
             s("turn_end", None, Some(0), false),
@@ -111,6 +119,10 @@ fn hooks_run_at_every_point_in_the_sandbox_and_a_pre_tool_hook_denies() {
         "{events:?}"
     );
     assert!(!escaped.exists(), "the hook ran outside the sandbox");
+    assert!(
+        !ws.path().join("notes.txt").exists(),
+        "the denied write ran"
+    );
     let read = |f: &str| std::fs::read_to_string(ws.path().join(f)).unwrap();
     assert_eq!(read(".hook-start"), "started\n");
     assert_eq!(read(".hook-prompt"), "read the helper");
@@ -125,6 +137,8 @@ fn hooks_run_at_every_point_in_the_sandbox_and_a_pre_tool_hook_denies() {
         "{second}"
     );
     assert!(!second.contains("hunter2"), "{second}");
+    let third = server.requests()[2].body.to_string();
+    assert!(third.contains("no writes here"), "{third}");
     // The line interface shows each run.
     assert!(
         stdout.contains("◇ hook pre_tool (shell) `case")
