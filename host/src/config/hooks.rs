@@ -207,6 +207,23 @@ matcher = "*"
     }
 
     #[test]
+    fn the_readme_example_parses() {
+        let readme = include_str!("../../../README.md");
+        let start = readme
+            .find("```toml\n[hooks]")
+            .expect("the README's [hooks] example")
+            + 8;
+        let end = start + readme[start..].find("```").unwrap();
+        let hooks = parse(&readme[start..end]).unwrap();
+        let [_, mcp] = &hooks.pre_tool[..] else {
+            panic!("{hooks:?}")
+        };
+        assert!(mcp.matcher.matches("mcp__github__create_issue"));
+        assert!(!mcp.matcher.matches("mcp__github__get_issue"));
+        assert!(hooks.post_tool[0].matcher.matches("edit_file"));
+    }
+
+    #[test]
     fn a_bad_matcher_names_the_key_and_the_pattern() {
         let err =
             parse("[[hooks.pre_tool]]\ncommand = \"x\"\nmatcher = \"edit_(file\"\n").unwrap_err();

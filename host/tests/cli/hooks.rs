@@ -227,3 +227,125 @@ fn the_tui_shows_a_hook_run() {
     tmux.text("hook", "/exit");
     tmux.keys("hook", &["Enter"]);
 }
+
+/// A child an agent spawns runs the same `[hooks]` in its own session:
+/// its session start and turn end, and a `pre_tool` hook whose matcher
+/// names `write_file` denies the child's write (durable `hook_ran` and
+/// `tool_denied` events in the child's log; its model reads the reason).
+#[test]
+fn a_spawned_childs_tool_call_is_denied_by_a_pre_tool_hook() {
+    use latch_provider::fake::{CapturedRequest, ScriptStep};
+    const BRIEF: &str = "You are a child agent of session";
+    let rt = runtime();
+    let script = Script::default().with_responder(|r: &CapturedRequest| -> ScriptStep {
+        let m = serde_json::to_string(&r.body["messages"]).unwrap();
+        let answered = m.contains(r#""role":"tool""#);
+        if m.contains(BRIEF) {
+            return if answered {
+                ScriptedTurn::text("child: the write was refused").into()
+            } else {
+                ScriptedTurn::tool_call("write_file", r#"{"path":"child.txt","content":"x"}"#)
+                    .into()
+            };
+        }
+        if !answered {
+            return ScriptedTurn::tool_call("spawn_agent", r#"{"role":"writer","task":"write"}"#)
+                .into();
+        }
+        if !m.contains(r#""name":"wait_agents""#) {
+            return ScriptedTurn::tool_call("wait_agents", r#"{"timeout_s":60}"#).into();
+        }
+        ScriptedTurn::text("all done").into()
+    });
+    let server = rt.block_on(FakeServer::start(script)).unwrap();
+    let ws = project();
+    std::fs::create_dir_all(ws.path().join(".latch")).unwrap();
+    std::fs::write(
+        ws.path().join(".latch/config.toml"),
+        r#"[hooks]
+session_start = ["true"]
+turn_end = ["true"]
+
+[[hooks.pre_tool]]
+command = "echo no writes in this tree; exit 1"
+matcher = "write_file"
+"#,
+    )
+    .unwrap();
+    let out = latch(ws.path())
+        .args(at(&server))
+        .args(["--trust-workspace", "run", "delegate"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = Store::open_existing(ws.path().join(".latch/latch.db")).unwrap();
+    let key = std::fs::canonicalize(ws.path())
+        .unwrap()
+        .display()
+        .to_string();
+    let parent = store.latest_root_session(&key).unwrap().unwrap();
+    let child = store
+        .agent_tree(&parent.id)
+        .unwrap()
+        .children()
+        .next()
+        .expect("the parent spawned a child")
+        .id
+        .clone();
+    let child_events: Vec<EventKind> = store
+        .all_events(&child)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    let hooks: Vec<EventKind> = child_events
+        .iter()
+        .filter(|k| matches!(k, EventKind::HookRan { .. }))
+        .cloned()
+        .collect();
+    assert_eq!(
+        summary(&hooks),
+        vec![
+            ("session_start".into(), None, Some(0), false),
+            ("pre_tool".into(), Some("write_file".into()), Some(1), true),
+            ("turn_end".into(), None, Some(0), false),
+        ],
+        "{child_events:?}"
+    );
+    assert!(
+        child_events.iter().any(|k| matches!(
+            k,
+            EventKind::ToolDenied { tool, reason, .. }
+                if tool == "write_file" && reason.contains("no writes in this tree")
+        )),
+        "{child_events:?}"
+    );
+    assert!(
+        !ws.path().join("child.txt").exists(),
+        "the denied write ran"
+    );
+    // The parent's own calls (spawn_agent, wait_agents) are not matched.
+    let parent_hooks = summary(&hook_events(ws.path()));
+    assert!(
+        parent_hooks.iter().all(|(h, ..)| h != "pre_tool"),
+        "{parent_hooks:?}"
+    );
+    let child_second = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.body["messages"].to_string().contains(BRIEF))
+        .nth(1)
+        .expect("the child's second request");
+    assert!(
+        child_second.body["messages"]
+            .to_string()
+            .contains("no writes in this tree"),
+        "{}",
+        child_second.body
+    );
+}
