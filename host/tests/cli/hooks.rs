@@ -229,7 +229,8 @@ fn the_tui_shows_a_hook_run() {
 }
 
 /// A child an agent spawns runs the same `[hooks]` in its own session:
-/// its session start and turn end, and a `pre_tool` hook whose matcher
+/// its session start, its user message (the delegation brief), its turn
+/// end, and a `pre_tool` hook whose matcher
 /// names `write_file` denies the child's write (durable `hook_ran` and
 /// `tool_denied` events in the child's log; its model reads the reason).
 #[test]
@@ -264,6 +265,7 @@ fn a_spawned_childs_tool_call_is_denied_by_a_pre_tool_hook() {
         ws.path().join(".latch/config.toml"),
         r#"[hooks]
 session_start = ["true"]
+user_message = ["case \"$LATCH_PROMPT\" in *'child agent'*) exit 0;; *) exit 3;; esac"]
 turn_end = ["true"]
 
 [[hooks.pre_tool]]
@@ -312,6 +314,8 @@ matcher = "write_file"
         summary(&hooks),
         vec![
             ("session_start".into(), None, Some(0), false),
+            // On the delegation brief.
+            ("user_message".into(), None, Some(0), false),
             ("pre_tool".into(), Some("write_file".into()), Some(1), true),
             ("turn_end".into(), None, Some(0), false),
         ],
