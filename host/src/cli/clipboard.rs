@@ -64,8 +64,9 @@ impl ClipboardEnv {
         }
     }
 
-    /// The tools to try, in order: a program and its arguments.
-    fn tools(&self) -> Vec<(&'static str, Vec<String>)> {
+    /// The tools to try, in order: a program and its arguments. `osascript`
+    /// writes the PNG to `scratch` (AppleScript has no stdout for bytes).
+    fn tools(&self, scratch: &std::path::Path) -> Vec<(&'static str, Vec<String>)> {
         let mut tools = Vec::new();
         if self.wayland {
             tools.push((
@@ -89,7 +90,10 @@ impl ClipboardEnv {
                     "-e".into(),
                     "set png to (the clipboard as «class PNGf»)".into(),
                     "-e".into(),
-                    "set out to open for access \"/dev/stdout\" with write permission".into(),
+                    format!(
+                        "set out to open for access POSIX file \"{}\" with write permission",
+                        scratch.display()
+                    ),
                     "-e".into(),
                     "write png to out".into(),
                     "-e".into(),
@@ -103,13 +107,32 @@ impl ClipboardEnv {
 
 /// The image on the clipboard, as the first tool that has one gives it.
 pub fn read_image(env: &ClipboardEnv) -> Result<Vec<u8>, ClipboardError> {
-    let tools = env.tools();
+    // Where `osascript` writes; removed when this returns.
+    let scratch = tempfile::Builder::new()
+        .prefix("latch-clipboard-")
+        .suffix(".png")
+        .tempfile()
+        .ok();
+    let scratch_path = scratch
+        .as_ref()
+        .map(|f| f.path().to_path_buf())
+        .unwrap_or_else(|| std::env::temp_dir().join("latch-clipboard.png"));
+    let tools = env.tools(&scratch_path);
     if tools.is_empty() {
         return Err(ClipboardError::NoDisplay);
     }
     let mut tried = Vec::new();
     for (program, args) in tools {
-        match run(program, &args, env.path.as_ref()) {
+        let got = run(program, &args, env.path.as_ref()).and_then(|bytes| {
+            if program != "osascript" {
+                return Ok(bytes);
+            }
+            match std::fs::read(&scratch_path) {
+                Ok(b) if !b.is_empty() => Ok(b),
+                _ => Err("no image/png in the clipboard".to_string()),
+            }
+        });
+        match got {
             Ok(bytes) => return Ok(bytes),
             Err(why) => tried.push(format!("{program}: {why}")),
         }
@@ -169,7 +192,7 @@ fn run(program: &str, args: &[String], path: Option<&OsString>) -> Result<Vec<u8
             said
         });
     }
-    if bytes.is_empty() {
+    if bytes.is_empty() && program != "osascript" {
         return Err("no image/png in the clipboard".into());
     }
     Ok(bytes)
@@ -220,5 +243,18 @@ mod tests {
         );
         let none = ClipboardEnv::default();
         assert!(matches!(read_image(&none), Err(ClipboardError::NoDisplay)));
+        // macOS: pngpaste missing, osascript writes the PNG to the file
+        // its script names.
+        stub(
+            dir.path(),
+            "osascript",
+            r#"for a in "$@"; do case "$a" in *'POSIX file "'*) f=${a#*POSIX file \"}; printf MACPNG > "${f%%\" with*}";; esac; done"#,
+        );
+        let mac = ClipboardEnv {
+            macos: true,
+            path: Some(dir.path().into()),
+            ..ClipboardEnv::default()
+        };
+        assert_eq!(read_image(&mac).unwrap(), b"MACPNG");
     }
 }
