@@ -179,6 +179,11 @@ pub fn on_key(state: &mut UiState, key: KeyEvent) -> Vec<Command> {
         KeyCode::Char('j') if ctrl => state.composer.insert("\n"),
         // Terminals paste text, never image bytes: the session reads the
         // system clipboard (Alt-V where the terminal keeps Ctrl-V).
+        // An image goes with a new message, never with steering.
+        KeyCode::Char('v') if (ctrl || alt) && state.running => {
+            state.notice =
+                Some("paste the image once the turn ends: it goes with the next message".into());
+        }
         KeyCode::Char('v') if ctrl || alt => {
             state.notice = Some("reading the clipboard…".into());
             return vec![Command::PasteImage];

@@ -190,6 +190,19 @@ fn ctrl_v_and_alt_v_ask_for_the_clipboards_image_and_chips_show_until_sent() {
         [Command::PasteImage]
     );
     assert!(state.composer.is_empty(), "{:?}", state.composer.text());
+    // Not while a turn runs (steering carries no images).
+    state.running = true;
+    assert!(on_key(&mut state, ctrl('v')).is_empty());
+    assert!(
+        state
+            .notice
+            .as_deref()
+            .unwrap()
+            .contains("once the turn ends"),
+        "{:?}",
+        state.notice
+    );
+    state.running = false;
     state.input(Input::Attachments(vec![
         "[image 1: 800×600 png]".into(),
         "[image 2: 10×10 jpeg]".into(),
