@@ -9,6 +9,10 @@
 //! ended). Each hook gets `LATCH_HOOK`, `LATCH_SESSION` and, by point,
 //! `LATCH_PROMPT`, `LATCH_TOOL`, `LATCH_TOOL_INPUT`, `LATCH_TOOL_OUTPUT`,
 //! `LATCH_TOOL_ERROR`, `LATCH_FINAL_TEXT`.
+//!
+//! A `pre_tool` or `post_tool` hook may carry a [`ToolMatcher`] (written as
+//! Claude Code users write theirs): it then runs only for the tools it
+//! matches, and a tool it does not match runs as if the hook were absent.
 
 use super::{Agent, AgentError, AgentEvent};
 use latch_engine_sdk::types::{ToolCall, ToolResult};
@@ -49,19 +53,114 @@ impl HookPoint {
     }
 }
 
-/// The commands of every hook point (from `[hooks]`).
+/// Which tools a `pre_tool` or `post_tool` hook runs for, as Claude Code
+/// reads a hook's `matcher`: empty or `*` matches every tool; tool names
+/// alone (letters, digits, `_`, `-`) separated by `|` match exactly those
+/// names (`write_file|edit_file`); anything else is a regular expression
+/// searched in the tool's name, unanchored and case-sensitive
+/// (`mcp__github__.*`, `^read_`).
+#[derive(Clone, Debug)]
+pub struct ToolMatcher {
+    source: String,
+    kind: MatchKind,
+}
+
+#[derive(Clone, Debug)]
+enum MatchKind {
+    All,
+    Names(Vec<String>),
+    Regex(regex::Regex),
+}
+
+impl ToolMatcher {
+    /// Every tool.
+    pub fn all() -> ToolMatcher {
+        ToolMatcher {
+            source: String::new(),
+            kind: MatchKind::All,
+        }
+    }
+
+    /// The matcher `pattern` stands for; an error when it is neither a
+    /// list of names nor a valid regular expression.
+    pub fn parse(pattern: &str) -> Result<ToolMatcher, regex::Error> {
+        let trimmed = pattern.trim();
+        let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+        let kind = if trimmed.is_empty() || trimmed == "*" {
+            MatchKind::All
+        } else if trimmed.chars().all(|c| is_name(c) || c == '|') {
+            MatchKind::Names(
+                trimmed
+                    .split('|')
+                    .filter(|n| !n.is_empty())
+                    .map(str::to_string)
+                    .collect(),
+            )
+        } else {
+            MatchKind::Regex(regex::Regex::new(trimmed)?)
+        };
+        Ok(ToolMatcher {
+            source: pattern.to_string(),
+            kind,
+        })
+    }
+
+    /// True when a hook with this matcher runs for the tool `name`.
+    pub fn matches(&self, name: &str) -> bool {
+        match &self.kind {
+            MatchKind::All => true,
+            MatchKind::Names(names) => names.iter().any(|n| n == name),
+            MatchKind::Regex(re) => re.is_match(name),
+        }
+    }
+
+    /// The pattern as written (empty for every tool).
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+}
+
+impl PartialEq for ToolMatcher {
+    fn eq(&self, other: &ToolMatcher) -> bool {
+        self.source == other.source
+    }
+}
+
+impl Eq for ToolMatcher {}
+
+/// One configured hook: its `sh -c` command line and the tools it runs
+/// for (every tool at points without a tool).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Hook {
+    /// The command line.
+    pub command: String,
+    /// The tools it runs for.
+    pub matcher: ToolMatcher,
+}
+
+impl Hook {
+    /// A hook for every tool.
+    pub fn new(command: impl Into<String>) -> Hook {
+        Hook {
+            command: command.into(),
+            matcher: ToolMatcher::all(),
+        }
+    }
+}
+
+/// The hooks of every hook point (from `[hooks]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HookCommands {
     /// `session_start`.
-    pub session_start: Vec<String>,
+    pub session_start: Vec<Hook>,
     /// `user_message`.
-    pub user_message: Vec<String>,
+    pub user_message: Vec<Hook>,
     /// `pre_tool`.
-    pub pre_tool: Vec<String>,
+    pub pre_tool: Vec<Hook>,
     /// `post_tool`.
-    pub post_tool: Vec<String>,
+    pub post_tool: Vec<Hook>,
     /// `turn_end`.
-    pub turn_end: Vec<String>,
+    pub turn_end: Vec<Hook>,
     /// How long one hook may run before it is killed.
     pub timeout: Duration,
 }
@@ -80,8 +179,8 @@ impl Default for HookCommands {
 }
 
 impl HookCommands {
-    /// The commands of `point`.
-    pub fn of(&self, point: HookPoint) -> &[String] {
+    /// The hooks of `point`.
+    pub fn of(&self, point: HookPoint) -> &[Hook] {
         match point {
             HookPoint::SessionStart => &self.session_start,
             HookPoint::UserMessage => &self.user_message,
@@ -103,9 +202,10 @@ impl Agent {
         self
     }
 
-    /// Run the hooks of `point` in order, each committed as `hook_ran`.
-    /// For `pre_tool`, the first that exits non-zero stops the rest and
-    /// its denial reason is returned.
+    /// Run the hooks of `point` (for a tool call: those whose matcher
+    /// matches its tool) in order, each committed as `hook_ran`. For
+    /// `pre_tool`, the first that exits non-zero stops the rest and its
+    /// denial reason is returned.
     pub(super) fn run_hooks(
         &mut self,
         point: HookPoint,
@@ -113,7 +213,13 @@ impl Agent {
         extra: &[(&'static str, String)],
         observer: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<Option<String>, AgentError> {
-        let commands = self.hooks.of(point).to_vec();
+        let commands: Vec<String> = self
+            .hooks
+            .of(point)
+            .iter()
+            .filter(|h| call.is_none_or(|c| h.matcher.matches(&c.name)))
+            .map(|h| h.command.clone())
+            .collect();
         if commands.is_empty() {
             return Ok(None);
         }

@@ -3,6 +3,7 @@
 
 pub mod acp_cmd;
 pub mod approve;
+pub mod clipboard;
 pub mod compare_cmd;
 pub mod demo;
 pub mod demo_team;

@@ -306,10 +306,14 @@ impl AgentThread {
                 }
                 Command::Image(path) => {
                     match self.agent.attach_image(std::path::Path::new(&path)) {
-                        Ok(m) => self.notice(super::session_cmd::attached_line(&m)),
+                        Ok(m) => {
+                            self.attachments();
+                            self.notice(super::session_cmd::attached_line(&m))
+                        }
                         Err(e) => self.notice(format!("/image failed: {e}")),
                     }
                 }
+                Command::PasteImage => self.paste_image(),
                 Command::Exit => break,
                 // Handled on the screen's thread through the turn control
                 // and the approver.
@@ -350,6 +354,8 @@ impl AgentThread {
             let result = self.agent.run_turn(&text, &mut observer);
             self.seen = seen;
             self.flush();
+            // Sent with the message, or still waiting when it was refused.
+            self.attachments();
             let interrupted = matches!(result, Err(AgentError::Interrupted));
             match result {
                 Ok(outcome) => {
@@ -421,11 +427,54 @@ impl AgentThread {
         });
     }
 
+    /// Ctrl-V: the clipboard's image, checked like any attached image,
+    /// for the next message; a notice says what was tried when there is
+    /// none.
+    fn paste_image(&mut self) {
+        let env = super::clipboard::ClipboardEnv::current();
+        let bytes = match super::clipboard::read_image(&env) {
+            Ok(bytes) => bytes,
+            Err(e) => return self.notice(e.to_string()),
+        };
+        match self
+            .agent
+            .attach_image_bytes(&bytes, Path::new("the clipboard's image"))
+        {
+            Ok(m) => {
+                self.attachments();
+                self.notice(super::session_cmd::attached_line(&m));
+            }
+            Err(e) => self.notice(format!("paste failed: {e}")),
+        }
+    }
+
+    /// Show the images attached to the next message as chips.
+    fn attachments(&self) {
+        let chips = self
+            .agent
+            .pending_images()
+            .iter()
+            .enumerate()
+            .map(|(i, m)| image_chip(i + 1, m))
+            .collect();
+        self.send(Input::Attachments(chips));
+    }
+
     fn notice(&self, text: String) {
         self.send(Input::Notice(render::terminal_safe(&text, 400)));
     }
 
     fn send(&self, input: Input) {
         let _ = self.out.send(input);
+    }
+}
+
+/// The input box's chip of the `n`th attached image:
+/// `[image 1: 800×600 png]`.
+pub fn image_chip(n: usize, m: &latch_engine_sdk::types::MediaRef) -> String {
+    let kind = m.mime_type.strip_prefix("image/").unwrap_or(&m.mime_type);
+    match (m.width, m.height) {
+        (Some(w), Some(h)) => format!("[image {n}: {w}×{h} {kind}]"),
+        _ => format!("[image {n}: {kind}]"),
     }
 }

@@ -3,8 +3,9 @@
 //! point runs, each run is a durable `hook_ran` event the line interface
 //! and the TUI show, a `pre_tool` hook that exits non-zero denies the call
 //! with its output as the reason the model reads, hooks run in the
-//! sandbox (a write outside the workspace is refused), and a workspace's
-//! hooks need workspace trust.
+//! sandbox (a write outside the workspace is refused), a hook with a
+//! `matcher` runs only for the tools it names, and a workspace's hooks
+//! need workspace trust.
 
 use super::tui::{Tmux, latch_line};
 use super::{at, latch, project, runtime};
@@ -19,7 +20,10 @@ fn hooks_config(outside: &Path) -> String {
         r#"[hooks]
 session_start = ["echo started > .hook-start", "echo escaped > {}"]
 user_message = ["printf '%s' \"$LATCH_PROMPT\" > .hook-prompt"]
-pre_tool = ["case \"$LATCH_TOOL_INPUT\" in *secret*) echo 'secrets stay private'; exit 2;; esac"]
+pre_tool = [
+  "case \"$LATCH_TOOL_INPUT\" in *secret*) echo 'secrets stay private'; exit 2;; esac",
+  {{ command = "echo no writes here; exit 1", matcher = "write_file|edit_file" }},
+]
 post_tool = ["echo \"$LATCH_TOOL $LATCH_TOOL_ERROR\" >> .hook-post"]
 turn_end = ["printf '%s' \"$LATCH_FINAL_TEXT\" > .hook-end"]
 "#,
@@ -30,6 +34,7 @@ turn_end = ["printf '%s' \"$LATCH_FINAL_TEXT\" > .hook-end"]
 fn script() -> Script {
     Script::new([
         ScriptedTurn::tool_call("shell", r#"{"command":"cat secret.txt"}"#),
+        ScriptedTurn::tool_call("write_file", r#"{"path":"notes.txt","content":"x"}"#),
         ScriptedTurn::tool_call("read_file", r#"{"path":"src/math.sh"}"#),
         ScriptedTurn::text("Read it."),
     ])
@@ -85,8 +90,9 @@ fn hooks_run_at_every_point_in_the_sandbox_and_a_pre_tool_hook_denies() {
     assert!(out.status.success(), "{stdout}\n{stderr}");
 
     // Durable, in order: both session-start hooks (the second refused by
-    // the sandbox), the message, the denied call, the allowed call with
-    // its post hook, the end of the turn.
+    // the sandbox), the message, the denied call, the write the matched
+    // hook denied, the allowed call (the matcher passes it by) with its
+    // post hook, the end of the turn.
     let events = hook_events(ws.path());
     let seen = summary(&events);
     let s = |h: &str, t: Option<&str>, c: Option<i32>, d: bool| {
@@ -104,6 +110,8 @@ fn hooks_run_at_every_point_in_the_sandbox_and_a_pre_tool_hook_denies() {
         vec![
             s("user_message", None, Some(0), false),
             s("pre_tool", Some("shell"), Some(2), true),
+            s("pre_tool", Some("write_file"), Some(0), false),
+            s("pre_tool", Some("write_file"), Some(1), true),
             s("pre_tool", Some("read_file"), Some(0), false),
             s("post_tool", Some("read_file"), Some(0), false),
             s("turn_end", None, Some(0), false),
@@ -111,6 +119,10 @@ fn hooks_run_at_every_point_in_the_sandbox_and_a_pre_tool_hook_denies() {
         "{events:?}"
     );
     assert!(!escaped.exists(), "the hook ran outside the sandbox");
+    assert!(
+        !ws.path().join("notes.txt").exists(),
+        "the denied write ran"
+    );
     let read = |f: &str| std::fs::read_to_string(ws.path().join(f)).unwrap();
     assert_eq!(read(".hook-start"), "started\n");
     assert_eq!(read(".hook-prompt"), "read the helper");
@@ -125,6 +137,8 @@ fn hooks_run_at_every_point_in_the_sandbox_and_a_pre_tool_hook_denies() {
         "{second}"
     );
     assert!(!second.contains("hunter2"), "{second}");
+    let third = server.requests()[2].body.to_string();
+    assert!(third.contains("no writes here"), "{third}");
     // The line interface shows each run.
     assert!(
         stdout.contains("◇ hook pre_tool (shell) `case")
@@ -212,4 +226,130 @@ fn the_tui_shows_a_hook_run() {
     );
     tmux.text("hook", "/exit");
     tmux.keys("hook", &["Enter"]);
+}
+
+/// A child an agent spawns runs the same `[hooks]` in its own session:
+/// its session start, its user message (the delegation brief), its turn
+/// end, and a `pre_tool` hook whose matcher
+/// names `write_file` denies the child's write (durable `hook_ran` and
+/// `tool_denied` events in the child's log; its model reads the reason).
+#[test]
+fn a_spawned_childs_tool_call_is_denied_by_a_pre_tool_hook() {
+    use latch_provider::fake::{CapturedRequest, ScriptStep};
+    const BRIEF: &str = "You are a child agent of session";
+    let rt = runtime();
+    let script = Script::default().with_responder(|r: &CapturedRequest| -> ScriptStep {
+        let m = serde_json::to_string(&r.body["messages"]).unwrap();
+        let answered = m.contains(r#""role":"tool""#);
+        if m.contains(BRIEF) {
+            return if answered {
+                ScriptedTurn::text("child: the write was refused").into()
+            } else {
+                ScriptedTurn::tool_call("write_file", r#"{"path":"child.txt","content":"x"}"#)
+                    .into()
+            };
+        }
+        if !answered {
+            return ScriptedTurn::tool_call("spawn_agent", r#"{"role":"writer","task":"write"}"#)
+                .into();
+        }
+        if !m.contains(r#""name":"wait_agents""#) {
+            return ScriptedTurn::tool_call("wait_agents", r#"{"timeout_s":60}"#).into();
+        }
+        ScriptedTurn::text("all done").into()
+    });
+    let server = rt.block_on(FakeServer::start(script)).unwrap();
+    let ws = project();
+    std::fs::create_dir_all(ws.path().join(".latch")).unwrap();
+    std::fs::write(
+        ws.path().join(".latch/config.toml"),
+        r#"[hooks]
+session_start = ["true"]
+user_message = ["case \"$LATCH_PROMPT\" in *'child agent'*) exit 0;; *) exit 3;; esac"]
+turn_end = ["true"]
+
+[[hooks.pre_tool]]
+command = "echo no writes in this tree; exit 1"
+matcher = "write_file"
+"#,
+    )
+    .unwrap();
+    let out = latch(ws.path())
+        .args(at(&server))
+        .args(["--trust-workspace", "run", "delegate"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = Store::open_existing(ws.path().join(".latch/latch.db")).unwrap();
+    let key = std::fs::canonicalize(ws.path())
+        .unwrap()
+        .display()
+        .to_string();
+    let parent = store.latest_root_session(&key).unwrap().unwrap();
+    let child = store
+        .agent_tree(&parent.id)
+        .unwrap()
+        .children()
+        .next()
+        .expect("the parent spawned a child")
+        .id
+        .clone();
+    let child_events: Vec<EventKind> = store
+        .all_events(&child)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    let hooks: Vec<EventKind> = child_events
+        .iter()
+        .filter(|k| matches!(k, EventKind::HookRan { .. }))
+        .cloned()
+        .collect();
+    assert_eq!(
+        summary(&hooks),
+        vec![
+            ("session_start".into(), None, Some(0), false),
+            // On the delegation brief.
+            ("user_message".into(), None, Some(0), false),
+            ("pre_tool".into(), Some("write_file".into()), Some(1), true),
+            ("turn_end".into(), None, Some(0), false),
+        ],
+        "{child_events:?}"
+    );
+    assert!(
+        child_events.iter().any(|k| matches!(
+            k,
+            EventKind::ToolDenied { tool, reason, .. }
+                if tool == "write_file" && reason.contains("no writes in this tree")
+        )),
+        "{child_events:?}"
+    );
+    assert!(
+        !ws.path().join("child.txt").exists(),
+        "the denied write ran"
+    );
+    // The parent's own calls (spawn_agent, wait_agents) are not matched.
+    let parent_hooks = summary(&hook_events(ws.path()));
+    assert!(
+        parent_hooks.iter().all(|(h, ..)| h != "pre_tool"),
+        "{parent_hooks:?}"
+    );
+    let child_second = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.body["messages"].to_string().contains(BRIEF))
+        .nth(1)
+        .expect("the child's second request");
+    assert!(
+        child_second.body["messages"]
+            .to_string()
+            .contains("no writes in this tree"),
+        "{}",
+        child_second.body
+    );
 }

@@ -4,7 +4,9 @@
 //! artifact with its dimensions and priced from them in `/context`;
 //! `/image PATH` and `@path` in the line interface attach images too; a
 //! resume replays the captured bytes, not the file's new contents; a file
-//! that is not an image is refused before anything is recorded.
+//! that is not an image is refused before anything is recorded; Ctrl-V in
+//! the terminal UI attaches the clipboard's image (a stub `xclip` on
+//! `PATH` stands in for the desktop's clipboard).
 
 use super::{at, latch, project, resume_last, runtime};
 use base64::Engine as _;
@@ -300,4 +302,74 @@ fn at_path_in_the_terminal_ui_attaches_the_image() {
         (images[0][0].width, images[0][0].height),
         (Some(800), Some(600))
     );
+}
+
+/// Ctrl-V in the terminal UI (tmux) reads the clipboard through `xclip`
+/// (a stub on `PATH`, `DISPLAY` set, no Wayland): with no image there, the
+/// status line names what was tried; with one, the input box shows its
+/// chip and the request carries exactly its bytes.
+#[test]
+fn ctrl_v_in_the_terminal_ui_attaches_the_clipboards_image() {
+    use super::tui::{Tmux, latch_line};
+    use std::os::unix::fs::PermissionsExt;
+    let rt = runtime();
+    let server = rt
+        .block_on(FakeServer::start(Script::new([ScriptedTurn::text(
+            "A pasted square.",
+        )])))
+        .unwrap();
+    let ws = project();
+    let desk = tempfile::tempdir().unwrap();
+    let clip = desk.path().join("clip.png");
+    let xclip = desk.path().join("xclip");
+    std::fs::write(
+        &xclip,
+        format!(
+            "#!/bin/sh\necho \"$@\" > '{args}'\n[ -f '{clip}' ] || {{ echo 'Error: target image/png not available' >&2; exit 1; }}\ncat '{clip}'\n",
+            args = desk.path().join("args").display(),
+            clip = clip.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&xclip, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let line = format!(
+        "env -u WAYLAND_DISPLAY DISPLAY=:7 PATH='{}:{}' {}",
+        desk.path().display(),
+        std::env::var("PATH").unwrap_or_default(),
+        latch_line(ws.path(), &server, &[])
+    );
+    let tmux = Tmux::new();
+    tmux.start("paste", &line);
+    tmux.wait_for("paste", &["ready"]);
+    tmux.keys("paste", &["C-v"]);
+    tmux.wait_for(
+        "paste",
+        &["no image in the clipboard (tried xclip: Error: target image/png not available)"],
+    );
+    let bytes = png(800, 600, "clipboard");
+    std::fs::write(&clip, &bytes).unwrap();
+    tmux.keys("paste", &["C-v"]);
+    tmux.wait_for("paste", &["[image 1: 800×600 png]"]);
+    assert_eq!(
+        std::fs::read_to_string(desk.path().join("args")).unwrap(),
+        "-selection clipboard -t image/png -o\n"
+    );
+    tmux.text("paste", "what is this");
+    tmux.keys("paste", &["Enter"]);
+    tmux.wait_for("paste", &["A pasted square."]);
+    let body = server.requests()[0].body.to_string();
+    assert_eq!(body.matches("data:image/").count(), 1, "{body}");
+    assert!(
+        body.contains(&format!(
+            r#""image_url":{{"url":"data:image/png;base64,{}"}}"#,
+            b64(&bytes)
+        )),
+        "{body}"
+    );
+    let images = user_images(ws.path());
+    assert_eq!(images.len(), 1);
+    assert_eq!(images[0][0].sha256, latch_kernel::sha256_hex(&bytes));
+    // Sent with the message: the chip is gone.
+    let screen = tmux.screen("paste").join("\n");
+    assert!(!screen.contains("[image 1:"), "{screen}");
 }

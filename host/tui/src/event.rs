@@ -32,6 +32,9 @@ pub enum Input {
     },
     /// A one-line notice for the status line.
     Notice(String),
+    /// The images attached to the next message, as chips for the input
+    /// box (`[image 1: 800×600 png]`); replaces the chips shown.
+    Attachments(Vec<String>),
     /// Steering messages an interrupt left undelivered: back to the
     /// composer.
     Unsent(Vec<String>),
@@ -75,6 +78,8 @@ pub enum Command {
     Rewind(Option<u64>),
     /// `/image PATH`.
     Image(String),
+    /// Ctrl-V (or Alt-V): attach the image on the system clipboard.
+    PasteImage,
     /// `/sessions`.
     Sessions,
     /// Answer the permission prompt of a tool call.

@@ -24,6 +24,7 @@ pub const KEY_HELP: &[&str] = &[
     "Ctrl-O         expand or fold tool output",
     "Ctrl-B         show or hide the sidebar",
     "Tab            complete a slash command",
+    "Ctrl-V, Alt-V  attach the image on the clipboard",
 ];
 
 /// What typing to the finished demo says.
@@ -176,6 +177,17 @@ pub fn on_key(state: &mut UiState, key: KeyEvent) -> Vec<Command> {
         KeyCode::Char('o') if ctrl => state.expanded = !state.expanded,
         KeyCode::Char('b') if ctrl => state.sidebar_toggled = !state.sidebar_toggled,
         KeyCode::Char('j') if ctrl => state.composer.insert("\n"),
+        // Terminals paste text, never image bytes: the session reads the
+        // system clipboard (Alt-V where the terminal keeps Ctrl-V).
+        // An image goes with a new message, never with steering.
+        KeyCode::Char('v') if (ctrl || alt) && state.running => {
+            state.notice =
+                Some("paste the image once the turn ends: it goes with the next message".into());
+        }
+        KeyCode::Char('v') if ctrl || alt => {
+            state.notice = Some("reading the clipboard…".into());
+            return vec![Command::PasteImage];
+        }
         KeyCode::Enter if alt || key.modifiers.contains(KeyModifiers::SHIFT) => {
             state.composer.insert("\n")
         }
@@ -277,6 +289,8 @@ fn submit(state: &mut UiState) -> Vec<Command> {
             state.running = true;
             state.started = Some(std::time::Instant::now());
             state.error = None;
+            // The attached images go with this message.
+            state.attachments.clear();
             vec![Command::Submit(text)]
         }
         Some(Err(e)) => {
@@ -301,6 +315,7 @@ fn submit(state: &mut UiState) -> Vec<Command> {
             }
             Slash::Custom(prompt) => {
                 state.running = true;
+                state.attachments.clear();
                 vec![Command::Submit(prompt)]
             }
             Slash::Help => {

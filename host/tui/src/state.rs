@@ -41,6 +41,9 @@ pub struct UiState {
     pub popup: Option<Popup>,
     /// A one-line notice on the status line.
     pub notice: Option<String>,
+    /// Chips of the images attached to the next message
+    /// (`[image 1: 800×600 png]`), shown on the input box.
+    pub attachments: Vec<String>,
     /// A first Ctrl-C on an idle, empty prompt arms exit.
     pub exit_armed: bool,
     /// `q` on an empty prompt quits (the finished demo).
@@ -91,6 +94,7 @@ impl UiState {
             queued: Vec::new(),
             popup: None,
             notice: None,
+            attachments: Vec::new(),
             exit_armed: false,
             quit_on_q: false,
             quit: false,
@@ -178,6 +182,7 @@ impl UiState {
                 self.popup_scroll = 0;
             }
             Input::Notice(n) => self.notice = Some(n),
+            Input::Attachments(chips) => self.attachments = chips,
             Input::Unsent(texts) => {
                 self.queued.clear();
                 if !texts.is_empty() {

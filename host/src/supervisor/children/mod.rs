@@ -7,8 +7,8 @@
 //! child's: the parent's messages at the child's safe boundaries, and
 //! cancellation. [`UserResumedChild`] is a child the user opens directly.
 //! [`SessionTools`] gives every session of the tree the same tools (skills
-//! and MCP servers included), so a child is the same child however it is
-//! opened.
+//! and MCP servers included), and [`ChildSettings::hooks`] the same
+//! `[hooks]`, so a child is the same child however it is opened.
 //!
 //! Everything that must survive a restart is an event (see
 //! [`latch_kernel::agents`]); the in-memory part is only which children
@@ -33,6 +33,7 @@ pub use worker::{
 };
 
 use super::Supervisor;
+use crate::agent::hooks::HookCommands;
 use crate::agent::{AgentOptions, TurnControl};
 use crate::config::{ChildrenOnInterrupt, Config};
 use latch_kernel::{EventKind, Store};
@@ -112,6 +113,9 @@ pub struct ChildSettings {
     /// What the user's interrupt of the parent's turn does to running
     /// children (`[agents] on_interrupt`).
     pub on_interrupt: ChildrenOnInterrupt,
+    /// The hooks each child runs (`[hooks]`, as its root runs them), in
+    /// its own sandbox and recorded in its own session.
+    pub hooks: HookCommands,
 }
 
 impl Default for ChildSettings {
@@ -122,17 +126,20 @@ impl Default for ChildSettings {
             observer: None,
             tools: None,
             on_interrupt: ChildrenOnInterrupt::default(),
+            hooks: HookCommands::default(),
         }
     }
 }
 
 impl ChildSettings {
-    /// The settings `config` gives: `[agents]` and `[models.<name>]`.
+    /// The settings `config` gives: `[agents]`, `[models.<name>]` and
+    /// `[hooks]`.
     pub fn from_config(config: &Config) -> ChildSettings {
         ChildSettings {
             max_concurrent: config.agents.max_concurrent,
             models: ChildModels::from_config(config),
             on_interrupt: config.agents.on_interrupt,
+            hooks: config.hooks.commands(),
             ..ChildSettings::default()
         }
     }
@@ -151,6 +158,7 @@ pub struct ChildRuntime {
     observer: Option<ChildObserver>,
     tools: Arc<dyn SessionTools>,
     on_interrupt: ChildrenOnInterrupt,
+    hooks: HookCommands,
     shared: Mutex<Shared>,
     changed: Condvar,
     /// Set when a child finished: a report may wait for delivery.
@@ -202,6 +210,7 @@ impl ChildRuntime {
             observer: settings.observer,
             tools,
             on_interrupt: settings.on_interrupt,
+            hooks: settings.hooks,
             shared: Mutex::new(Shared::default()),
             changed: Condvar::new(),
             finished: AtomicBool::new(true),

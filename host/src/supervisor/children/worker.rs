@@ -1,9 +1,10 @@
 //! Starting and resuming a child: its session and durable profile, its
 //! engine through the supervisor's factory (rebuilt from the recorded
 //! engine and configuration on resume), its tools from the tree's one
-//! [`super::SessionTools`], its lease (the parent's process holds the
-//! child while it runs), its worker thread, and the report committed when
-//! its run ends.
+//! [`super::SessionTools`], its hooks (the tree's `[hooks]`, run in its
+//! own sandbox and recorded in its own log), its lease (the parent's
+//! process holds the child while it runs), its worker thread, and the
+//! report committed when its run ends.
 
 use super::{ChildRuntime, Live};
 use crate::agent::{Agent, AgentError, AgentEvent, AgentOptions, Delegation};
@@ -378,13 +379,14 @@ fn run(
     );
     let mut agent = match agent {
         // Its group membership wraps its link to the parent.
-        Ok(a) => a.with_extensions(extensions).with_delegation(Box::new(
-            crate::supervisor::groups::GroupMember::for_child(
+        Ok(a) => a
+            .with_extensions(extensions)
+            .with_hooks(rt.hooks.clone())
+            .with_delegation(Box::new(crate::supervisor::groups::GroupMember::for_child(
                 Box::new(link),
                 rt.store.clone(),
                 &root,
-            ),
-        )),
+            ))),
         Err(e) => return Some((ReportOutcome::Failed, e.to_string())),
     };
     // A cancellation from now on interrupts its turn at once.

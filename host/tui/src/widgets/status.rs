@@ -26,9 +26,16 @@ pub fn render_input(frame: &mut Frame, area: Rect, state: &UiState) {
             format!(" {} (Tab) ", hints.join(" "))
         }
     };
-    let block = Block::bordered()
+    let mut block = Block::bordered()
         .title(title)
         .border_style(Style::new().fg(Color::DarkGray));
+    if !state.attachments.is_empty() {
+        // The images that go with the next message, on the bottom border.
+        block = block.title_bottom(Span::styled(
+            format!(" {} ", state.attachments.join(" ")),
+            Style::new().fg(Color::Cyan),
+        ));
+    }
     let inner = block.inner(area);
     let lines: Vec<Line> = text.split('\n').map(|l| Line::raw(l.to_string())).collect();
     // Keep the cursor's line in view.

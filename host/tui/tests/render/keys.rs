@@ -177,3 +177,46 @@ fn the_finished_demo_quits_on_q() {
     assert!(screen(&state, 80, 24)[23].contains("q quits"));
     assert_eq!(on_key(&mut state, key(KeyCode::Char('q'))), [Command::Exit]);
 }
+
+#[test]
+fn ctrl_v_and_alt_v_ask_for_the_clipboards_image_and_chips_show_until_sent() {
+    let mut state = demo_state();
+    assert_eq!(on_key(&mut state, ctrl('v')), [Command::PasteImage]);
+    assert_eq!(
+        on_key(
+            &mut state,
+            KeyEvent::new(KeyCode::Char('v'), KeyModifiers::ALT)
+        ),
+        [Command::PasteImage]
+    );
+    assert!(state.composer.is_empty(), "{:?}", state.composer.text());
+    // Not while a turn runs (steering carries no images).
+    state.running = true;
+    assert!(on_key(&mut state, ctrl('v')).is_empty());
+    assert!(
+        state
+            .notice
+            .as_deref()
+            .unwrap()
+            .contains("once the turn ends"),
+        "{:?}",
+        state.notice
+    );
+    state.running = false;
+    state.input(Input::Attachments(vec![
+        "[image 1: 800×600 png]".into(),
+        "[image 2: 10×10 jpeg]".into(),
+    ]));
+    let rows = screen(&state, 120, 40);
+    assert!(
+        rows[38].contains("[image 1: 800×600 png] [image 2: 10×10 jpeg]"),
+        "{rows:#?}"
+    );
+    typed(&mut state, "what is this");
+    assert_eq!(
+        on_key(&mut state, key(KeyCode::Enter)),
+        [Command::Submit("what is this".into())]
+    );
+    let rows = screen(&state, 120, 40);
+    assert!(!rows.join("\n").contains("[image 1"), "{rows:#?}");
+}
