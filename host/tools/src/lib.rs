@@ -27,6 +27,7 @@ mod error;
 mod evidence;
 mod files;
 pub mod hook;
+mod page;
 mod paths;
 pub mod policy;
 pub mod preview;

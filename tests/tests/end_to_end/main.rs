@@ -38,6 +38,8 @@
 //!   results, mutations committed first, a killed server.
 //! * [`mcp_approvals`] — MCP tools under the approval modes: asked with
 //!   server, tool and arguments, "always" per tool, `never` denies.
+//! * [`reads`] — bounded reads over real HTTP: `read_file` of a huge
+//!   line, `read_artifact` of a stored tool output, page by page.
 //! * [`recall`] — the model's `recall` tool reaches what rotated out.
 //! * [`sandbox`] — the sandbox against a misbehaving engine.
 //! * [`skills`] — the skill list in context, `load_skill` results replayed
@@ -72,6 +74,7 @@ mod mcp_approvals;
 mod permissions;
 mod polyglot;
 mod providers;
+mod reads;
 mod recall;
 mod sandbox;
 mod skills;

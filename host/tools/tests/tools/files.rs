@@ -408,7 +408,13 @@ fn reads_are_bounded_and_large_files_carry_no_hash() {
     let o = e.call("read_file", json!({"path": "oneline.txt"}));
     assert_ok(&o);
     assert!(o.result.content.len() <= READ_MAX_BYTES);
-    assert!(o.result.content.contains("only its beginning is shown"));
+    assert!(
+        o.result
+            .content
+            .contains("line 1 is 204800 bytes long; only its first"),
+        "{}",
+        o.result.content
+    );
 }
 
 #[test]
@@ -508,6 +514,15 @@ fn read_file_on_a_multi_gigabyte_file_without_a_newline_uses_bounded_memory() {
     let o = e.call("read_file", json!({"path": "huge.log"}));
     assert_ok(&o);
     assert!(o.result.content.len() <= READ_MAX_BYTES);
+    // The line's real length, and where to read on inside it.
+    assert!(
+        o.result
+            .content
+            .contains("line 1 is 2147483648 bytes long; only its first"),
+        "{}",
+        o.result.content
+    );
+    assert!(o.result.content.contains("tail -c +"));
     let grown = peak_rss().saturating_sub(before);
     assert!(
         grown < 256 << 20,
