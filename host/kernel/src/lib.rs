@@ -58,7 +58,8 @@ pub use permission::{
 };
 pub use profile::{ProfileChange, SessionProfile};
 pub use state::{
-    Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, Unfinished, operation_of,
+    Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, REFUSALS_IN_A_ROW,
+    RegroundDue, Unfinished, operation_of,
 };
 pub use store::{
     LeaseError, LeaseHolder, SearchRow, SessionLease, SessionRecord, Store, StoreError,
