@@ -225,13 +225,22 @@ fn tool_result_tokens(profile: EstimatorProfile, r: &crate::types::ToolResult) -
 }
 
 /// Estimated tokens of one provider-visible message: its parts plus
-/// [`MESSAGE_OVERHEAD_TOKENS`]. This is the canonical price the host checks.
+/// [`MESSAGE_OVERHEAD_TOKENS`]. A kernel-context message is priced as the
+/// provider receives it: its text inside the host's frame
+/// ([`crate::validate::canon::frame_kernel_text`]), so the frame counts
+/// toward the hard budget. This is the canonical price the host checks.
 pub fn message_tokens(profile: EstimatorProfile, message: &crate::types::Message) -> u64 {
+    use crate::types::Part;
     MESSAGE_OVERHEAD_TOKENS
         + message
             .parts
             .iter()
-            .map(|p| part_tokens(profile, p))
+            .map(|p| match (&message.kernel, p) {
+                (Some(tag), Part::Text(t)) => {
+                    estimate(profile, &crate::frame::frame_kernel_text(tag.kind, t)) as u64
+                }
+                _ => part_tokens(profile, p),
+            })
             .sum::<u64>()
 }
 

@@ -20,6 +20,7 @@ extern crate self as latch_engine_sdk;
 
 mod engine;
 pub mod estimate;
+mod frame;
 #[doc(hidden)]
 pub mod guest;
 mod indexed;

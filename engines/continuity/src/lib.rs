@@ -54,6 +54,7 @@ use std::collections::BTreeSet;
 
 use latch_engine_sdk::estimate::message_tokens;
 use latch_engine_sdk::types::*;
+use latch_engine_sdk::validate::canon::frame_kernel_text;
 use latch_engine_sdk::{Engine, SessionView, estimate};
 
 use budget::{Plan, retained_from, retention_target};
@@ -145,7 +146,7 @@ impl PricedRequest {
             extension_tokens: if request.extensions.is_empty() {
                 0
             } else {
-                entry_tokens(profile, &extensions_text)
+                entry_tokens(profile, KernelContextKind::Extension, &extensions_text)
             },
             extensions_text,
         }
@@ -392,8 +393,11 @@ impl ContinuityEngine {
             }
             _ => {
                 let body = state::render_state(p, state, plan.avail);
-                let tokens =
-                    entry_tokens(p, &state_text(&state_update_line(state.revision), &body));
+                let tokens = entry_tokens(
+                    p,
+                    KernelContextKind::StateUpdate,
+                    &state_text(&state_update_line(state.revision), &body),
+                );
                 cache.rendered = Some((state.revision, plan.avail, body, tokens));
                 tokens
             }
@@ -509,7 +513,7 @@ impl ContinuityEngine {
                 );
             }
         }
-        let mandatory: u64 = new.iter().map(|e| entry_tokens(p, &e.text)).sum();
+        let mandatory: u64 = new.iter().map(|e| entry_tokens(p, e.kind, &e.text)).sum();
         let total = inp.plan.fixed + fold.kernel_tokens + fold.conv_tokens + mandatory;
         if total > inp.plan.limit {
             return self.rotate(
@@ -790,7 +794,12 @@ impl ContinuityEngine {
             ));
         }
         let used = |texts: &[(KernelContextKind, String)]| {
-            inp.plan.fixed + retained + texts.iter().map(|(_, t)| entry_tokens(p, t)).sum::<u64>()
+            inp.plan.fixed
+                + retained
+                + texts
+                    .iter()
+                    .map(|(k, t)| entry_tokens(p, *k, t))
+                    .sum::<u64>()
         };
         if used(&texts) > inp.plan.limit {
             // A kept-whole unit leaves less room than planned: render the
@@ -878,7 +887,7 @@ impl ContinuityEngine {
             if let Some(e) = read(seq) {
                 // The header and the message overhead come out of the budget.
                 let text = render::recall_text(p, &e, budget.saturating_sub(48));
-                let tokens = entry_tokens(p, &text);
+                let tokens = entry_tokens(p, KernelContextKind::Recall, &text);
                 if tokens <= budget {
                     used += tokens;
                     chosen.push((seq, text));
@@ -893,7 +902,7 @@ impl ContinuityEngine {
             }
             let Some(e) = read(seq) else { continue };
             let text = render::recall_text(p, &e, self.config.recall_event_tokens);
-            let tokens = entry_tokens(p, &text);
+            let tokens = entry_tokens(p, KernelContextKind::Recall, &text);
             if used + tokens > budget {
                 break;
             }
@@ -988,7 +997,7 @@ impl ContinuityEngine {
             text
         };
         for drop in order {
-            if entry_tokens(p, &render(&keep)) <= budget {
+            if entry_tokens(p, KernelContextKind::ArchiveIndex, &render(&keep)) <= budget {
                 break;
             }
             keep[drop] = false;
@@ -997,7 +1006,7 @@ impl ContinuityEngine {
             return None;
         }
         let text = render(&keep);
-        (entry_tokens(p, &text) <= budget).then_some(text)
+        (entry_tokens(p, KernelContextKind::ArchiveIndex, &text) <= budget).then_some(text)
     }
 
     /// The archival matches of the request's query, newest first, each with
@@ -1047,7 +1056,7 @@ impl ContinuityEngine {
         let text = render::recall_text(self.profile, e, self.config.recall_event_tokens);
         recall::Candidate {
             seq: e.seq,
-            tokens: entry_tokens(self.profile, &text),
+            tokens: entry_tokens(self.profile, KernelContextKind::Recall, &text),
             text,
         }
     }
@@ -1152,8 +1161,12 @@ impl ContinuityEngine {
 }
 
 /// Canonical price of a kernel-context entry's message.
-fn entry_tokens(profile: EstimatorProfile, text: &str) -> u64 {
-    latch_engine_sdk::estimate::MESSAGE_OVERHEAD_TOKENS + estimate(profile, text) as u64
+/// The price of a kernel-context entry of `kind` with `text`: its message
+/// as the provider receives it, the host's frame included (the frame counts
+/// toward the hard budget; see [`message_tokens`]).
+fn entry_tokens(profile: EstimatorProfile, kind: KernelContextKind, text: &str) -> u64 {
+    latch_engine_sdk::estimate::MESSAGE_OVERHEAD_TOKENS
+        + estimate(profile, &frame_kernel_text(kind, text)) as u64
 }
 
 fn state_text(header: &str, body: &str) -> String {

@@ -86,19 +86,48 @@ pub fn bound_head(text: &str, profile: EstimatorProfile) -> &str {
     prefix_within(text, profile, READ_MAX_BYTES, READ_MAX_TOKENS)
 }
 
+/// True when `text` is within [`READ_MAX_BYTES`] and [`READ_MAX_TOKENS`]
+/// under `profile`: a tool output that is stored and shown whole.
+pub fn fits_tool_output(text: &str, profile: EstimatorProfile) -> bool {
+    fits(text, profile)
+}
+
 /// Bound a tool's output to [`READ_MAX_BYTES`] and [`READ_MAX_TOKENS`] under
 /// `profile`. Output within both bounds is returned unchanged; longer output
 /// keeps its head (about two thirds) and its tail with a marker between them
 /// saying how much was left out. The result always fits both bounds.
 pub fn bound_tool_output(text: &str, profile: EstimatorProfile) -> String {
+    bound_with_marker(text, profile, 96, 48, |omitted, len| {
+        format!("[... {omitted} of {len} bytes omitted ...]")
+    })
+}
+
+/// [`bound_tool_output`] for an output whose whole text is stored as the
+/// artifact `sha256`: the marker names the artifact and how to read it
+/// (`read_artifact`, page by page).
+pub fn bound_tool_output_stored(text: &str, profile: EstimatorProfile, sha256: &str) -> String {
+    bound_with_marker(text, profile, 320, 200, |omitted, len| {
+        format!(
+            "[... {omitted} of {len} bytes omitted; the whole output is artifact {sha256}: \
+             read it page by page with read_artifact {{\"id\": \"{sha256}\"}} ...]"
+        )
+    })
+}
+
+/// Head, marker and tail within both bounds; `marker(omitted, len)` must fit
+/// in `reserve_bytes` and `reserve_tokens`.
+fn bound_with_marker(
+    text: &str,
+    profile: EstimatorProfile,
+    reserve_bytes: usize,
+    reserve_tokens: u32,
+    marker: impl Fn(usize, usize) -> String,
+) -> String {
     if fits(text, profile) {
         return text.to_string();
     }
-    // Reserve room for the marker (its digits included).
-    let marker_reserve_bytes = 96;
-    let marker_reserve_tokens = 48;
-    let bytes = READ_MAX_BYTES - marker_reserve_bytes;
-    let tokens = READ_MAX_TOKENS - marker_reserve_tokens;
+    let bytes = READ_MAX_BYTES - reserve_bytes;
+    let tokens = READ_MAX_TOKENS - reserve_tokens;
     let head = prefix_within(text, profile, bytes * 2 / 3, tokens * 2 / 3);
     let rest = &text[head.len()..];
     let tail = suffix_within(
@@ -108,10 +137,7 @@ pub fn bound_tool_output(text: &str, profile: EstimatorProfile) -> String {
         tokens - estimate(profile, head),
     );
     let omitted = text.len() - head.len() - tail.len();
-    let out = format!(
-        "{head}\n[... {omitted} of {} bytes omitted ...]\n{tail}",
-        text.len()
-    );
+    let out = format!("{head}\n{}\n{tail}", marker(omitted, text.len()));
     debug_assert!(fits(&out, profile), "bounded output must fit");
     out
 }
@@ -121,6 +147,23 @@ mod tests {
     use super::*;
 
     const OA: EstimatorProfile = EstimatorProfile::Openai;
+
+    #[test]
+    fn a_stored_output_names_its_artifact_within_the_bounds() {
+        let sha = "ab".repeat(32);
+        let text: String = (0..10_000).map(|i| format!("line {i}\n")).collect();
+        let out = bound_tool_output_stored(&text, OA, &sha);
+        assert!(fits_tool_output(&out, OA));
+        assert!(out.starts_with("line 0\n") && out.ends_with("line 9999\n"));
+        assert!(out.contains(&format!("the whole output is artifact {sha}")));
+        assert!(out.contains(&format!("read_artifact {{\"id\": \"{sha}\"}}")));
+        let punct = "{}".repeat(10 * 1024);
+        assert!(fits_tool_output(
+            &bound_tool_output_stored(&punct, OA, &sha),
+            OA
+        ));
+        assert_eq!(bound_tool_output_stored("ok", OA, &sha), "ok");
+    }
 
     #[test]
     fn short_output_is_unchanged() {

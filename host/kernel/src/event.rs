@@ -346,6 +346,20 @@ pub enum EventKind {
         /// The workspace generation at the attempt.
         generation: u64,
     },
+    /// The kernel asks the model to re-ground: certification was refused
+    /// twice in a row, or a failure lineage repeated. Engines see it as a
+    /// [`KernelNoteKind::Reground`] note (their re-ground instruction and
+    /// episode marker); appended by the agent loop at a safe boundary when
+    /// [`crate::KernelState::reground_due`] names one.
+    Reground {
+        /// What repeats, for the model (the lineage's summary and count).
+        reason: String,
+        /// The key of the streak it answers (a failure lineage key, or
+        /// [`crate::REFUSALS_IN_A_ROW`]).
+        lineage: String,
+        /// The streak's length when the note was appended.
+        count: u32,
+    },
     /// A tool call was denied by policy (the model also sees an error result).
     ToolDenied {
         /// The tool.
@@ -619,6 +633,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "process_started",
     "process_exited",
     "certification_attempt",
+    "reground",
     "tool_denied",
     "provider_usage",
     "child_spawned",
@@ -722,6 +737,7 @@ impl EventKind {
             EventKind::ProcessStarted { .. } => "process_started",
             EventKind::ProcessExited { .. } => "process_exited",
             EventKind::CertificationAttempt { .. } => "certification_attempt",
+            EventKind::Reground { .. } => "reground",
             EventKind::ToolDenied { .. } => "tool_denied",
             EventKind::HookRan { .. } => "hook_ran",
             EventKind::ProviderUsage { .. } => "provider_usage",
@@ -968,6 +984,9 @@ impl EventKind {
                     vec![],
                 ),
             },
+            EventKind::Reground { reason, .. } => {
+                note(KernelNoteKind::Reground, reason.clone(), vec![])
+            }
             EventKind::ToolDenied { tool, reason, .. } => note(
                 KernelNoteKind::Failure,
                 format!("{tool} denied: {reason}"),

@@ -39,6 +39,7 @@ pub mod view;
 pub use agents::{AgentReport, AgentTree, ChildState, ReportOutcome};
 pub use bounds::{
     FILE_HASH_MAX_BYTES, READ_MAX_BYTES, READ_MAX_TOKENS, bound_head, bound_tool_output,
+    bound_tool_output_stored, fits_tool_output,
 };
 pub use checkpoint::{
     FileAction, RewindError, RewindPlan, RewindPoint, apply_rewind, plan_rewind, record_checkpoint,
@@ -58,7 +59,8 @@ pub use permission::{
 };
 pub use profile::{ProfileChange, SessionProfile};
 pub use state::{
-    Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, Unfinished, operation_of,
+    Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, REFUSALS_IN_A_ROW,
+    RegroundDue, Unfinished, operation_of,
 };
 pub use store::{
     LeaseError, LeaseHolder, SearchRow, SessionLease, SessionRecord, Store, StoreError,

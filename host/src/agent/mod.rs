@@ -20,6 +20,7 @@ pub mod permissions;
 pub mod prompt;
 pub mod provider_io;
 pub mod recall;
+mod reground;
 mod repair;
 pub mod rewind;
 pub mod tools;

@@ -161,6 +161,8 @@ impl Agent {
             self.safe_boundary(observer)?;
             self.check_interrupt()?;
             self.deliver_steering(observer)?;
+            // Repeated failure: the kernel asks the model to re-ground.
+            self.reground(observer)?;
             let (_, view) = self.materialize(query)?;
             // Kernel context is durable before the request that shows it,
             // tagged with the engine that wrote it.

@@ -1,7 +1,8 @@
 //! `read_file`, `write_file` and `edit_file`.
 //!
-//! Reads are bounded to [`READ_MAX_BYTES`] and [`READ_MAX_TOKENS`] per call
-//! and record a file observation (with a whole-file SHA-256 only for files
+//! Reads are bounded to [`latch_kernel::READ_MAX_BYTES`] and
+//! [`latch_kernel::READ_MAX_TOKENS`] per call (see [`crate::page`]) and record a file
+//! observation (with a whole-file SHA-256 only for files
 //! within [`FILE_HASH_MAX_BYTES`]). Writes are guarded: an existing file must
 //! have been read in this session and must still hash to what the session
 //! last observed — the kernel's [`check_guarded_write`] decides, just before
@@ -11,18 +12,15 @@
 
 use crate::args::Args;
 use crate::error::ToolError;
+use crate::page::{Pager, page_lines};
 use crate::paths::{Access, Resolved};
 use crate::{Reply, ToolContext};
-use latch_engine_sdk::estimate;
 use latch_kernel::{
-    EventKind, FILE_HASH_MAX_BYTES, FileKnowledge, READ_MAX_BYTES, READ_MAX_TOKENS, bound_head,
-    check_guarded_write, commit_mutation, record_checkpoint, sha256_hex,
+    EventKind, FILE_HASH_MAX_BYTES, FileKnowledge, check_guarded_write, commit_mutation,
+    record_checkpoint, sha256_hex,
 };
-use std::io::{BufRead, BufReader, ErrorKind, Read};
+use std::io::{BufReader, ErrorKind, Read};
 
-/// Bytes and tokens kept free in a page for its closing line.
-const FOOTER_BYTES: usize = 256;
-const FOOTER_TOKENS: u32 = 128;
 /// Bytes inspected for NUL to tell binary files from text.
 const SNIFF_BYTES: usize = 8192;
 
@@ -30,102 +28,6 @@ fn missing(rel: &str) -> ToolError {
     ToolError::Failed(format!(
         "`{rel}` does not exist (use list_files to see what does)"
     ))
-}
-
-/// Collects the numbered lines of one page within the read bounds.
-struct Pager {
-    profile: latch_engine_sdk::types::EstimatorProfile,
-    offset: u64,
-    limit: Option<u64>,
-    out: String,
-    tokens: u32,
-    first: Option<u64>,
-    last: u64,
-    total: u64,
-    full: bool,
-    cut_line: Option<(u64, usize)>,
-}
-
-impl Pager {
-    fn line(&mut self, n: u64, raw: &[u8]) {
-        self.total = n;
-        if n < self.offset || self.full {
-            return;
-        }
-        if self
-            .limit
-            .is_some_and(|l| n >= self.offset.saturating_add(l))
-        {
-            self.full = true;
-            return;
-        }
-        let text = String::from_utf8_lossy(raw);
-        let text = text.strip_suffix('\n').unwrap_or(&text);
-        let text = text.strip_suffix('\r').unwrap_or(text);
-        let formatted = format!("{n:>6}\t{text}\n");
-        let tokens = estimate(self.profile, &formatted);
-        let max_bytes = READ_MAX_BYTES - FOOTER_BYTES;
-        let max_tokens = READ_MAX_TOKENS - FOOTER_TOKENS;
-        if self.out.len() + formatted.len() <= max_bytes && self.tokens + tokens <= max_tokens {
-            self.out.push_str(&formatted);
-            self.tokens += tokens;
-            self.first.get_or_insert(n);
-            self.last = n;
-        } else if self.first.is_none() {
-            // A single line larger than a page: show its beginning.
-            let head = bound_head(&formatted, self.profile);
-            let mut cut = head.len().min(max_bytes);
-            loop {
-                while !head.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                let excess = estimate(self.profile, &head[..cut]).saturating_sub(max_tokens);
-                if excess == 0 {
-                    break;
-                }
-                cut = cut.saturating_sub((excess as usize * 4).max(1));
-            }
-            self.out.push_str(&head[..cut]);
-            self.out.push('\n');
-            self.first = Some(n);
-            self.last = n;
-            self.cut_line = Some((n, raw.len()));
-            self.full = true;
-        } else {
-            self.full = true;
-        }
-    }
-
-    fn finish(mut self, rel: &str, size: u64) -> String {
-        if self.total == 0 {
-            return format!("[{rel} is empty]");
-        }
-        let Some(first) = self.first else {
-            return format!(
-                "[offset {} is past the end of {rel}, which has {} lines]",
-                self.offset, self.total
-            );
-        };
-        if let Some((n, len)) = self.cut_line {
-            self.out.push_str(&format!(
-                "[line {n} is {len} bytes long; only its beginning is shown]\n"
-            ));
-        }
-        if self.last < self.total {
-            self.out.push_str(&format!(
-                "[lines {first}-{} of {} of {rel} ({size} bytes); continue with offset={}]",
-                self.last,
-                self.total,
-                self.last + 1
-            ));
-        } else {
-            self.out.push_str(&format!(
-                "[lines {first}-{} of {} of {rel} ({size} bytes)]",
-                self.last, self.total
-            ));
-        }
-        self.out
-    }
 }
 
 /// `read_file {path, offset?, limit?}`.
@@ -145,25 +47,18 @@ pub(crate) fn read_file(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErr
     if args.opt_u64("limit") == Some(0) {
         return Err(args.invalid("`limit` must be at least 1"));
     }
-    let mut pager = Pager {
-        profile: ctx.profile(),
-        offset: args.opt_u64("offset").unwrap_or(1).max(1),
-        limit: args.opt_u64("limit"),
-        out: String::new(),
-        tokens: 0,
-        first: None,
-        last: 0,
-        total: 0,
-        full: false,
-        cut_line: None,
-    };
+    let mut pager = Pager::new(
+        ctx.profile(),
+        args.opt_u64("offset").unwrap_or(1),
+        args.opt_u64("limit"),
+    );
     let io = |e| ToolError::io(&r.abs, e);
     let (observation, size, binary) = if meta.len() <= FILE_HASH_MAX_BYTES as u64 {
         let bytes = std::fs::read(&r.abs).map_err(io)?;
         let binary = bytes[..bytes.len().min(SNIFF_BYTES)].contains(&0);
         if !binary {
             for (i, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
-                pager.line(i as u64 + 1, line);
+                pager.line(i as u64 + 1, line, line.len() as u64);
             }
         }
         (
@@ -180,25 +75,12 @@ pub(crate) fn read_file(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErr
             .read_to_end(&mut sniff)
             .map_err(io)?;
         let binary = sniff.contains(&0);
-        let mut size = 0u64;
-        if !binary {
-            let mut chained = BufReader::new(std::io::Cursor::new(sniff).chain(reader));
-            let mut line = Vec::new();
-            let mut n = 0u64;
-            loop {
-                line.clear();
-                let read =
-                    read_line_capped(&mut chained, &mut line, LINE_KEEP_BYTES).map_err(io)?;
-                if read == 0 {
-                    break;
-                }
-                size += read;
-                n += 1;
-                pager.line(n, &line);
-            }
+        let size = if binary {
+            meta.len()
         } else {
-            size = meta.len();
-        }
+            let mut chained = BufReader::new(std::io::Cursor::new(sniff).chain(reader));
+            page_lines(&mut pager, &mut chained).map_err(io)?
+        };
         (
             EventKind::FileObserved {
                 path: r.rel.clone(),
@@ -216,42 +98,24 @@ pub(crate) fn read_file(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErr
             r.rel
         )));
     }
-    Ok(Reply::ok(pager.finish(&r.rel, size)))
+    let quoted = shell_quote(&r.rel);
+    Ok(Reply::ok(pager.finish(&r.rel, size, |at| {
+        format!(
+            "`shell` with `tail -c +{} {quoted} | head -c 16384` reads on from there",
+            at + 1
+        )
+    })))
 }
 
-/// Most bytes of one line kept in memory: past a page nothing more of the
-/// line can be shown, so a multi-GB file without a newline is read in
-/// bounded memory.
-const LINE_KEEP_BYTES: usize = READ_MAX_BYTES + 4096;
-
-/// Read one line (through its `\n`) from `reader`, keeping at most `cap`
-/// bytes of it in `line`; returns how many bytes were consumed (0 at end).
-fn read_line_capped(
-    reader: &mut impl BufRead,
-    line: &mut Vec<u8>,
-    cap: usize,
-) -> std::io::Result<u64> {
-    let mut consumed = 0u64;
-    loop {
-        let buf = match reader.fill_buf() {
-            Ok(buf) => buf,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        };
-        if buf.is_empty() {
-            return Ok(consumed);
-        }
-        let (take, done) = match buf.iter().position(|b| *b == b'\n') {
-            Some(i) => (i + 1, true),
-            None => (buf.len(), false),
-        };
-        let room = cap.saturating_sub(line.len());
-        line.extend_from_slice(&buf[..take.min(room)]);
-        reader.consume(take);
-        consumed += take as u64;
-        if done {
-            return Ok(consumed);
-        }
+/// `path` quoted for `sh` where it needs quoting.
+fn shell_quote(path: &str) -> String {
+    if path
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "._-/+".contains(c))
+    {
+        path.to_string()
+    } else {
+        format!("'{}'", path.replace('\'', "'\\''"))
     }
 }
 

@@ -8,6 +8,8 @@
 //! bounded [`ToolResult`]; the agent loop commits that result itself.
 //!
 //! * `files` — `read_file`, `write_file`, `edit_file` (guarded, confined).
+//! * `artifacts` — `read_artifact`: a stored tool output (or other artifact
+//!   of the session's tree), page by page like `read_file`.
 //! * `search` — `list_files`, `grep` (respecting `.gitignore`).
 //! * `shell` — `shell` and the managed-process tools.
 //! * `evidence` — `validate` and `complete`.
@@ -23,10 +25,12 @@
 //! [`ToolContext::with_sandbox`]).
 
 mod args;
+mod artifacts;
 mod error;
 mod evidence;
 mod files;
 pub mod hook;
+mod page;
 mod paths;
 pub mod policy;
 pub mod preview;
@@ -49,7 +53,9 @@ pub use spec::{ToolSpec, schemas, spec_of};
 
 use args::Args;
 use latch_engine_sdk::types::{EstimatorProfile, ToolCall, ToolResult};
-use latch_kernel::{Certification, EventKind, Store, bound_tool_output};
+use latch_kernel::{
+    Certification, EventKind, Store, bound_tool_output, bound_tool_output_stored, fits_tool_output,
+};
 use paths::{Access, Resolved};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
@@ -267,11 +273,28 @@ pub fn execute(ctx: &ToolContext, call: &ToolCall) -> ToolOutcome {
         result: ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),
-            content: bound_tool_output(&reply.content, ctx.profile),
+            content: bounded(ctx, &reply.content),
             is_error: reply.is_error,
             images: Vec::new(),
         },
         completion: reply.completion,
+    }
+}
+
+/// A tool's answer within the read bounds. An answer too long to show whole
+/// is stored whole as an artifact first, and the bounded result names it so
+/// `read_artifact` can page through it; if storing fails, it is bounded
+/// alone.
+fn bounded(ctx: &ToolContext, content: &str) -> String {
+    if fits_tool_output(content, ctx.profile) {
+        return content.to_string();
+    }
+    match ctx
+        .store
+        .put_artifact(content.as_bytes(), Some("text/plain; charset=utf-8"))
+    {
+        Ok(media) => bound_tool_output_stored(content, ctx.profile, &media.sha256),
+        Err(_) => bound_tool_output(content, ctx.profile),
     }
 }
 
@@ -289,6 +312,7 @@ fn dispatch(ctx: &ToolContext, call: &ToolCall) -> Result<Reply, ToolError> {
     let args = Args::parse(spec, &call.arguments_json)?;
     match spec.name.as_str() {
         "read_file" => files::read_file(ctx, &args),
+        "read_artifact" => artifacts::read_artifact(ctx, &args),
         "write_file" => files::write_file(ctx, &args),
         "edit_file" => files::edit_file(ctx, &args),
         "list_files" => search::list_files(ctx, &args),

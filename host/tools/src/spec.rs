@@ -147,6 +147,33 @@ fn build() -> Vec<ToolSpec> {
             ],
         ),
         spec(
+            "read_artifact",
+            "Read a stored artifact of this session, with line numbers: a tool output too \
+             long to show whole is stored as one, and its result names it (`artifact \
+             <sha256>`). Returns at most 24 KiB (about 8000 tokens) per call; page through \
+             with offset and limit.",
+            &[
+                P(
+                    "id",
+                    Str,
+                    true,
+                    "The artifact's SHA-256 (64 hex digits), as the tool result names it.",
+                ),
+                P(
+                    "offset",
+                    Int,
+                    false,
+                    "First line to return, counting from 1 (default 1).",
+                ),
+                P(
+                    "limit",
+                    Int,
+                    false,
+                    "Most lines to return (default: as many as fit).",
+                ),
+            ],
+        ),
+        spec(
             "write_file",
             "Create a file or replace its whole content. An existing file must have been read \
              in this session and must not have changed since; otherwise the write is rejected \

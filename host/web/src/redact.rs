@@ -32,6 +32,8 @@ pub const SENT_AS_STORED: &[&str] = &[
     "process_started",
     "process_exited",
     "certification_attempt",
+    // What repeats (a lineage summary the transcript already shows).
+    "reground",
     "tool_denied",
     "hook_ran",
     "provider_usage",

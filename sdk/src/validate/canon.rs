@@ -7,6 +7,7 @@
 //! text in `wit/context.wit`; Rust engines call these functions.
 
 use crate::estimate::{estimate, image_tokens};
+pub use crate::frame::{KERNEL_FRAME_TAG, frame_kernel_text, kernel_kind_name};
 use crate::types::*;
 
 /// The text of the session-context message for `ctx`:
@@ -133,43 +134,9 @@ pub fn renders_part(profile: EstimatorProfile, part: &Part, original: &Part) -> 
     }
 }
 
-/// The tag that opens framed kernel context; its attribute `kind` names the
-/// entry's kind.
-pub const KERNEL_FRAME_TAG: &str = "latch-kernel-context";
-
-/// The wire name of a kernel-context kind, e.g. `state-update`.
-pub fn kernel_kind_name(kind: KernelContextKind) -> &'static str {
-    match kind {
-        KernelContextKind::Snapshot => "snapshot",
-        KernelContextKind::StateUpdate => "state-update",
-        KernelContextKind::Extension => "extension",
-        KernelContextKind::Recall => "recall",
-        KernelContextKind::ArchiveIndex => "archive-index",
-        KernelContextKind::Reground => "reground",
-    }
-}
-
-/// Kernel-context text as the model receives it:
-///
-/// ```text
-/// <latch-kernel-context kind="snapshot" author="context engine, not the user">
-/// {text, with every `</latch-kernel-context` written `<\/latch-kernel-context`}
-/// </latch-kernel-context>
-/// ```
-///
-/// The frame depends only on the kind, so it never disturbs the provider's
-/// prefix cache, and the text cannot close it early.
-pub fn frame_kernel_text(kind: KernelContextKind, text: &str) -> String {
-    let close = format!("</{KERNEL_FRAME_TAG}");
-    let escaped = text.replace(&close, &format!("<\\/{KERNEL_FRAME_TAG}"));
-    format!(
-        "<{KERNEL_FRAME_TAG} kind=\"{}\" author=\"context engine, not the user\">\n{escaped}\n</{KERNEL_FRAME_TAG}>",
-        kernel_kind_name(kind)
-    )
-}
-
-/// Most tokens the frame adds to one kernel-context message (it comes out of
-/// the reserve, like the provider's own message framing).
+/// Most tokens the frame adds to one kernel-context message. The frame
+/// counts toward the hard budget: [`crate::estimate::message_tokens`] prices
+/// a kernel-context message as its framed text.
 pub const KERNEL_FRAME_TOKENS: u64 = 40;
 
 /// The messages as the provider receives them: every kernel-context message's

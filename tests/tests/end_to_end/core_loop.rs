@@ -18,16 +18,18 @@ use std::sync::{Arc, Mutex};
 
 use super::common::continuity;
 
-struct Rig {
+/// A store, a session and the scripted server (Anthropic wire), from which
+/// agents are built as a process would build them (also for resumes).
+pub(crate) struct Rig {
     dir: tempfile::TempDir,
     ws: PathBuf,
     io: tokio::runtime::Runtime,
-    server: FakeServer,
-    store: Arc<Store>,
-    session: SessionRecord,
+    pub(crate) server: FakeServer,
+    pub(crate) store: Arc<Store>,
+    pub(crate) session: SessionRecord,
 }
 
-fn rig(script: Script) -> Rig {
+pub(crate) fn rig(script: Script) -> Rig {
     rig_with(
         ModelProfile::with_defaults("anthropic", "test-model"),
         script,
@@ -99,7 +101,7 @@ impl Rig {
         .unwrap()
     }
 
-    fn agent(&self, mode: &str) -> Agent {
+    pub(crate) fn agent(&self, mode: &str) -> Agent {
         self.agent_with(mode, self.tools(), 4_096)
     }
 
@@ -110,7 +112,7 @@ impl Rig {
         Box::new(StandardTools::new(ctx))
     }
 
-    fn events(&self) -> Vec<EventKind> {
+    pub(crate) fn events(&self) -> Vec<EventKind> {
         self.store
             .events(&self.session.id, 0, u64::MAX, 100_000)
             .unwrap()
@@ -119,7 +121,7 @@ impl Rig {
             .collect()
     }
 
-    fn finish(self) {
+    pub(crate) fn finish(self) {
         let Rig {
             io, server, dir, ..
         } = self;

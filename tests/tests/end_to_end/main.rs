@@ -38,7 +38,12 @@
 //!   results, mutations committed first, a killed server.
 //! * [`mcp_approvals`] — MCP tools under the approval modes: asked with
 //!   server, tool and arguments, "always" per tool, `never` denies.
+//! * [`reads`] — bounded reads over real HTTP: `read_file` of a huge
+//!   line, `read_artifact` of a stored tool output, page by page.
 //! * [`recall`] — the model's `recall` tool reaches what rotated out.
+//! * [`reground`] — host-produced re-ground notes: `complete` refused
+//!   twice, a validation failing the same way twice; in the next request
+//!   and after a resume.
 //! * [`sandbox`] — the sandbox against a misbehaving engine.
 //! * [`skills`] — the skill list in context, `load_skill` results replayed
 //!   on resume.
@@ -72,7 +77,9 @@ mod mcp_approvals;
 mod permissions;
 mod polyglot;
 mod providers;
+mod reads;
 mod recall;
+mod reground;
 mod sandbox;
 mod skills;
 mod trust;

@@ -102,7 +102,10 @@ fn pinned_intents_are_the_first_and_the_newest_within_the_budget() {
     let archived: Vec<u64> = seqs.iter().copied().filter(|s| *s < start).collect();
     let newest = &archived[archived.len() - (shown.len() - 1)..];
     assert_eq!(&shown[1..], newest);
-    let tokens: u64 = pinned.iter().map(|k| entry_tokens(P, &k.text)).sum();
+    let tokens: u64 = pinned
+        .iter()
+        .map(|k| entry_tokens(P, k.kind, &k.text))
+        .sum();
     assert!(tokens <= 300, "within user_tokens: {tokens}");
 }
 

@@ -18,6 +18,8 @@ pub(crate) struct Lineage {
     pub(crate) count: u32,
     pub(crate) first_seq: u64,
     pub(crate) last_seq: u64,
+    /// The count at the last `reground` event for it (0: none yet).
+    pub(crate) regrounded_at: u32,
 }
 
 /// The active lineages, in order of first occurrence.
@@ -120,6 +122,7 @@ impl FailureState {
                 count: 1,
                 first_seq: seq,
                 last_seq: seq,
+                regrounded_at: 0,
             }),
         }
         true
@@ -144,6 +147,13 @@ impl FailureState {
         let before = self.active.len();
         self.active.retain(|l| l.key != key);
         before != self.active.len()
+    }
+
+    /// A `reground` event answered the lineage with `key` at `count`.
+    pub(crate) fn regrounded(&mut self, key: &str, count: u32) {
+        if let Some(l) = self.active.iter_mut().find(|l| l.key == key) {
+            l.regrounded_at = l.regrounded_at.max(count);
+        }
     }
 
     /// The active lineages.

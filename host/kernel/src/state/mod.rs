@@ -13,12 +13,14 @@ pub mod call_ids;
 mod evidence;
 mod failures;
 mod files;
+mod reground;
 mod task;
 mod turns;
 
 pub use evidence::Certification;
 pub use failures::normalize_error;
 pub use files::{FileKnowledge, GuardVerdict};
+pub use reground::{REFUSALS_IN_A_ROW, RegroundDue};
 pub use turns::{OpenCall, Unfinished, operation_of};
 
 use crate::event::{CertificationOutcome, EventKind, Outcome, StateOp, StoredEvent};
@@ -29,6 +31,7 @@ use failures::{
 };
 use files::FileTable;
 use latch_engine_sdk::types::CanonicalState;
+use reground::RefusalStreak;
 use task::{EntryList, TaskState, disproof_text};
 use turns::TurnState;
 
@@ -48,6 +51,7 @@ pub struct KernelState {
     evidence: EvidenceState,
     processes: ProcessState,
     failures: FailureState,
+    refusals: RefusalStreak,
     disproofs: EntryList,
     turns: TurnState,
     call_ids: CallIds,
@@ -68,6 +72,7 @@ impl KernelState {
             evidence: EvidenceState::default(),
             processes: ProcessState::default(),
             failures: FailureState::default(),
+            refusals: RefusalStreak::default(),
             disproofs: EntryList::default(),
             turns: TurnState::default(),
             call_ids: CallIds::default(),
@@ -190,8 +195,12 @@ impl KernelState {
             EventKind::CertificationAttempt {
                 outcome, blockers, ..
             } => match outcome {
-                CertificationOutcome::Certified => self.failures.close_group(CERTIFICATION_GROUP),
+                CertificationOutcome::Certified => {
+                    self.refusals.certified();
+                    self.failures.close_group(CERTIFICATION_GROUP)
+                }
                 CertificationOutcome::Refused => {
+                    self.refusals.refused(blockers);
                     // Generations quoted in a blocker do not make it new: a
                     // writer that keeps staling the same evidence is one
                     // growing lineage.
@@ -204,6 +213,14 @@ impl KernelState {
                         .failure(CERTIFICATION_GROUP, key, summary, seq)
                 }
             },
+            EventKind::Reground { lineage, count, .. } => {
+                if lineage == REFUSALS_IN_A_ROW {
+                    self.refusals.regrounded(*count);
+                } else {
+                    self.failures.regrounded(lineage, *count);
+                }
+                false
+            }
             EventKind::ProcessStarted { id, command } => {
                 self.processes.started(id, command, seq);
                 false
@@ -340,6 +357,13 @@ impl KernelState {
     /// The write guard for `path` whose current on-disk hash is `current`.
     pub fn guard(&self, path: &str, current_sha256: Option<&str>) -> GuardVerdict {
         self.files.guard(path, current_sha256)
+    }
+
+    /// The re-grounds due now (see [`reground`]): certification refused
+    /// twice in a row, or a failure lineage that repeated, not yet answered
+    /// by a `reground` event at this length of its streak.
+    pub fn reground_due(&self) -> Vec<RegroundDue> {
+        reground::all_due(&self.refusals, &self.failures)
     }
 
     /// Keys of the active failure lineages with their counts.

@@ -159,6 +159,33 @@ impl Store {
             .optional()?)
     }
 
+    /// Metadata of artifact `sha256` when it belongs to `session`'s tree:
+    /// an event of the tree (its root session and every descendant) names
+    /// it, as a tool output stored whole, an image, or a checkpoint does.
+    /// `None` when the store has no such artifact or only other sessions
+    /// name it.
+    pub fn tree_artifact(&self, session: &str, sha256: &str) -> Result<Option<MediaRef>> {
+        let sha256 = sha256.to_ascii_lowercase();
+        let Some(media) = self.artifact(&sha256)? else {
+            return Ok(None);
+        };
+        let named: bool = self.conn().query_row(
+            "WITH RECURSIVE
+                 up(id, parent) AS (
+                     SELECT id, parent FROM sessions WHERE id = ?1
+                     UNION SELECT s.id, s.parent FROM sessions s JOIN up ON s.id = up.parent),
+                 tree(id) AS (
+                     SELECT id FROM up WHERE parent IS NULL
+                     UNION SELECT s.id FROM sessions s JOIN tree ON s.parent = tree.id)
+             SELECT EXISTS (
+                 SELECT 1 FROM events
+                 WHERE session IN (SELECT id FROM tree) AND instr(body, ?2) > 0)",
+            params![session, sha256],
+            |r| r.get(0),
+        )?;
+        Ok(named.then_some(media))
+    }
+
     /// The bytes of an artifact, verified against its hash.
     pub fn artifact_bytes(&self, sha256: &str) -> Result<Option<Vec<u8>>> {
         let sha256 = sha256.to_ascii_lowercase();

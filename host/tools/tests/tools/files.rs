@@ -408,7 +408,13 @@ fn reads_are_bounded_and_large_files_carry_no_hash() {
     let o = e.call("read_file", json!({"path": "oneline.txt"}));
     assert_ok(&o);
     assert!(o.result.content.len() <= READ_MAX_BYTES);
-    assert!(o.result.content.contains("only its beginning is shown"));
+    assert!(
+        o.result
+            .content
+            .contains("line 1 is 204800 bytes long; only its first"),
+        "{}",
+        o.result.content
+    );
 }
 
 #[test]
@@ -508,9 +514,62 @@ fn read_file_on_a_multi_gigabyte_file_without_a_newline_uses_bounded_memory() {
     let o = e.call("read_file", json!({"path": "huge.log"}));
     assert_ok(&o);
     assert!(o.result.content.len() <= READ_MAX_BYTES);
+    // The line's real length, and where to read on inside it.
+    assert!(
+        o.result
+            .content
+            .contains("line 1 is 2147483648 bytes long; only its first"),
+        "{}",
+        o.result.content
+    );
+    assert!(o.result.content.contains("tail -c +"));
     let grown = peak_rss().saturating_sub(before);
     assert!(
         grown < 256 << 20,
         "reading a 2 GiB line grew the peak resident set by {grown} bytes"
     );
+}
+
+#[test]
+fn read_artifact_reads_only_artifacts_of_the_sessions_tree() {
+    let e = env();
+    let long: String = (1..=6000).map(|i| format!("entry {i}\n")).collect();
+    let artifact = |text: &str| e.store.put_artifact(text.as_bytes(), None).unwrap().sha256;
+    // Another root session of the store names one artifact, a child of
+    // this session another.
+    let model = e.store.session(&e.session).unwrap().model;
+    let ws = e.ws.to_str().unwrap().to_string();
+    let other = e.store.create_session(&ws, None, &model).unwrap().id;
+    let child = e
+        .store
+        .create_session(&ws, Some(&e.session), &model)
+        .unwrap()
+        .id;
+    let foreign = artifact(&format!("foreign\n{long}"));
+    let of_child = artifact(&format!("child\n{long}"));
+    for (session, sha) in [(&other, &foreign), (&child, &of_child)] {
+        e.store
+            .append(session, EventKind::user_text(format!("see artifact {sha}")))
+            .unwrap();
+    }
+    let o = e.call("read_artifact", json!({"id": foreign}));
+    assert_err(
+        &o,
+        &format!("artifact `{foreign}` is not an artifact of this session"),
+    );
+    let o = e.call(
+        "read_artifact",
+        json!({"id": format!("artifact {of_child}"), "limit": 2}),
+    );
+    assert_ok(&o);
+    assert!(
+        o.result
+            .content
+            .starts_with("     1\tchild\n     2\tentry 1\n"),
+        "{}",
+        o.result.content
+    );
+    assert!(o.result.content.contains("continue with offset=3"));
+    // A malformed id is named, with what an id looks like.
+    assert_err(&e.call("read_artifact", json!({"id": "abc"})), "not `abc`");
 }

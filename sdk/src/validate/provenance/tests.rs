@@ -309,3 +309,52 @@ fn an_appended_tool_call_may_not_reuse_an_accepted_id() {
         .unwrap_err();
     assert_eq!(err.0, ViewRule::DuplicateToolCall, "{}", err.1);
 }
+
+#[test]
+fn the_kernel_context_frame_counts_toward_the_hard_budget() {
+    let (mut s, mut v) = honest();
+    let first = entry(1, 1, &"state line\n".repeat(40));
+    s.persist(std::slice::from_ref(&first));
+    let seq = s.latest_seq();
+    let next = entry(1, 2, "an update");
+    v.messages.insert(1, kernel(&first, Some(seq)));
+    v.messages.insert(2, kernel(&next, None));
+    v.persist = vec![next.clone()];
+    // What the view costs with kernel text priced bare, and framed as the
+    // provider receives it.
+    let bare: u64 = crate::estimate(P, &v.system) as u64
+        + v.messages
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                m.kernel = None;
+                message_tokens(P, &m)
+            })
+            .sum::<u64>();
+    let framed: u64 = crate::estimate(P, &v.system) as u64
+        + crate::validate::framed(&v.messages)
+            .iter()
+            .map(|m| {
+                let mut m = m.clone();
+                m.kernel = None;
+                message_tokens(P, &m)
+            })
+            .sum::<u64>();
+    assert!(framed > bare + 2 * 20, "two frames: {bare} vs {framed}");
+    let with_limit = |limit: u64| {
+        let mut r = request();
+        r.budget.context_window_tokens = limit + r.budget.reserve_tokens;
+        r
+    };
+    // Fits only without the frames: over budget, like any other view.
+    let r = with_limit(bare);
+    let err = check_in_session(P, &KernelContextLimits::default(), &s, &r, &v).unwrap_err();
+    assert_eq!(err.0, ViewRule::HardBudget, "{}", err.1);
+    let err = super::super::check_view(P, &r, &v).unwrap_err();
+    assert_eq!(err.0, ViewRule::HardBudget, "{}", err.1);
+    assert_eq!(super::super::request_tokens(P, &v, 0), framed);
+    // With room for the frames it passes.
+    let r = with_limit(framed);
+    check_in_session(P, &KernelContextLimits::default(), &s, &r, &v).unwrap();
+    super::super::check_view(P, &r, &v).unwrap();
+}
