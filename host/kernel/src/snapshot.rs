@@ -107,7 +107,15 @@ impl Snapshot {
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         ));
-        let seed = if index.exists() { &index } else { &repo.index };
+        // Latch's index keeps the stat of untracked files between snapshots;
+        // it starts again from the repository's whenever that one changed
+        // since (a commit, a `git add`), so the set stays the fingerprint's.
+        let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+        let seed = match (modified(&index), modified(&repo.index)) {
+            (Some(ours), Some(theirs)) if ours >= theirs => &index,
+            (Some(_), None) => &index,
+            _ => &repo.index,
+        };
         if seed.exists() {
             std::fs::copy(seed, &tmp).ok()?;
         }
@@ -187,10 +195,20 @@ impl Snapshot {
     }
 
     /// The regular files among `paths` (workspace-relative) that the
-    /// snapshot holds. Symbolic links and submodules are left out.
+    /// snapshot holds. Symbolic links and submodules are left out, and so
+    /// is a path that would leave the workspace.
     pub fn entries(&self, paths: &[String]) -> HashMap<String, SnapshotEntry> {
+        let inside: Vec<&String> = paths
+            .iter()
+            .filter(|p| {
+                let p = Path::new(p.as_str());
+                !p.as_os_str().is_empty()
+                    && p.components()
+                        .all(|c| matches!(c, std::path::Component::Normal(_)))
+            })
+            .collect();
         let mut found = HashMap::new();
-        for chunk in paths.chunks(256) {
+        for chunk in inside.chunks(256) {
             let Ok(out) = self
                 .git()
                 .args(["--literal-pathspecs", "ls-tree", "-r", "-z", "-l"])
@@ -254,5 +272,213 @@ impl Snapshot {
             .collect();
         paths.sort();
         paths
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::{FileAction, plan_rewind};
+    use crate::event::{EventKind, LeftBehind};
+    use crate::ops::run_possible_mutation;
+    use crate::store::Store;
+    use latch_engine_sdk::types::ModelProfile;
+
+    fn git(dir: &Path, args: &[&str]) {
+        let out = Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    }
+
+    /// Every file under `dir`, recursively.
+    fn files(dir: &Path) -> Vec<PathBuf> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(files(&p));
+            } else {
+                out.push(p);
+            }
+        }
+        out.sort();
+        out
+    }
+
+    /// A repository with a workspace in its `ws/` subdirectory: a tracked,
+    /// an untracked and an ignored file.
+    fn repo() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        let ws = root.join("ws");
+        std::fs::create_dir_all(&ws).unwrap();
+        std::fs::write(root.join(".gitignore"), "*.log\n").unwrap();
+        std::fs::write(root.join("outside.txt"), "outside\n").unwrap();
+        std::fs::write(ws.join("tracked.txt"), "tracked v1\n").unwrap();
+        git(&root, &["init", "-q"]);
+        git(&root, &["add", "-A"]);
+        git(&root, &["commit", "-qm", "start"]);
+        std::fs::write(ws.join("untracked.txt"), "untracked v1\n").unwrap();
+        std::fs::write(ws.join("ignored.log"), "ignored\n").unwrap();
+        (dir, ws)
+    }
+
+    #[test]
+    fn a_snapshot_holds_the_workspace_before_a_change_and_leaves_the_repository_alone() {
+        let (dir, ws) = repo();
+        let store_dir = dir.path().join("store");
+        let git_dir = ws.parent().unwrap().join(".git");
+        let (index, objects) = (
+            std::fs::read(git_dir.join("index")).unwrap(),
+            files(&git_dir.join("objects")),
+        );
+        let snap = Snapshot::take(&ws, &store_dir, &[]).unwrap();
+        std::fs::write(ws.join("tracked.txt"), "tracked v2\n").unwrap();
+        std::fs::write(ws.join("untracked.txt"), "untracked v2\n").unwrap();
+        std::fs::write(ws.join("new.txt"), "new\n").unwrap();
+        let all: Vec<String> = [
+            "tracked.txt",
+            "untracked.txt",
+            "ignored.log",
+            "new.txt",
+            "../outside.txt",
+        ]
+        .map(String::from)
+        .to_vec();
+        let entries = snap.entries(&all);
+        let mut held: Vec<&String> = entries.keys().collect();
+        held.sort();
+        assert_eq!(
+            held,
+            ["tracked.txt", "untracked.txt"],
+            "the workspace's files git tracks or would track, relative to it"
+        );
+        let bytes = |p: &str| snap.blob(&entries[p].oid).unwrap();
+        assert_eq!(bytes("tracked.txt"), b"tracked v1\n");
+        assert_eq!(bytes("untracked.txt"), b"untracked v1\n");
+        assert_eq!(std::fs::read(git_dir.join("index")).unwrap(), index);
+        assert_eq!(files(&git_dir.join("objects")), objects);
+
+        let now = Snapshot::take(&ws, &store_dir, &[]).unwrap();
+        assert_eq!(
+            snap.changed_since(&now),
+            ["new.txt", "tracked.txt", "untracked.txt"]
+        );
+        // A snapshot read back later by its tree id.
+        let reopened = Snapshot::open(&ws, &store_dir, &snap.tree).unwrap();
+        assert_eq!(reopened.entries(&all), entries);
+    }
+
+    #[test]
+    fn a_store_inside_the_workspace_is_never_snapshotted() {
+        let (_dir, ws) = repo();
+        let store_dir = ws.join("state");
+        std::fs::create_dir_all(&store_dir).unwrap();
+        let db = store_dir.join("latch.db");
+        std::fs::write(&db, "db").unwrap();
+        Snapshot::take(&ws, &store_dir, std::slice::from_ref(&db)).unwrap();
+        // The second sees the first one's objects on disk.
+        let snap = Snapshot::take(&ws, &store_dir, std::slice::from_ref(&db)).unwrap();
+        let listed = Command::new("git")
+            .env("GIT_OBJECT_DIRECTORY", &snap.objects)
+            .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", &snap.alternates)
+            .args(["ls-tree", "-r", "--full-tree", "--name-only", &snap.tree])
+            .current_dir(&ws)
+            .output()
+            .unwrap();
+        let listed = String::from_utf8(listed.stdout).unwrap();
+        assert_eq!(listed, "tracked.txt\nuntracked.txt\n");
+    }
+
+    #[test]
+    fn a_command_is_pending_before_it_runs_and_its_changes_are_checkpointed() {
+        let (dir, ws) = repo();
+        let store = Store::open(dir.path().join("store").join("latch.db")).unwrap();
+        let model = ModelProfile::with_defaults("openai", "m");
+        let session = store
+            .create_session(ws.to_str().unwrap(), None, &model)
+            .unwrap()
+            .id;
+        let user = store.append(&session, EventKind::user_text("go")).unwrap();
+        let (pending_seen, receipt) =
+            run_possible_mutation(&store, &session, "shell", Some("edit".into()), &ws, || {
+                let pending = store
+                    .with_kernel(&session, |k| k.unfinished().clone())
+                    .unwrap();
+                std::fs::write(ws.join("tracked.txt"), "tracked v2\n").unwrap();
+                std::fs::remove_file(ws.join("untracked.txt")).unwrap();
+                std::fs::write(ws.join("new.txt"), "new\n").unwrap();
+                pending.pending_mutations
+            })
+            .unwrap();
+        assert_eq!(pending_seen.len(), 1, "committed before the command ran");
+        assert!(pending_seen[0].snapshot.is_some());
+        assert!(
+            store
+                .with_kernel(&session, |k| k.unfinished().pending_mutations.is_empty())
+                .unwrap(),
+            "the mutation settles it"
+        );
+        assert_eq!(receipt.generation, 1);
+        let events = store.all_events(&session).unwrap();
+        let checkpoints: Vec<(String, Option<Vec<u8>>, LeftBehind)> = events
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::Checkpoint {
+                    path,
+                    before,
+                    after: Some(after),
+                } => Some((
+                    path.clone(),
+                    before
+                        .as_ref()
+                        .map(|h| store.artifact_bytes(h).unwrap().unwrap()),
+                    after.clone(),
+                )),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            checkpoints,
+            [
+                (
+                    "new.txt".into(),
+                    None,
+                    LeftBehind::Written(crate::sha256_hex(b"new\n"))
+                ),
+                (
+                    "tracked.txt".into(),
+                    Some(b"tracked v1\n".to_vec()),
+                    LeftBehind::Written(crate::sha256_hex(b"tracked v2\n"))
+                ),
+                (
+                    "untracked.txt".into(),
+                    Some(b"untracked v1\n".to_vec()),
+                    LeftBehind::Removed
+                ),
+            ]
+        );
+
+        // A later change by hand is a conflict; the rest goes back.
+        std::fs::write(ws.join("new.txt"), "by hand\n").unwrap();
+        let plan = plan_rewind(&store, &session, &ws, user).unwrap();
+        assert_eq!(plan.conflicts, ["new.txt"]);
+        let paths: Vec<(&str, bool)> = plan
+            .actions
+            .iter()
+            .map(|(p, a)| (p.as_str(), matches!(a, FileAction::Restore(_))))
+            .collect();
+        assert_eq!(paths, [("tracked.txt", true), ("untracked.txt", true)]);
+
+        // Nothing changed: no checkpoint, and the generation stays.
+        let (_, receipt) =
+            run_possible_mutation(&store, &session, "shell", Some("ls".into()), &ws, || ())
+                .unwrap();
+        assert_eq!(receipt.generation, 1);
+        assert_eq!(store.all_events(&session).unwrap().len(), events.len() + 2);
     }
 }
