@@ -135,7 +135,11 @@ pub fn settle_pending_mutations(
             && let Some(now) = Snapshot::take(workspace, &dir, &store_files(store))
         {
             let changed = earlier.changed_since(&now);
-            record_command_checkpoints(store, session, workspace, &earlier, &changed, &|_| false)?;
+            // A path the tree holds as something else than a regular file
+            // (a link) existed; one it does not hold was new.
+            record_command_checkpoints(store, session, workspace, &earlier, &changed, &|p| {
+                earlier.holds(p)
+            })?;
         }
         seqs.push(store.append(
             session,

@@ -246,6 +246,16 @@ impl Snapshot {
         found
     }
 
+    /// Whether the snapshot holds anything at `path` (a file, a symbolic
+    /// link, a submodule).
+    pub fn holds(&self, path: &str) -> bool {
+        self.git()
+            .args(["cat-file", "-e"])
+            .arg(format!("{}:{path}", self.tree))
+            .status()
+            .is_ok_and(|s| s.success())
+    }
+
     /// The bytes of a blob of the snapshot.
     pub fn blob(&self, oid: &str) -> Option<Vec<u8>> {
         let out = self.git().args(["cat-file", "blob", oid]).output().ok()?;
@@ -480,5 +490,71 @@ mod tests {
                 .unwrap();
         assert_eq!(receipt.generation, 1);
         assert_eq!(store.all_events(&session).unwrap().len(), events.len() + 2);
+    }
+
+    #[test]
+    fn a_pending_mutation_left_by_a_killed_command_is_settled_and_checkpointed() {
+        let (dir, ws) = repo();
+        let store_dir = dir.path().join("store");
+        let store = Store::open(store_dir.join("latch.db")).unwrap();
+        let model = ModelProfile::with_defaults("openai", "m");
+        let session = store
+            .create_session(ws.to_str().unwrap(), None, &model)
+            .unwrap()
+            .id;
+        // What run_possible_mutation commits before the command; the
+        // process then dies mid-command.
+        let snap = Snapshot::take(&ws, &store_dir, &[]).unwrap();
+        store
+            .append(
+                &session,
+                EventKind::MutationPending {
+                    source: "shell".into(),
+                    command: Some("sed -i s/v1/v2/ tracked.txt; touch new.txt".into()),
+                    snapshot: Some(snap.tree.clone()),
+                },
+            )
+            .unwrap();
+        std::fs::write(ws.join("tracked.txt"), "tracked v2\n").unwrap();
+        std::fs::write(ws.join("new.txt"), "").unwrap();
+        assert_eq!(store.generation_of(&session).unwrap(), 0);
+
+        let seqs = crate::ops::settle_pending_mutations(&store, &session, &ws).unwrap();
+        assert_eq!(seqs.len(), 1);
+        assert_eq!(
+            store.generation_of(&session).unwrap(),
+            1,
+            "evidence goes stale"
+        );
+        assert!(
+            store
+                .with_kernel(&session, |k| k.unfinished().pending_mutations.is_empty())
+                .unwrap()
+        );
+        let checkpoints: Vec<(String, Option<String>)> = store
+            .all_events(&session)
+            .unwrap()
+            .into_iter()
+            .filter_map(|e| match e.kind {
+                EventKind::Checkpoint { path, before, .. } => Some((path, before)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            checkpoints,
+            [
+                ("new.txt".to_string(), None),
+                (
+                    "tracked.txt".to_string(),
+                    Some(crate::sha256_hex(b"tracked v1\n"))
+                ),
+            ]
+        );
+        assert!(
+            crate::ops::settle_pending_mutations(&store, &session, &ws)
+                .unwrap()
+                .is_empty(),
+            "settled once"
+        );
     }
 }
