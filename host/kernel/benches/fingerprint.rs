@@ -1,9 +1,14 @@
 //! The workspace fingerprint at 10k files against `git status` on the same
 //! repository: a warm fingerprint (hashes cached, nothing moved) and one
-//! before/after comparison, each printed as a ratio to `git status`.
+//! before/after comparison, each printed as a ratio to `git status`; and the
+//! snapshot a possible mutation takes before its command (so its changes
+//! can be checkpointed): warm (Latch's index current), and the whole
+//! bookkeeping of a command that changes nothing (fingerprint, snapshot,
+//! fingerprint), also as ratios to `git status`.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use latch_kernel::fingerprint::Fingerprint;
+use latch_kernel::snapshot::Snapshot;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -50,6 +55,20 @@ fn repo() -> tempfile::TempDir {
     dir
 }
 
+/// Bytes of the files under `dir`.
+fn du(dir: &Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        total += if p.is_dir() {
+            du(&p)
+        } else {
+            e.metadata().map_or(0, |m| m.len())
+        };
+    }
+    total
+}
+
 fn mean(mut f: impl FnMut(), n: u32) -> Duration {
     let start = Instant::now();
     for _ in 0..n {
@@ -73,6 +92,17 @@ fn bench(c: &mut Criterion) {
         let mut after = Fingerprint::take(ws).unwrap();
         assert!(before.changed_paths(&mut after).is_empty());
     };
+    let store = tempfile::tempdir().unwrap();
+    let snapshot = || drop(Snapshot::take(ws, store.path(), &[]).unwrap());
+    let cold_start = Instant::now();
+    snapshot();
+    let cold = cold_start.elapsed();
+    let command = || {
+        let mut before = Fingerprint::take(ws).unwrap();
+        drop(Snapshot::take(ws, store.path(), &[]).unwrap());
+        let mut after = Fingerprint::take(ws).unwrap();
+        assert!(before.changed_paths(&mut after).is_empty());
+    };
     let mut g = c.benchmark_group("fingerprint_10k");
     g.sample_size(20);
     g.bench_function("git_status", |b| b.iter(status));
@@ -80,6 +110,8 @@ fn bench(c: &mut Criterion) {
         b.iter(|| Fingerprint::take(ws).unwrap())
     });
     g.bench_function("before_after", |b| b.iter(compare));
+    g.bench_function("snapshot_warm", |b| b.iter(snapshot));
+    g.bench_function("command_bookkeeping", |b| b.iter(command));
     g.finish();
     let s = mean(status, 10);
     let f = mean(|| drop(Fingerprint::take(ws).unwrap()), 10);
@@ -89,6 +121,20 @@ fn bench(c: &mut Criterion) {
          before+after {ba:?} ({:.2}x git status)",
         f.as_secs_f64() / s.as_secs_f64(),
         ba.as_secs_f64() / s.as_secs_f64()
+    );
+    let sw = mean(snapshot, 10);
+    let cb = mean(command, 10);
+    println!(
+        "10k files: snapshot first {cold:?} ({:.2}x git status), warm {sw:?} ({:.2}x git status); \
+         a command's bookkeeping (fingerprint, snapshot, fingerprint) {cb:?} ({:.2}x git status)",
+        cold.as_secs_f64() / s.as_secs_f64(),
+        sw.as_secs_f64() / s.as_secs_f64(),
+        cb.as_secs_f64() / s.as_secs_f64()
+    );
+    println!(
+        "10k committed files: the snapshot directory holds {} bytes (its index and trees; \
+         the blobs are the repository's)",
+        du(store.path())
     );
 }
 

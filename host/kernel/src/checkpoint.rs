@@ -3,6 +3,13 @@
 //! plans and applies the return of the files to their state before one of
 //! the user's messages.
 //!
+//! A command that may write (`shell`, `validate`, an MCP tool) in a git work
+//! tree is checkpointed too: its workspace was snapshotted just before it
+//! ran ([`crate::snapshot`]), and for each file the fingerprint found
+//! changed, added or removed, [`record_command_checkpoints`] records the
+//! bytes from the snapshot (or that the file did not exist) and what the
+//! command left there.
+//!
 //! A rewind is a new durable event, never a deletion: it commits a
 //! [`EventKind::Mutation`] (the workspace generation advances, so evidence
 //! recorded earlier goes stale), records a checkpoint of each file it
@@ -11,8 +18,9 @@
 //! not what Latch last knew (changed outside Latch) is a conflict: it is
 //! reported and left alone.
 
-use crate::event::{EventKind, sha256_hex};
+use crate::event::{EventKind, LeftBehind, sha256_hex};
 use crate::ops::commit_mutation;
+use crate::snapshot::Snapshot;
 use crate::store::{Store, StoreError};
 use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
@@ -72,8 +80,83 @@ pub fn record_checkpoint(
         EventKind::Checkpoint {
             path: path.to_string(),
             before,
+            after: None,
         },
     )
+}
+
+/// Most files one command's checkpoints cover; past it, the rest (in path
+/// order) cannot be rewound.
+pub const COMMAND_CHECKPOINT_MAX_FILES: usize = 1_000;
+
+/// Largest file a command's checkpoint keeps (its bytes before the
+/// command); a larger one cannot be rewound.
+pub const COMMAND_CHECKPOINT_MAX_BYTES: u64 = 32 * 1024 * 1024;
+
+/// Checkpoint what a command changed: for each of `changed` (workspace
+/// paths, sorted), its bytes in `snapshot` (taken just before the command),
+/// or that it did not exist, and what the command left. A path the snapshot
+/// does not hold counts as new only when `existed` says it was not there
+/// before (otherwise it was something the snapshot skips: a symbolic link,
+/// an unreadable file). Returns how many checkpoints were recorded.
+pub fn record_command_checkpoints(
+    store: &Store,
+    session: &str,
+    workspace: &Path,
+    snapshot: &Snapshot,
+    changed: &[String],
+    existed: &dyn Fn(&str) -> bool,
+) -> Result<usize, StoreError> {
+    let changed: Vec<String> = changed
+        .iter()
+        .filter(|p| !p.ends_with('/') && resolve(workspace, p).is_ok())
+        .take(COMMAND_CHECKPOINT_MAX_FILES)
+        .cloned()
+        .collect();
+    let entries = snapshot.entries(&changed);
+    let mut events = Vec::new();
+    for path in changed {
+        let before = match entries.get(&path) {
+            Some(e) if e.size > COMMAND_CHECKPOINT_MAX_BYTES => continue,
+            Some(e) => match snapshot.blob(&e.oid) {
+                Some(bytes) => Some(
+                    store
+                        .put_artifact(&bytes, Some("application/octet-stream"))?
+                        .sha256,
+                ),
+                None => continue,
+            },
+            None if existed(&path) => continue,
+            None => None,
+        };
+        let abs = workspace.join(&path);
+        let after = match std::fs::symlink_metadata(&abs) {
+            Ok(m) if m.is_file() => match std::fs::read(&abs) {
+                Ok(bytes) => LeftBehind::Written(sha256_hex(&bytes)),
+                Err(_) => continue,
+            },
+            // Something Latch would not write back over (a link, a directory).
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => LeftBehind::Removed,
+            Err(_) => continue,
+        };
+        // A file rewritten with the bytes it had is no change.
+        if let (Some(b), LeftBehind::Written(a)) = (&before, &after)
+            && a == b
+        {
+            continue;
+        }
+        events.push(EventKind::Checkpoint {
+            path,
+            before,
+            after: Some(after),
+        });
+    }
+    let n = events.len();
+    if n > 0 {
+        store.append_batch(session, events)?;
+    }
+    Ok(n)
 }
 
 /// One of the user's messages, a point a rewind can go back before.
@@ -159,6 +242,17 @@ fn known_files(events: &[crate::event::StoredEvent]) -> Known {
             EventKind::FileObserved { path, sha256, .. } => {
                 known.insert(path.clone(), Some(sha256.clone()));
             }
+            EventKind::Checkpoint {
+                path,
+                after: Some(after),
+                ..
+            } => {
+                let state = match after {
+                    LeftBehind::Written(h) => Some(Some(h.clone())),
+                    LeftBehind::Removed => None,
+                };
+                known.insert(path.clone(), state);
+            }
             EventKind::Rewound { removed, .. } => {
                 for p in removed {
                     known.insert(p.clone(), None);
@@ -188,7 +282,7 @@ pub fn plan_rewind(
     // The first checkpoint of a file after the message holds its bytes then.
     let mut first: BTreeMap<String, Option<String>> = BTreeMap::new();
     for e in events.iter().filter(|e| e.seq > to_seq) {
-        if let EventKind::Checkpoint { path, before } = &e.kind {
+        if let EventKind::Checkpoint { path, before, .. } = &e.kind {
             first.entry(path.clone()).or_insert_with(|| before.clone());
         }
     }

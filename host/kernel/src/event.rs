@@ -251,6 +251,26 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         unchanged: bool,
     },
+    /// A command that may write the workspace is about to run in a git work
+    /// tree (see [`crate::ops::run_possible_mutation`]). Committed **before**
+    /// the command; the [`EventKind::Mutation`] of the same source and
+    /// command committed after it settles it. One left unsettled (the
+    /// process died mid-command) is settled on resume by a
+    /// generation-advancing mutation: what the command changed is unknown.
+    /// Hidden from engines.
+    MutationPending {
+        /// The tool (or MCP server/tool) that may mutate.
+        source: String,
+        /// The command, for shell and validation commands.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        command: Option<String>,
+        /// The git tree of the workspace's content just before the command
+        /// (objects in Latch's own snapshot directory, see
+        /// [`crate::snapshot`]), so a resume can checkpoint what the killed
+        /// command changed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        snapshot: Option<String>,
+    },
     /// What a Latch write replaced: the file's bytes just before the write,
     /// kept as an artifact so [`crate::checkpoint`] can restore them. Hidden
     /// from engines.
@@ -261,6 +281,13 @@ pub enum EventKind {
         /// the file did not exist.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         before: Option<String>,
+        /// For a checkpoint recorded after a command changed the file (a
+        /// shell command, seen by the workspace fingerprint): what the
+        /// command left there, so a rewind can tell a later change made
+        /// outside Latch. Absent for Latch's own writes, which observe the
+        /// file they wrote.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        after: Option<LeftBehind>,
     },
     /// `rewind`: files restored to their state before the user message
     /// `to_seq`. Preceded by the [`EventKind::Mutation`] that advances the
@@ -583,6 +610,16 @@ pub enum EventKind {
     SessionProfile(crate::profile::SessionProfile),
 }
 
+/// What a command left at a checkpointed path (see [`EventKind::Checkpoint`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LeftBehind {
+    /// The file's bytes after the command, by SHA-256.
+    Written(String),
+    /// The command removed the file.
+    Removed,
+}
+
 /// Opaque provider state as stored (see [`EventKind::ProviderState`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpaqueState {
@@ -657,6 +694,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "hook_ran",
     "checkpoint",
     "rewound",
+    "mutation_pending",
 ];
 
 /// The kinds hidden from engines, from recent context, from recall and from
@@ -678,6 +716,7 @@ pub const ENGINE_HIDDEN_KINDS: &[&str] = &[
     "session_profile",
     "hook_ran",
     "checkpoint",
+    "mutation_pending",
 ];
 
 /// Why a stored event could not be decoded.
@@ -729,6 +768,7 @@ impl EventKind {
             EventKind::ManualCompact => "manual_compact",
             EventKind::StateUpdate(_) => "state_update",
             EventKind::Mutation { .. } => "mutation",
+            EventKind::MutationPending { .. } => "mutation_pending",
             EventKind::FileObserved { .. } => "file_observed",
             EventKind::Checkpoint { .. } => "checkpoint",
             EventKind::Rewound { .. } => "rewound",
@@ -904,7 +944,17 @@ impl EventKind {
                 };
                 note(KernelNoteKind::Other, summary, vec![path.clone()])
             }
-            EventKind::Checkpoint { path, before } => note(
+            EventKind::MutationPending {
+                source, command, ..
+            } => note(
+                KernelNoteKind::Mutation,
+                match command {
+                    Some(c) => format!("{source} is about to run (may write): {c}"),
+                    None => format!("{source} is about to run (may write)"),
+                },
+                vec![],
+            ),
+            EventKind::Checkpoint { path, before, .. } => note(
                 KernelNoteKind::Other,
                 match before {
                     Some(h) => format!("checkpoint of {path} (artifact {})", short(h)),

@@ -98,6 +98,11 @@ impl Fingerprint {
         self.files.len()
     }
 
+    /// Whether the fingerprint covers the workspace path `rel`.
+    pub fn contains(&self, rel: &str) -> bool {
+        self.files.contains_key(rel)
+    }
+
     /// True when it covers no file.
     pub fn is_empty(&self) -> bool {
         self.files.is_empty()

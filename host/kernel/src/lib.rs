@@ -32,6 +32,7 @@ pub mod group;
 pub mod ops;
 pub mod permission;
 pub mod profile;
+pub mod snapshot;
 pub mod state;
 pub mod store;
 pub mod view;
@@ -43,24 +44,24 @@ pub use bounds::{
 };
 pub use checkpoint::{
     FileAction, RewindError, RewindPlan, RewindPoint, apply_rewind, plan_rewind, record_checkpoint,
-    rewind_points, rewound_summary,
+    record_command_checkpoints, rewind_points, rewound_summary,
 };
 pub use event::{
-    CertificationOutcome, ENGINE_HIDDEN_KINDS, EventDecodeError, EventKind, OpaqueBlock,
-    OpaqueState, Outcome, ProviderCallId, StateOp, StoredEvent, sha256_hex,
+    CertificationOutcome, ENGINE_HIDDEN_KINDS, EventDecodeError, EventKind, LeftBehind,
+    OpaqueBlock, OpaqueState, Outcome, ProviderCallId, StateOp, StoredEvent, sha256_hex,
 };
 pub use group::{GroupEvent, GroupPort, GroupState};
 pub use ops::{
     GuardError, MutationReceipt, attempt_certification, check_guarded_write, commit_mutation,
-    record_validation, run_possible_mutation,
+    record_validation, run_possible_mutation, settle_pending_mutations,
 };
 pub use permission::{
     DecidedBy, GrantScope, McpToolCall, PermissionKind, PermissionLog, PermissionRequest,
 };
 pub use profile::{ProfileChange, SessionProfile};
 pub use state::{
-    Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, REFUSALS_IN_A_ROW,
-    RegroundDue, Unfinished, operation_of,
+    Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, PendingMutation,
+    REFUSALS_IN_A_ROW, RegroundDue, Unfinished, operation_of,
 };
 pub use store::{
     LeaseError, LeaseHolder, SearchRow, SessionLease, SessionRecord, Store, StoreError,

@@ -17,9 +17,12 @@
 //!   [`attempt_certification`].
 
 use crate::bounds::bound_tool_output;
+use crate::checkpoint::record_command_checkpoints;
 use crate::event::{CertificationOutcome, EventKind, Outcome};
+use crate::snapshot::Snapshot;
 use crate::state::{Certification, GuardVerdict};
 use crate::store::{Result, Store, StoreError};
+use std::path::{Path, PathBuf};
 
 /// What [`commit_mutation`] committed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,10 +37,16 @@ pub struct MutationReceipt {
 /// `workspace`, and record its possible mutation.
 ///
 /// In a git work tree the workspace is fingerprinted (see
-/// [`crate::fingerprint`]) before and after; the mutation is committed after
-/// the command, marked `unchanged` when no file git tracks or would track
-/// changed, so the generation advances only for a real change. Elsewhere the
-/// mutation is committed **before** the command and always advances.
+/// [`crate::fingerprint`]) and snapshotted (see [`crate::snapshot`]) before
+/// the command, and an [`EventKind::MutationPending`] naming the snapshot is
+/// committed **before** it runs, so a process killed mid-command leaves the
+/// record (a resume settles it with a generation-advancing mutation, see
+/// [`settle_pending_mutations`]). After the command, each file the
+/// fingerprint found changed, added or removed is checkpointed from the
+/// snapshot, and the mutation is committed, marked `unchanged` when no file
+/// git tracks or would track changed, so the generation advances only for a
+/// real change. Elsewhere the mutation is committed before the command and
+/// always advances.
 pub fn run_possible_mutation<T>(
     store: &Store,
     session: &str,
@@ -50,11 +59,24 @@ pub fn run_possible_mutation<T>(
         let receipt = commit_mutation(store, session, source, Vec::new(), command)?;
         return Ok((run(), receipt));
     };
+    let snapshot = Snapshot::take(workspace, &store_dir(store), &store_files(store));
+    store.append(
+        session,
+        EventKind::MutationPending {
+            source: source.to_string(),
+            command: command.clone(),
+            snapshot: snapshot.as_ref().map(|s| s.tree.clone()),
+        },
+    )?;
     let out = run();
-    let unchanged = match crate::fingerprint::Fingerprint::take(workspace) {
-        Some(mut after) => before.changed_paths(&mut after).is_empty(),
-        None => false,
-    };
+    let changed = crate::fingerprint::Fingerprint::take(workspace)
+        .map(|mut after| before.changed_paths(&mut after));
+    if let (Some(snapshot), Some(changed)) = (&snapshot, &changed) {
+        record_command_checkpoints(store, session, workspace, snapshot, changed, &|p| {
+            before.contains(p)
+        })?;
+    }
+    let unchanged = changed.is_some_and(|c| c.is_empty());
     let seq = store.append(
         session,
         EventKind::Mutation {
@@ -66,6 +88,70 @@ pub fn run_possible_mutation<T>(
     )?;
     let generation = store.generation_of(session)?;
     Ok((out, MutationReceipt { seq, generation }))
+}
+
+/// The directory of `store`'s database (where its snapshots live).
+fn store_dir(store: &Store) -> PathBuf {
+    store
+        .path()
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+/// The store's own files, never snapshotted.
+fn store_files(store: &Store) -> Vec<PathBuf> {
+    let db = store.path();
+    let mut files = vec![db.to_path_buf()];
+    for suffix in ["-wal", "-shm", "-journal"] {
+        let mut name = db.as_os_str().to_owned();
+        name.push(suffix);
+        files.push(PathBuf::from(name));
+    }
+    files
+}
+
+/// Settle the possible mutations of `session` whose command never finished
+/// (the process died while it ran): each gets a generation-advancing
+/// [`EventKind::Mutation`], since what the command changed is unknown, so
+/// evidence recorded before goes stale. Where the command's snapshot is
+/// known and the workspace is a git work tree, the files that differ from
+/// it now are checkpointed first, so a rewind can restore them. Returns the
+/// sequence numbers appended.
+pub fn settle_pending_mutations(
+    store: &Store,
+    session: &str,
+    workspace: &Path,
+) -> Result<Vec<u64>> {
+    let pending = store.with_kernel(session, |k| k.unfinished().pending_mutations.clone())?;
+    let mut seqs = Vec::new();
+    for p in pending {
+        let dir = store_dir(store);
+        let earlier = p
+            .snapshot
+            .as_deref()
+            .and_then(|tree| Snapshot::open(workspace, &dir, tree));
+        if let Some(earlier) = earlier
+            && let Some(now) = Snapshot::take(workspace, &dir, &store_files(store))
+        {
+            let changed = earlier.changed_since(&now);
+            // A path the tree holds as something else than a regular file
+            // (a link) existed; one it does not hold was new.
+            record_command_checkpoints(store, session, workspace, &earlier, &changed, &|p| {
+                earlier.holds(p)
+            })?;
+        }
+        seqs.push(store.append(
+            session,
+            EventKind::Mutation {
+                source: p.source,
+                paths: Vec::new(),
+                command: p.command,
+                unchanged: false,
+            },
+        )?);
+    }
+    Ok(seqs)
 }
 
 /// Why a guarded write was refused.

@@ -230,3 +230,149 @@ fn crash_trials_five() {
 fn crash_trials_fifty() {
     crash_trials(50, 0x5EED_0050);
 }
+
+/// `git` in `dir` with a fixed identity; panics on failure.
+fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// The pin of "a mutation is committed before it executes" for commands in a
+/// git work tree: `latch run` proves a requirement, then runs a `shell`
+/// command that edits a tracked file and sleeps; it is SIGKILLed while the
+/// command runs. The pending mutation was committed before the command, so
+/// the resume settles it with a generation-advancing mutation (what the
+/// killed command changed is unknown): the evidence proven before is stale
+/// and `complete` is refused naming the requirement; the edit the command
+/// made is checkpointed from the snapshot taken before it; the resumed log
+/// is protocol-safe and leaves nothing open.
+#[test]
+fn a_run_killed_mid_command_leaves_earlier_evidence_stale() {
+    let rt = runtime();
+    let req = "smoke passes";
+    let server = rt
+        .block_on(FakeServer::start(Script::new([
+            ScriptedTurn::tool_call(
+                "require_validation",
+                format!(r#"{{"requirement":"{req}"}}"#),
+            ),
+            ScriptedTurn::tool_call(
+                "validate",
+                format!(r#"{{"requirement":"{req}","command":"sh smoke.sh"}}"#),
+            ),
+            ScriptedTurn::tool_call(
+                "shell",
+                r#"{"command":"echo '# touched' >> src/math.sh; sleep 20"}"#,
+            ),
+            // After the resume.
+            ScriptedTurn::tool_call("complete", r#"{"summary":"smoke passes"}"#),
+            ScriptedTurn::text("Not certified yet."),
+        ])))
+        .unwrap();
+    let ws = project();
+    let original = std::fs::read(ws.path().join("src/math.sh")).unwrap();
+    std::fs::write(ws.path().join("smoke.sh"), "exit 0\n").unwrap();
+    std::fs::write(ws.path().join(".gitignore"), ".test-home/\n").unwrap();
+    git(ws.path(), &["init", "-q"]);
+    git(ws.path(), &["add", "-A"]);
+    git(ws.path(), &["commit", "-qm", "start"]);
+
+    let mut run = latch(ws.path())
+        .args(at(&server))
+        .args(["run", "prove smoke, then touch math"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the command runs: its pending mutation is committed and
+    // its edit is on disk.
+    let db = latch_kernel::default_store_path(ws.path());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let session = loop {
+        assert!(Instant::now() < deadline, "the shell command never started");
+        let touched = std::fs::read_to_string(ws.path().join("src/math.sh"))
+            .unwrap()
+            .contains("# touched");
+        if touched && let Ok(store) = Store::open_existing(&db) {
+            let key = ws.path().canonicalize().unwrap().display().to_string();
+            if let Some(s) = store.list_sessions(&key).unwrap().into_iter().next()
+                && store.all_events(&s.id).unwrap().iter().any(|e| {
+                    matches!(&e.kind, EventKind::MutationPending { source, .. } if source == "shell")
+                })
+            {
+                break s;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    run.kill().unwrap(); // SIGKILL, mid-command
+    run.wait().unwrap();
+
+    let store = Store::open(&db).unwrap();
+    let generation = store.generation_of(&session.id).unwrap();
+    assert_eq!(
+        store.certification(&session.id).unwrap().blockers,
+        Vec::<String>::new(),
+        "before the resume the proof still looks fresh"
+    );
+    drop(store);
+
+    let mut resume = latch(ws.path());
+    resume.args(at(&server));
+    let out = resume_last(resume, b"finish\n/exit\n");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "resume failed: {stderr}");
+    assert_eq!(
+        server.requests().len(),
+        server.served().len(),
+        "the server refused a request after the resume: {:?}",
+        server.requests().last().map(|r| &r.body)
+    );
+
+    let store = Store::open(&db).unwrap();
+    assert!(store.generation_of(&session.id).unwrap() > generation);
+    let events = store.all_events(&session.id).unwrap();
+    let refusal = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::ToolResult(r) if r.name == "complete" => Some(r.content.clone()),
+            _ => None,
+        })
+        .expect("complete ran after the resume");
+    assert!(
+        refusal.contains(&format!("stale: {req}")),
+        "complete was not refused for the stale proof: {refusal}"
+    );
+    let pending = events
+        .iter()
+        .position(
+            |e| matches!(&e.kind, EventKind::MutationPending { source, .. } if source == "shell"),
+        )
+        .unwrap();
+    assert!(
+        events[pending..].iter().any(|e| matches!(
+            &e.kind,
+            EventKind::Mutation { source, unchanged: false, .. } if source == "shell"
+        )),
+        "the pending mutation was settled as a change"
+    );
+    // What the killed command replaced is checkpointed from its snapshot.
+    let before = events
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::Checkpoint { path, before, .. } if path == "src/math.sh" => before.clone(),
+            _ => None,
+        })
+        .expect("the killed command's edit is checkpointed");
+    assert_eq!(store.artifact_bytes(&before).unwrap().unwrap(), original);
+    assert_eq!(
+        store.kernel(&session.id).unwrap().unfinished(),
+        &Unfinished::default(),
+        "no open run, unanswered call or pending mutation is left"
+    );
+}

@@ -291,3 +291,97 @@ fn slash_rewind_in_the_terminal_ui() {
     tmux.keys("rw", &["Escape"]);
     tmux.wait_for("rw", &["the user rewound the files"]);
 }
+
+/// `git` in `dir` with a fixed identity; panics on failure.
+fn git(dir: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
+
+/// Changes a `shell` command makes in a git work tree are checkpointed from
+/// the snapshot taken before it ran: `latch rewind` lists them, and `--to`
+/// puts the tracked file's old bytes back and removes the file the command
+/// created; the user's repository (index, objects) is not written.
+#[test]
+fn rewind_restores_what_a_shell_command_changed() {
+    let rt = runtime();
+    let server = rt
+        .block_on(FakeServer::start(Script::new([
+            ScriptedTurn::tool_call(
+                "shell",
+                r#"{"command":"printf 'rewritten\\n' > src/math.sh; printf 'made\\n' > made.txt; rm test.sh"}"#,
+            ),
+            ScriptedTurn::text("Changed by shell."),
+        ])))
+        .unwrap();
+    let ws = project();
+    let math = read(ws.path(), "src/math.sh").unwrap();
+    let test_sh = read(ws.path(), "test.sh").unwrap();
+    std::fs::write(ws.path().join(".gitignore"), ".test-home/\n").unwrap();
+    git(ws.path(), &["init", "-q"]);
+    git(ws.path(), &["add", "-A"]);
+    git(ws.path(), &["commit", "-qm", "start"]);
+    let objects = |ws: &Path| {
+        walk(&ws.join(".git/objects"))
+            .into_iter()
+            .filter(|p| p.is_file())
+            .count()
+    };
+    let (index, object_count) = (
+        std::fs::read(ws.path().join(".git/index")).unwrap(),
+        objects(ws.path()),
+    );
+
+    let out = latch(ws.path())
+        .args(at(&server))
+        .args(["run", "rewrite math with shell"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(read(ws.path(), "made.txt").as_deref(), Some("made\n"));
+    let session = latest(ws.path());
+    let seqs = user_seqs(ws.path(), &session.id);
+
+    let out = latch(ws.path()).arg("rewind").output().unwrap();
+    let listed = text(&out);
+    assert!(
+        listed.contains("3 files: made.txt, src/math.sh, test.sh"),
+        "{listed}"
+    );
+    let out = latch(ws.path())
+        .args(["rewind", &session.id, "--to", &seqs[0].to_string()])
+        .output()
+        .unwrap();
+    let done = text(&out);
+    assert!(out.status.success(), "{done}");
+    assert!(
+        done.contains("restored src/math.sh")
+            && done.contains("restored test.sh")
+            && done.contains("removed  made.txt"),
+        "{done}"
+    );
+    assert_eq!(read(ws.path(), "src/math.sh"), Some(math));
+    assert_eq!(read(ws.path(), "test.sh"), Some(test_sh));
+    assert_eq!(read(ws.path(), "made.txt"), None);
+    // The snapshot wrote nothing into the user's repository.
+    assert_eq!(std::fs::read(ws.path().join(".git/index")).unwrap(), index);
+    assert_eq!(objects(ws.path()), object_count);
+}
+
+/// Every path under `dir`, recursively.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        }
+        out.push(p);
+    }
+    out
+}

@@ -57,6 +57,8 @@ pub const SENT_AS_STORED: &[&str] = &[
     "checkpoint",
     // The user message rewound before and the files restored or removed.
     "rewound",
+    // The source and command about to run, and a git tree id: like `mutation`.
+    "mutation_pending",
 ];
 
 /// The kinds the web sends without their data: only that they happened.

@@ -21,7 +21,7 @@ pub use evidence::Certification;
 pub use failures::normalize_error;
 pub use files::{FileKnowledge, GuardVerdict};
 pub use reground::{REFUSALS_IN_A_ROW, RegroundDue};
-pub use turns::{OpenCall, Unfinished, operation_of};
+pub use turns::{OpenCall, PendingMutation, Unfinished, operation_of};
 
 use crate::event::{CertificationOutcome, EventKind, Outcome, StateOp, StoredEvent};
 use call_ids::CallIds;
@@ -144,7 +144,28 @@ impl KernelState {
         }
         changed |= match &event.kind {
             EventKind::StateUpdate(op) => self.task.apply(op, seq),
-            EventKind::Mutation { paths, .. } => self.files.written(paths, seq),
+            EventKind::Mutation {
+                paths,
+                source,
+                command,
+                ..
+            } => {
+                self.turns.mutation(source, command.as_deref());
+                self.files.written(paths, seq)
+            }
+            EventKind::MutationPending {
+                source,
+                command,
+                snapshot,
+            } => {
+                self.turns.mutation_pending(turns::PendingMutation {
+                    seq,
+                    source: source.clone(),
+                    command: command.clone(),
+                    snapshot: snapshot.clone(),
+                });
+                false
+            }
             EventKind::FileObserved { path, sha256, size } => {
                 self.files.observed(path, sha256.as_deref(), *size, seq)
             }

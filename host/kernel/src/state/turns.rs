@@ -23,6 +23,22 @@ pub struct Unfinished {
     pub open_run: bool,
     /// Calls of the latest assistant message without a result, in call order.
     pub open_calls: Vec<OpenCall>,
+    /// Possible mutations committed as pending (their command was about to
+    /// run) and never settled by their mutation, oldest first.
+    pub pending_mutations: Vec<PendingMutation>,
+}
+
+/// A [`crate::EventKind::MutationPending`] not yet settled.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingMutation {
+    /// Its sequence number.
+    pub seq: u64,
+    /// The tool that was about to run.
+    pub source: String,
+    /// Its command.
+    pub command: Option<String>,
+    /// The workspace's snapshot tree just before the command.
+    pub snapshot: Option<String>,
 }
 
 /// Most characters of an operation's target kept in its key.
@@ -91,6 +107,24 @@ impl TurnState {
     pub(crate) fn result(&mut self, call_id: &str) -> Option<String> {
         let at = self.open.open_calls.iter().position(|c| c.id == call_id)?;
         Some(self.open.open_calls.remove(at).operation)
+    }
+
+    /// A possible mutation is about to run.
+    pub(crate) fn mutation_pending(&mut self, pending: PendingMutation) {
+        self.open.pending_mutations.push(pending);
+    }
+
+    /// A mutation: it settles the oldest pending one of the same source and
+    /// command.
+    pub(crate) fn mutation(&mut self, source: &str, command: Option<&str>) {
+        if let Some(at) = self
+            .open
+            .pending_mutations
+            .iter()
+            .position(|p| p.source == source && p.command.as_deref() == command)
+        {
+            self.open.pending_mutations.remove(at);
+        }
     }
 
     /// New user input: calls left unanswered before it are no longer open.
