@@ -150,6 +150,8 @@ pub fn router(backend: Arc<dyn Backend>, config: WebConfig) -> Router {
     Router::new()
         .route("/", get(page::index))
         .route("/app.js", get(page::script))
+        .route("/attach.js", get(page::attach_script))
+        .route("/rewind.js", get(page::rewind_script))
         .route("/app.css", get(page::style))
         .route("/favicon.svg", get(page::icon))
         .nest("/api", api)
