@@ -12,6 +12,10 @@
 //!   Latch, and confirming puts the first file's bytes back on disk,
 //!   leaves the other alone and shows the `rewound` note; the sidebar's
 //!   cost is the configured prices applied to the reported usage.
+//!
+//! Pasting an image into the message and dropping one on the composer
+//! attach it as the Image control does. Screenshots: `target/web-image.png`,
+//! `target/web-rewind.png`.
 
 use super::browser::{browser, driver, until};
 use super::{Served, project, runtime, serve};
@@ -152,6 +156,7 @@ fn the_page_uploads_an_image_rewinds_files_and_shows_the_cost() {
         until(&c, "the answer", &format!("{TRANSCRIPT}.includes('A red square.')")).await;
         until(&c, "the chips cleared", "document.getElementById('attachments').children.length === 0").await;
         until(&c, "the thumbnail in the transcript", "[...document.querySelectorAll('#transcript .user img.thumb')].some(i => i.naturalWidth === 3 && i.naturalHeight === 2)").await;
+        until(&c, "the thumbnail in place of the placeholder", "document.querySelector('#transcript .user').innerText.trim() === 'what is in it?'").await;
         let requests = provider_a.requests();
         assert_eq!(requests.len(), 1);
         assert!(
@@ -168,6 +173,19 @@ fn the_page_uploads_an_image_rewinds_files_and_shows_the_cost() {
         let image = image.expect("the user's message holds the image");
         assert_eq!((image.width, image.height), (Some(3), Some(2)));
         assert!(users[0].contains(&Part::Text("what is in it?".into())));
+        // Pasted into the message, or dropped on the composer: attached too.
+        let file = format!("new File([Uint8Array.from(atob('{PNG_B64}'), ch => ch.charCodeAt(0))], 'pasted.png', {{type: 'image/png'}})");
+        c.execute(&format!("const d = new DataTransfer(); d.items.add({file}); document.getElementById('input').dispatchEvent(new ClipboardEvent('paste', {{clipboardData: d, bubbles: true, cancelable: true}}));"), vec![]).await.unwrap();
+        until(&c, "the pasted image's chip", "document.querySelectorAll('#attachments .chip img.thumb').length === 1 && document.getElementById('attachments').innerText.includes('pasted.png')").await;
+        c.execute(&format!("const d = new DataTransfer(); d.items.add({file}); document.getElementById('composer').dispatchEvent(new DragEvent('drop', {{dataTransfer: d, bubbles: true, cancelable: true}}));"), vec![]).await.unwrap();
+        until(&c, "the dropped image's chip", "document.querySelectorAll('#attachments .chip img.thumb').length === 2").await;
+        let png = c.screenshot().await.unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/web-image.png");
+        std::fs::write(&path, &png).unwrap();
+        for _ in 0..2 {
+            c.execute("document.querySelector('#attachments .chip .remove').click();", vec![]).await.unwrap();
+        }
+        until(&c, "no chip", "document.getElementById('attachments').children.length === 0").await;
         until(&c, "the unknown cost", &format!("{COST}.startsWith('cost unknown (no price for local')")).await;
 
         // The image route needs the token, like every API route.
@@ -208,6 +226,9 @@ fn the_page_uploads_an_image_rewinds_files_and_shows_the_cost() {
         until(&c, "the preview", "document.getElementById('panel-rewind') && document.getElementById('panel-rewind').innerText.includes('restore src/math.sh')").await;
         until(&c, "the conflict shown", "document.getElementById('panel-rewind').innerText.includes('left alone src/util.sh: changed outside Latch')").await;
         assert_ne!(std::fs::read(&math).unwrap(), math_before, "the preview changes nothing");
+        let png = c.screenshot().await.unwrap();
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/web-rewind.png");
+        std::fs::write(&path, &png).unwrap();
         click(&c, "#rewind-confirm").await;
         until(&c, "the rewound note", &format!("{TRANSCRIPT}.includes('the user rewound the files to their state before message')")).await;
         until(&c, "the rewind's result", "document.getElementById('panel-rewind').innerText.includes('Rewound 1 file')").await;

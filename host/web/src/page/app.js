@@ -158,8 +158,9 @@ function renderItem(i) {
       // The message (its images as thumbnails) and its Rewind button.
       const row = el("div", "user-row");
       row.dataset.seq = i.seq;
-      const d = el("div", "item user", i.text);
       const images = imagesBySeq[i.seq] || [];
+      // The thumbnails stand for the text's `[image …]` placeholders.
+      const d = el("div", "item user", images.length ? i.text.replace(/\s*\[image image\/[a-z]+ [0-9a-f]+\]/g, "") : i.text);
       if (images.length) {
         const strip = el("div", "thumbs");
         images.forEach((m) => strip.appendChild(thumb(current, m)));
