@@ -14,8 +14,9 @@
 //! (409, naming the holder) and viewed read-only, `/context` and recall
 //! included. Images the page uploads with a message are checked as
 //! `--image` files are and become `MediaRef` artifacts of the user's
-//! message; a rewind from the page runs the agent's `/rewind`. A resumed session runs as its durable profile says, the
-//! server's flags overriding it (see [`super::resume`]).
+//! message; a rewind from the page runs the agent's `/rewind`. A resumed
+//! session runs as its durable profile says, the server's flags
+//! overriding it (see [`super::resume`]).
 
 use super::GlobalArgs;
 use super::setup::{self, Env, ProviderChoice};

@@ -238,7 +238,7 @@ pub async fn message(
             "the message is empty: send {\"text\": \"<your task>\"}".into(),
         ));
     }
-    let images = super::images::decode(&body.images)?;
+    let images = Arc::new(super::images::decode(&body.images)?);
     {
         let st = state.clone();
         let id = id.clone();
@@ -248,7 +248,7 @@ pub async fn message(
     // wrong with it.
     if !images.is_empty() {
         let st = state.clone();
-        let images = images.clone();
+        let images = Arc::clone(&images);
         blocking(move || {
             images
                 .iter()
@@ -287,12 +287,13 @@ pub async fn message(
     tokio::task::spawn_blocking(move || {
         let mut on = sink(&st, &sid);
         let mut text = body.text;
-        let mut images = images;
+        // The images go with the first turn only.
+        let mut images: &[_] = &images;
         loop {
             let result = st
                 .backend
-                .run_turn_with_images(&sid, &text, &images, &mut on);
-            images.clear();
+                .run_turn_with_images(&sid, &text, images, &mut on);
+            images = &[];
             st.hub.committed();
             // Messages queued after the turn's last safe boundary: the next
             // turn starts with them (taken and released under the lock that
