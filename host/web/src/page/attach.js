@@ -11,6 +11,7 @@
 
 let attachments = [];   // {name, type, data (base64), url (data URL)}
 const imageUrls = {};   // sha256 -> data URL of a transcript image
+const imageLoads = {};  // sha256 -> the fetch of its bytes, while in flight
 
 function readFile(file) {
   return new Promise((done, fail) => {
@@ -78,11 +79,15 @@ function thumb(session, m) {
     img.src = imageUrls[m.sha256];
     return img;
   }
-  fetch("/api/sessions/" + session + "/images/" + m.sha256, { credentials: "omit", headers: authHeaders() })
-    .then((r) => (r.ok ? r.blob() : Promise.reject(new Error("HTTP " + r.status))))
-    .then((blob) => new Promise((done) => { const f = new FileReader(); f.onload = () => done(String(f.result)); f.readAsDataURL(blob); }))
-    .then((url) => { imageUrls[m.sha256] = url; img.src = url; })
-    .catch(() => { img.classList.add("missing"); });
+  // One fetch per image, however often the transcript renders meanwhile.
+  if (!imageLoads[m.sha256]) {
+    imageLoads[m.sha256] = fetch("/api/sessions/" + session + "/images/" + m.sha256, { credentials: "omit", headers: authHeaders() })
+      .then((r) => (r.ok ? r.blob() : Promise.reject(new Error("HTTP " + r.status))))
+      .then((blob) => new Promise((done) => { const f = new FileReader(); f.onload = () => done(String(f.result)); f.readAsDataURL(blob); }))
+      .then((url) => { imageUrls[m.sha256] = url; return url; })
+      .finally(() => { delete imageLoads[m.sha256]; });
+  }
+  imageLoads[m.sha256].then((url) => { img.src = url; }).catch(() => { img.classList.add("missing"); });
   return img;
 }
 
