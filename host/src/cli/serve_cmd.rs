@@ -12,19 +12,23 @@
 //! builds its agent and holds it while the agent lives; a session another
 //! process (the terminal, a parent agent) drives is refused for writing
 //! (409, naming the holder) and viewed read-only, `/context` and recall
-//! included. A resumed session runs as its durable profile says, the
-//! server's flags overriding it (see [`super::resume`]).
+//! included. Images the page uploads with a message are checked as
+//! `--image` files are and become `MediaRef` artifacts of the user's
+//! message; a rewind from the page runs the agent's `/rewind`. A resumed
+//! session runs as its durable profile says, the server's flags
+//! overriding it (see [`super::resume`]).
 
 use super::GlobalArgs;
 use super::setup::{self, Env, ProviderChoice};
+use crate::agent::images::check_image_bytes;
 use crate::agent::{Agent, AgentError, AgentEvent, Decision, DecisionPort, TurnControl};
 use anyhow::Context;
 use clap::Args;
 use latch_engine_sdk::types::{ContextReport, Event};
-use latch_kernel::{LeaseError, SessionLease};
+use latch_kernel::{LeaseError, RewindError, RewindPlan, SessionLease};
 use latch_kernel::{PermissionRequest, SessionRecord, Store};
 use latch_surface::Delta;
-use latch_web::backend::Sink;
+use latch_web::backend::{Sink, Upload};
 use latch_web::{Answer, Approvals, Backend, BackendError, Signal, WebConfig};
 use std::collections::HashMap;
 use std::io::Write;
@@ -224,6 +228,15 @@ fn in_use(e: LeaseError) -> BackendError {
     }
 }
 
+/// A rewind that could not run: a wrong sequence number is the request's
+/// fault, anything else the store's or the disk's.
+fn rewind_error(e: RewindError) -> BackendError {
+    match e {
+        RewindError::NotAUserMessage(_) => BackendError::BadRequest(e.to_string()),
+        e => failed(e),
+    }
+}
+
 /// The agent's observer, reporting to the web surface's sink.
 fn observer<'a>(on: Sink<'a>) -> impl FnMut(AgentEvent) + Send + 'a {
     move |event| match event {
@@ -284,6 +297,50 @@ impl Backend for AgentBackend {
                 Err(e @ AgentError::Interrupted) => Err(BackendError::Interrupted(e.to_string())),
                 Err(e) => Err(failed(e)),
             }
+        })
+    }
+
+    fn check_image(&self, image: &Upload) -> Result<(), BackendError> {
+        check_image_bytes(&image.bytes, Path::new(&image.name))
+            .map_err(|e| BackendError::BadRequest(e.to_string()))
+    }
+
+    fn run_turn_with_images(
+        &self,
+        session: &str,
+        text: &str,
+        images: &[Upload],
+        on: Sink<'_>,
+    ) -> Result<(), BackendError> {
+        if images.is_empty() {
+            return self.run_turn(session, text, on);
+        }
+        // All checked before one is attached: a bad one leaves none
+        // waiting for a later message.
+        images.iter().try_for_each(|i| self.check_image(i))?;
+        let agent = self.agent(session, on)?;
+        {
+            let mut agent = agent.lock().unwrap_or_else(|p| p.into_inner());
+            for image in images {
+                agent
+                    .attach_image_bytes(&image.bytes, Path::new(&image.name))
+                    .map_err(failed)?;
+            }
+        }
+        self.run_turn(session, text, on)
+    }
+
+    fn rewind_plan(&self, session: &str, to_seq: u64) -> Result<RewindPlan, BackendError> {
+        self.record(session)?;
+        latch_kernel::plan_rewind(&self.env.store, session, &self.env.workspace, to_seq)
+            .map_err(rewind_error)
+    }
+
+    fn rewind(&self, session: &str, to_seq: u64, on: Sink<'_>) -> Result<RewindPlan, BackendError> {
+        self.with_agent(session, on, |agent, on| {
+            agent
+                .rewind(to_seq, &mut observer(on))
+                .map_err(rewind_error)
         })
     }
 

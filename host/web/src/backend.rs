@@ -7,7 +7,7 @@
 
 use crate::approvals::Approvals;
 use latch_engine_sdk::types::{ContextReport, Event};
-use latch_kernel::{SessionRecord, Store};
+use latch_kernel::{RewindPlan, SessionRecord, Store};
 use latch_surface::Delta;
 use std::sync::Arc;
 
@@ -41,6 +41,16 @@ pub enum BackendError {
     InUse(String),
 }
 
+/// An image the page sent with a message: its file name (for messages
+/// about it) and its bytes, unchecked until [`Backend::check_image`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Upload {
+    /// The file's name as the browser gave it.
+    pub name: String,
+    /// The bytes.
+    pub bytes: Vec<u8>,
+}
+
 /// The sink a command reports its signals to.
 pub type Sink<'a> = &'a mut (dyn FnMut(Signal) + Send);
 
@@ -68,6 +78,51 @@ pub trait Backend: Send + Sync + 'static {
     }
     /// Run one turn with the user's `text` (blocking).
     fn run_turn(&self, session: &str, text: &str, on: Sink<'_>) -> Result<(), BackendError>;
+    /// Check an uploaded image as `latch run --image` checks a file
+    /// (format, size): `Err(BadRequest)` says what is wrong with it. By
+    /// default no image is accepted.
+    fn check_image(&self, image: &Upload) -> Result<(), BackendError> {
+        Err(BackendError::BadRequest(format!(
+            "{}: this server does not take images",
+            image.name
+        )))
+    }
+    /// Run one turn whose user message carries `images` (checked with
+    /// [`Backend::check_image`]) after its text. Without images it is
+    /// [`Backend::run_turn`]; by default images are refused.
+    fn run_turn_with_images(
+        &self,
+        session: &str,
+        text: &str,
+        images: &[Upload],
+        on: Sink<'_>,
+    ) -> Result<(), BackendError> {
+        match images.first() {
+            None => self.run_turn(session, text, on),
+            Some(image) => self.check_image(image),
+        }
+    }
+    /// What a rewind of the session's files to before the user message
+    /// `to_seq` would do now (nothing is changed): the files restored or
+    /// removed, and those changed outside Latch that it would leave alone.
+    fn rewind_plan(&self, _session: &str, _to_seq: u64) -> Result<RewindPlan, BackendError> {
+        Err(BackendError::BadRequest(
+            "this server cannot rewind files; use `latch rewind`".into(),
+        ))
+    }
+    /// Rewind the session's files to before the user message `to_seq` as
+    /// `/rewind` does (blocking; the session's driver): new durable events,
+    /// files changed outside Latch left alone and listed in the plan.
+    fn rewind(
+        &self,
+        _session: &str,
+        _to_seq: u64,
+        _on: Sink<'_>,
+    ) -> Result<RewindPlan, BackendError> {
+        Err(BackendError::BadRequest(
+            "this server cannot rewind files; use `latch rewind`".into(),
+        ))
+    }
     /// Resume the session in this process: settle what an earlier process
     /// left and mark an interrupted run interrupted. Returns the repair
     /// events appended.

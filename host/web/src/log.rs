@@ -9,9 +9,11 @@
 //! of whether this process drives the run), so a snapshot at a seq and the
 //! state a live page reduced to that seq agree.
 
+use latch_engine_sdk::types::MediaRef;
 use latch_kernel::group::{GroupError, GroupPort, GroupState, present};
 use latch_kernel::{PermissionLog, PermissionRequest, Store, StoredEvent};
 use latch_surface::{GroupView, Surface};
+use std::collections::BTreeMap;
 
 pub use latch_surface::catch_up;
 
@@ -23,6 +25,9 @@ pub struct Observed {
     /// The permission request the live run waits on, if any: what
     /// `POST /api/sessions/{id}/permissions/{call_id}` answers.
     pub permission: Option<PermissionRequest>,
+    /// The images of the session's user messages, by the message's
+    /// sequence number (the transcript shows them).
+    pub images: BTreeMap<u64, Vec<MediaRef>>,
 }
 
 /// Observe `session` as the log says it now. Runs opened after
@@ -47,9 +52,11 @@ pub fn observe(
         .parent
         .unwrap_or_else(|| session.to_string());
     surface.set_group(group_block(store, &root, surface.durable().watermark)?);
+    let images = crate::server::images::user_images(&events, session);
     Ok(Observed {
         surface,
         permission,
+        images,
     })
 }
 

@@ -12,7 +12,8 @@ use serde_json::{Value, json};
 /// The whole state of an observed session: its durable part, what it is
 /// doing now, streamed text not committed yet, the last `/context` report
 /// and the permission request waiting for an answer (with the `call_id`
-/// the answer names).
+/// the answer names), and the images of the user messages by their seq
+/// (`GET /api/sessions/{id}/images/{sha256}` serves their bytes).
 pub fn state(o: &Observed, prices: &PriceTable) -> Value {
     let s = &o.surface;
     json!({
@@ -21,6 +22,7 @@ pub fn state(o: &Observed, prices: &PriceTable) -> Value {
         "streaming": s.streaming(),
         "report": s.report(),
         "permission": o.permission,
+        "images": crate::server::images::images_json(&o.images),
     })
 }
 

@@ -14,6 +14,8 @@
 //!   a pending permission request.
 //! * [`lifecycle`] — interrupts during `wait_agents`; one driver per
 //!   session between the page, a parent agent and the terminal.
+//! * [`media`] — images uploaded from the page, rewind from the page, the
+//!   sidebar's cost.
 //! * [`page`] — the page as a daily tool: sessions started from a task,
 //!   queued messages, wrapping, panels, restarts, themes, no provider.
 
@@ -27,6 +29,8 @@ mod commands;
 mod control;
 #[path = "web_lifecycle.rs"]
 mod lifecycle;
+#[path = "web_media.rs"]
+mod media;
 #[path = "web_page.rs"]
 mod page;
 

@@ -99,6 +99,30 @@ fn an_interrupt_over_http_stops_the_running_turn_at_once() {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
 
+        // A rewind, and a message with an image (images are never queued),
+        // wait for the turn: refused while it runs.
+        let (status, body) = served
+            .post(&format!("/sessions/{id}/rewind/1"), Value::Null)
+            .await;
+        assert_eq!(status, 409, "{body}");
+        assert!(
+            body["error"]
+                .as_str()
+                .unwrap()
+                .contains("is running a turn"),
+            "{body}"
+        );
+        let mut png = b"\x89PNG\r\n\x1a\n\0\0\0\x0dIHDR".to_vec();
+        png.extend_from_slice(&[0, 0, 0, 4, 0, 0, 0, 4, 8, 6, 0, 0, 0]);
+        let data = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &png);
+        let (status, body) = served
+            .post(
+                &format!("/sessions/{id}/messages"),
+                json!({"text": "and this?", "images": [{"name": "shot.png", "data": data}]}),
+            )
+            .await;
+        assert_eq!(status, 409, "{body}");
+
         let asked = Instant::now();
         let (status, body) = served.post(&path, Value::Null).await;
         let took = asked.elapsed();

@@ -260,6 +260,18 @@ fn a_session_the_terminal_drives_is_refused_to_the_page_until_it_dies() {
                 && error.contains("`latch` (line interface)"),
             "{error}"
         );
+        // Nor can the page rewind its files.
+        let (status, refused) = served
+            .post(&format!("/sessions/{id}/rewind/1"), Value::Null)
+            .await;
+        assert_eq!(status, 409, "{refused}");
+        assert!(
+            refused["error"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("pid {}", terminal.id())),
+            "{refused}"
+        );
         terminal.kill().unwrap(); // SIGKILL
         terminal.wait().unwrap();
         let (status, r) = served

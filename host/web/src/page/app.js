@@ -13,7 +13,8 @@
 // `latch serve` keeps its token per workspace, so after a restart the
 // stream reconnects by itself; until then the page says the server is
 // unreachable. The draft in the input is kept in localStorage, and a
-// message that could not be sent goes back into it.
+// message that could not be sent goes back into it, as do its attached
+// images (attach.js); each user message can rewind the files (rewind.js).
 "use strict";
 
 const SLASH = ["/context", "/compact", "/recall ", "/resume", "/group", "/interrupt", "/help"];
@@ -30,6 +31,7 @@ let userCount = 0;      // user messages in the rendered transcript
 let lastTurn = "idle";  // the header's turn state
 let canStart = true;    // the server has a provider (GET /api/server)
 const DRAFT_KEY = "latch-draft";
+let imagesBySeq = {};   // the user messages' images, by seq (state.images)
 
 // Take the token from the URL (`#token=…[&session=…]`, or an older
 // `?token=…`) into sessionStorage, and leave the address bar without it.
@@ -152,7 +154,25 @@ async function loadSessions() {
 
 function renderItem(i) {
   switch (i.kind) {
-    case "user": return el("div", "item user", i.text);
+    case "user": {
+      // The message (its images as thumbnails) and its Rewind button.
+      const row = el("div", "user-row");
+      row.dataset.seq = i.seq;
+      const images = imagesBySeq[i.seq] || [];
+      // The thumbnails stand for the text's `[image …]` placeholders.
+      const d = el("div", "item user", images.length ? i.text.replace(/\s*\[image image\/[a-z]+ [0-9a-f]+\]/g, "") : i.text);
+      if (images.length) {
+        const strip = el("div", "thumbs");
+        images.forEach((m) => strip.appendChild(thumb(current, m)));
+        d.appendChild(strip);
+      }
+      const b = el("button", "rewind", "Rewind");
+      b.type = "button";
+      b.title = "Put the files back to their state before this message (shows what changes first)";
+      b.addEventListener("click", () => rewindTo(i.seq, i.text).catch(() => {}));
+      row.append(d, b);
+      return row;
+    }
     case "assistant": return el("div", "item assistant", i.text);
     case "tool": {
       const d = el("div", "item tool");
@@ -189,6 +209,7 @@ function render(state) {
   const d = state.durable;
   lastSeq = Math.max(lastSeq, d.seq);
   const t = $("transcript");
+  imagesBySeq = state.images || {};
   t.replaceChildren(...d.transcript.map(renderItem));
   renderPermission(state.permission, d.permission);
   $("streaming").textContent = state.streaming || "";
@@ -214,7 +235,11 @@ function render(state) {
   const known = (n) => (n === null || n === undefined ? "–" : String(n));
   u.appendChild(el("div", "kv", d.usage.requests.length + " requests · " + known(d.usage.input_tokens) + " in · " + known(d.usage.output_tokens) + " out"));
   u.appendChild(el("div", "kv", d.usage.hit_rate === null ? "cache hit rate unknown" : "cache hit rate " + (100 * d.usage.hit_rate).toFixed(1) + "%"));
-  if (d.usage.cost) u.appendChild(el("div", "kv", "cost " + d.usage.cost.text));
+  if (d.usage.cost) {
+    const cost = el("div", "kv", "cost " + d.usage.cost.text);
+    cost.id = "cost";
+    u.appendChild(cost);
+  }
   const users = d.transcript.filter((i) => i.kind === "user").map((i) => i.text);
   userCount = users.length;
   // A queued message is delivered once the transcript has it.
@@ -577,11 +602,13 @@ async function send(text) {
     scheduleRefresh();
     return;
   }
+  const images = attachedImages();
   const r = await api("/sessions/" + id + "/messages", {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ text }),
+    body: JSON.stringify(images.length ? { text, images } : { text }),
   });
+  if (images.length) clearAttachments();
   if (r.queued) {
     if (!queued.some((x) => x.receipt === r.receipt)) queued.push({ text, users: userCount, receipt: r.receipt });
     renderQueue();
@@ -638,14 +665,15 @@ async function main() {
   $("composer").addEventListener("submit", (e) => {
     e.preventDefault();
     const text = $("input").value.trim();
-    if (!text) return;
+    if (!text && !attachments.length) return;
     $("input").value = "";
     saveDraft();
     complete();
     send(text).catch(() => {
-      // Not sent (the server is down, or refused it): the text is kept.
+      // Not sent (the server is down, or refused it): the text is kept
+      // (and so are the attached images).
       const input = $("input");
-      if (!input.value.includes(text)) input.value = text + (input.value ? "\n" + input.value : "");
+      if (text && !input.value.includes(text)) input.value = text + (input.value ? "\n" + input.value : "");
       saveDraft();
     });
   });
@@ -653,6 +681,7 @@ async function main() {
     if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
   });
   $("input").addEventListener("input", () => { complete(); saveDraft(); });
+  setupAttach();
   $("interrupt").addEventListener("click", () => interrupt().catch(() => {}));
   // Esc closes the panel it is in, else stops the running turn.
   document.addEventListener("keydown", (e) => {

@@ -158,8 +158,12 @@ pub async fn show(State(state): State<Arc<AppState>>, Path(id): Path<String>) ->
 /// Body of `POST /api/sessions/{id}/messages`.
 #[derive(Debug, Deserialize)]
 pub struct MessageBody {
-    /// The user's message.
+    /// The user's message (may be empty when images come with it).
+    #[serde(default)]
     pub text: String,
+    /// Images sent with it, after its text.
+    #[serde(default)]
+    pub images: Vec<super::images::ImageBody>,
 }
 
 /// Claim `id` for one command, or 409.
@@ -215,30 +219,43 @@ pub(crate) fn delta(d: &Delta) -> Value {
     }
 }
 
-/// `POST /api/sessions/{id}/messages` `{"text": "..."}`: start a turn and
+/// `POST /api/sessions/{id}/messages` `{"text": "...", "images": [{"name":
+/// "shot.png", "data": "<base64>"}]}` (`images` optional): start a turn and
 /// return its receipt at once (202). The turn's end arrives on the event
-/// stream as a transient `turn` event carrying the receipt.
+/// stream as a transient `turn` event carrying the receipt. Images are
+/// checked as `latch run --image` checks a file before anything is
+/// recorded (400 naming what is wrong), and are refused while a turn runs
+/// (409: send them when it ends).
 pub async fn message(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
     body: Result<Json<MessageBody>, axum::extract::rejection::JsonRejection>,
 ) -> ApiResult {
-    let Json(body) = body.map_err(|e| {
-        ApiError(
-            StatusCode::BAD_REQUEST,
-            format!("the body must be JSON like {{\"text\": \"...\"}}: {e}"),
-        )
-    })?;
-    if body.text.trim().is_empty() {
+    let Json(body) = body.map_err(super::images::body_refused)?;
+    if body.text.trim().is_empty() && body.images.is_empty() {
         return Err(ApiError(
             StatusCode::BAD_REQUEST,
             "the message is empty: send {\"text\": \"<your task>\"}".into(),
         ));
     }
+    let images = Arc::new(super::images::decode(&body.images)?);
     {
         let st = state.clone();
         let id = id.clone();
         blocking(move || known(&st, &id).map(drop)).await?;
+    }
+    // A bad image is refused before anything is recorded, with what is
+    // wrong with it.
+    if !images.is_empty() {
+        let st = state.clone();
+        let images = Arc::clone(&images);
+        blocking(move || {
+            images
+                .iter()
+                .try_for_each(|i| st.backend.check_image(i))
+                .map_err(ApiError::from)
+        })
+        .await?;
     }
     // A session another process drives is refused here, with its holder,
     // not after the receipt.
@@ -250,7 +267,11 @@ pub async fn message(
     let receipt = format!("r{}", state.receipts.fetch_add(1, Ordering::Relaxed) + 1);
     // A turn runs: the message waits for its next safe boundary, as in
     // the terminal (or starts the next turn when this one ends first).
-    if let Some(queued) = queue(&state, &id, &body.text, &receipt) {
+    // Images go with a message of their own: refused below while a turn
+    // runs.
+    if images.is_empty()
+        && let Some(queued) = queue(&state, &id, &body.text, &receipt)
+    {
         return Ok(queued);
     }
     claim(
@@ -266,8 +287,13 @@ pub async fn message(
     tokio::task::spawn_blocking(move || {
         let mut on = sink(&st, &sid);
         let mut text = body.text;
+        // The images go with the first turn only.
+        let mut images: &[_] = &images;
         loop {
-            let result = st.backend.run_turn(&sid, &text, &mut on);
+            let result = st
+                .backend
+                .run_turn_with_images(&sid, &text, images, &mut on);
+            images = &[];
             st.hub.committed();
             // Messages queued after the turn's last safe boundary: the next
             // turn starts with them (taken and released under the lock that
@@ -329,7 +355,7 @@ fn queue(state: &AppState, id: &str, text: &str, receipt: &str) -> Option<Respon
 
 /// Run a short command of `id` that commits events, with the session
 /// claimed.
-async fn command<T: Send + 'static>(
+pub(crate) async fn command<T: Send + 'static>(
     state: &Arc<AppState>,
     id: &str,
     f: impl FnOnce(&AppState, &mut (dyn FnMut(Signal) + Send)) -> Result<T, BackendError>

@@ -9,6 +9,9 @@
 //!   otherwise. [`auth::Refusal`] is every refusal of both.
 //! * [`api`] — sessions, messages (command receipts, or queued while a
 //!   turn runs), commands.
+//! * [`images`] — images uploaded with a message, and the transcript's
+//!   images served back to the page.
+//! * [`rewind`] — the rewind points, a rewind's preview, the rewind.
 //! * [`sessions`] — the session list (first message, time, state) and the
 //!   server's own state (whether a turn can start).
 //! * [`control`] — interrupting a running turn, answering its permission
@@ -21,14 +24,17 @@ pub mod api;
 pub mod auth;
 pub mod control;
 pub mod group;
+pub mod images;
 pub mod origin;
 pub mod page;
+pub mod rewind;
 pub mod sessions;
 pub mod sse;
 
 use crate::backend::Backend;
 use crate::hub::Hub;
 use axum::Router;
+use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
@@ -115,7 +121,16 @@ pub fn router(backend: Arc<dyn Backend>, config: WebConfig) -> Router {
         .route("/sessions", get(sessions::list).post(api::create))
         .route("/commands", get(api::commands))
         .route("/sessions/{id}", get(api::show))
-        .route("/sessions/{id}/messages", post(api::message))
+        .route(
+            "/sessions/{id}/messages",
+            post(api::message).layer(DefaultBodyLimit::max(images::MAX_MESSAGE_BODY)),
+        )
+        .route("/sessions/{id}/images/{sha256}", get(images::show))
+        .route("/sessions/{id}/rewind", get(rewind::points))
+        .route(
+            "/sessions/{id}/rewind/{seq}",
+            get(rewind::preview).post(rewind::apply),
+        )
         .route("/sessions/{id}/resume", post(api::resume))
         .route("/sessions/{id}/compact", post(api::compact))
         .route("/sessions/{id}/context", get(api::context))
@@ -135,6 +150,8 @@ pub fn router(backend: Arc<dyn Backend>, config: WebConfig) -> Router {
     Router::new()
         .route("/", get(page::index))
         .route("/app.js", get(page::script))
+        .route("/attach.js", get(page::attach_script))
+        .route("/rewind.js", get(page::rewind_script))
         .route("/app.css", get(page::style))
         .route("/favicon.svg", get(page::icon))
         .nest("/api", api)

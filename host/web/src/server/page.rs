@@ -11,6 +11,8 @@ use axum::response::{IntoResponse, Response};
 
 const INDEX: &str = include_str!("../page/index.html");
 const SCRIPT: &str = include_str!("../page/app.js");
+const ATTACH: &str = include_str!("../page/attach.js");
+const REWIND: &str = include_str!("../page/rewind.js");
 const STYLE: &str = include_str!("../page/app.css");
 const ICON: &str = include_str!("../page/favicon.svg");
 
@@ -42,6 +44,16 @@ pub async fn index() -> Response {
 /// `GET /app.js`.
 pub async fn script() -> Response {
     file("text/javascript; charset=utf-8", SCRIPT)
+}
+
+/// `GET /attach.js`: images attached to the next message.
+pub async fn attach_script() -> Response {
+    file("text/javascript; charset=utf-8", ATTACH)
+}
+
+/// `GET /rewind.js`: rewinding files from a user message.
+pub async fn rewind_script() -> Response {
+    file("text/javascript; charset=utf-8", REWIND)
 }
 
 /// `GET /app.css`.

@@ -18,6 +18,9 @@ fn routes(id: &str) -> Vec<Request<Body>> {
         page(post(&format!("{s}/resume"), String::new())),
         page(post(&format!("{s}/compact"), String::new())),
         page(post(&format!("{s}/interrupt"), String::new())),
+        page(get(&format!("{s}/rewind"))),
+        page(get(&format!("{s}/rewind/1"))),
+        page(post(&format!("{s}/rewind/1"), String::new())),
         page(post(
             &format!("{s}/permissions/{CALL}"),
             r#"{"decision":"always"}"#.into(),

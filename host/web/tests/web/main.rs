@@ -5,10 +5,13 @@
 //!   the matrix of who may answer a pending permission request.
 //! * [`reasoning`] — no reasoning text in any body the server sends.
 //! * [`deleted`] — sessions deleted from history are not served.
+//! * [`uploads`] — a message's images, the transcript's images, rewind's
+//!   sequence numbers.
 
 mod deleted;
 mod reasoning;
 mod trust;
+mod uploads;
 
 use axum::Router;
 use axum::body::Body;
