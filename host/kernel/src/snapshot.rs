@@ -97,6 +97,13 @@ impl Snapshot {
         let dir = store_dir.join(SNAPSHOT_DIR);
         let objects = dir.join("objects");
         std::fs::create_dir_all(&objects).ok()?;
+        // A store inside the work tree (and not in an ignored directory)
+        // must not make its own snapshots look like new files to git or to
+        // the fingerprint.
+        let ignore = dir.join(".gitignore");
+        if !ignore.exists() {
+            std::fs::write(&ignore, "# Latch's workspace snapshots: local state.\n*\n").ok()?;
+        }
         let index = dir.join(format!("index-{}", key(workspace)));
         // Each snapshot works on its own copy of the index, so concurrent
         // ones never contend for a lock; the last to finish keeps its stat.
@@ -402,6 +409,13 @@ mod tests {
             .unwrap();
         let listed = String::from_utf8(listed.stdout).unwrap();
         assert_eq!(listed, "tracked.txt\nuntracked.txt\n");
+        // Nor does the fingerprint see them (the database is the caller's
+        // to ignore).
+        let mut fingerprint = crate::fingerprint::Fingerprint::take(&ws).unwrap();
+        std::fs::remove_file(&db).unwrap();
+        Snapshot::take(&ws, &store_dir, std::slice::from_ref(&db)).unwrap();
+        let mut after = crate::fingerprint::Fingerprint::take(&ws).unwrap();
+        assert_eq!(fingerprint.changed_paths(&mut after), ["state/latch.db"]);
     }
 
     #[test]
