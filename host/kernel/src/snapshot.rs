@@ -118,21 +118,31 @@ impl Snapshot {
         // it starts again from the repository's whenever that one changed
         // since (a commit, a `git add`), so the set stays the fingerprint's.
         let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-        let seed = match (modified(&index), modified(&repo.index)) {
+        let seed: &Path = match (modified(&index), modified(&repo.index)) {
             (Some(ours), Some(theirs)) if ours >= theirs => &index,
             (Some(_), None) => &index,
             _ => &repo.index,
         };
-        if seed.exists() {
-            std::fs::copy(seed, &tmp).ok()?;
-        }
         let snapshot = Snapshot {
             tree: String::new(),
             workspace: workspace.to_path_buf(),
             objects,
             alternates: repo.objects.clone(),
         };
-        let taken = snapshot.write_tree(&tmp, &dir, exclude, &repo.prefix);
+        let attempt = |seed: &Path| {
+            let _ = std::fs::remove_file(&tmp);
+            if seed.exists() {
+                std::fs::copy(seed, &tmp).ok()?;
+            }
+            snapshot.write_tree(&tmp, &dir, exclude, &repo.prefix)
+        };
+        // Latch's index may name objects no longer there (its directory
+        // pruned by hand): start again from the repository's.
+        let taken = attempt(seed).or_else(|| {
+            (seed != repo.index.as_path())
+                .then(|| attempt(&repo.index))
+                .flatten()
+        });
         match taken {
             Some(tree) => {
                 let _ = std::fs::rename(&tmp, &index);
@@ -385,9 +395,30 @@ mod tests {
             snap.changed_since(&now),
             ["new.txt", "tracked.txt", "untracked.txt"]
         );
+        // With its objects pruned by hand, Latch's index starts again from
+        // the repository's. (Files older than the index, so git trusts the
+        // index's stat and hashes nothing again.)
+        for f in ["tracked.txt", "untracked.txt", "new.txt"] {
+            let ok = Command::new("touch")
+                .args(["-d", "1 hour ago", f])
+                .current_dir(&ws)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok);
+        }
+        Snapshot::take(&ws, &store_dir, &[]).unwrap();
+        std::fs::remove_dir_all(store_dir.join(SNAPSHOT_DIR).join("objects")).unwrap();
+        let healed = Snapshot::take(&ws, &store_dir, &[]).unwrap();
+        assert_eq!(healed.tree, now.tree);
         // A snapshot read back later by its tree id.
-        let reopened = Snapshot::open(&ws, &store_dir, &snap.tree).unwrap();
-        assert_eq!(reopened.entries(&all), entries);
+        let reopened = Snapshot::open(&ws, &store_dir, &healed.tree).unwrap();
+        assert_eq!(
+            reopened
+                .blob(&reopened.entries(&all)["new.txt"].oid)
+                .unwrap(),
+            b"new\n"
+        );
     }
 
     #[test]
