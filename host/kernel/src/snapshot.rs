@@ -29,6 +29,8 @@ pub struct Snapshot {
     /// The tree's object id (the workspace directory's tree).
     pub tree: String,
     workspace: PathBuf,
+    /// The workspace's path inside the work tree (`sub/dir/`, or empty).
+    prefix: String,
     objects: PathBuf,
     alternates: PathBuf,
 }
@@ -126,6 +128,7 @@ impl Snapshot {
         let snapshot = Snapshot {
             tree: String::new(),
             workspace: workspace.to_path_buf(),
+            prefix: repo.prefix.clone(),
             objects,
             alternates: repo.objects.clone(),
         };
@@ -162,6 +165,7 @@ impl Snapshot {
         Some(Snapshot {
             tree: tree.to_string(),
             workspace: workspace.to_path_buf(),
+            prefix: repo.prefix,
             objects: store_dir.join(SNAPSHOT_DIR).join("objects"),
             alternates: repo.objects,
         })
@@ -273,9 +277,17 @@ impl Snapshot {
             .is_ok_and(|s| s.success())
     }
 
-    /// The bytes of a blob of the snapshot.
-    pub fn blob(&self, oid: &str) -> Option<Vec<u8>> {
-        let out = self.git().args(["cat-file", "blob", oid]).output().ok()?;
+    /// The bytes of the blob `oid` at the workspace path `path` as they
+    /// were on disk: the repository's attributes apply (line endings,
+    /// smudge filters), as a checkout would write them.
+    pub fn blob(&self, oid: &str, path: &str) -> Option<Vec<u8>> {
+        let out = self
+            .git()
+            .args(["cat-file", "--filters"])
+            .arg(format!("--path={}{path}", self.prefix))
+            .arg(oid)
+            .output()
+            .ok()?;
         out.status.success().then_some(out.stdout)
     }
 
@@ -384,7 +396,7 @@ mod tests {
             ["tracked.txt", "untracked.txt"],
             "the workspace's files git tracks or would track, relative to it"
         );
-        let bytes = |p: &str| snap.blob(&entries[p].oid).unwrap();
+        let bytes = |p: &str| snap.blob(&entries[p].oid, p).unwrap();
         assert_eq!(bytes("tracked.txt"), b"tracked v1\n");
         assert_eq!(bytes("untracked.txt"), b"untracked v1\n");
         assert_eq!(std::fs::read(git_dir.join("index")).unwrap(), index);
@@ -415,7 +427,7 @@ mod tests {
         let reopened = Snapshot::open(&ws, &store_dir, &healed.tree).unwrap();
         assert_eq!(
             reopened
-                .blob(&reopened.entries(&all)["new.txt"].oid)
+                .blob(&reopened.entries(&all)["new.txt"].oid, "new.txt")
                 .unwrap(),
             b"new\n"
         );
@@ -600,6 +612,38 @@ mod tests {
                 .unwrap()
                 .is_empty(),
             "settled once"
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_holds_the_bytes_as_they_were_on_disk() {
+        // Line endings converted by the repository's attributes: git stores
+        // LF, the file on disk had CRLF, and so must the checkpoint.
+        let (dir, ws) = repo();
+        std::fs::write(ws.join(".gitattributes"), "*.txt text eol=crlf\n").unwrap();
+        std::fs::write(ws.join("crlf.txt"), "one\r\ntwo\r\n").unwrap();
+        let store = Store::open(dir.path().join("store").join("latch.db")).unwrap();
+        let model = ModelProfile::with_defaults("openai", "m");
+        let session = store
+            .create_session(ws.to_str().unwrap(), None, &model)
+            .unwrap()
+            .id;
+        run_possible_mutation(&store, &session, "shell", Some("x".into()), &ws, || {
+            std::fs::write(ws.join("crlf.txt"), "three\r\n").unwrap();
+        })
+        .unwrap();
+        let before = store
+            .all_events(&session)
+            .unwrap()
+            .into_iter()
+            .find_map(|e| match e.kind {
+                EventKind::Checkpoint { path, before, .. } if path == "crlf.txt" => before,
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(
+            store.artifact_bytes(&before).unwrap().unwrap(),
+            b"one\r\ntwo\r\n"
         );
     }
 }
