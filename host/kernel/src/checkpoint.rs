@@ -118,7 +118,7 @@ pub fn record_command_checkpoints(
     for path in changed {
         let before = match entries.get(&path) {
             Some(e) if e.size > COMMAND_CHECKPOINT_MAX_BYTES => continue,
-            Some(e) => match snapshot.blob(&e.oid) {
+            Some(e) => match snapshot.blob(&e.oid, &path) {
                 Some(bytes) => Some(
                     store
                         .put_artifact(&bytes, Some("application/octet-stream"))?

@@ -29,6 +29,8 @@ pub struct Snapshot {
     /// The tree's object id (the workspace directory's tree).
     pub tree: String,
     workspace: PathBuf,
+    /// The workspace's path inside the work tree (`sub/dir/`, or empty).
+    prefix: String,
     objects: PathBuf,
     alternates: PathBuf,
 }
@@ -97,6 +99,13 @@ impl Snapshot {
         let dir = store_dir.join(SNAPSHOT_DIR);
         let objects = dir.join("objects");
         std::fs::create_dir_all(&objects).ok()?;
+        // A store inside the work tree (and not in an ignored directory)
+        // must not make its own snapshots look like new files to git or to
+        // the fingerprint.
+        let ignore = dir.join(".gitignore");
+        if !ignore.exists() {
+            std::fs::write(&ignore, "# Latch's workspace snapshots: local state.\n*\n").ok()?;
+        }
         let index = dir.join(format!("index-{}", key(workspace)));
         // Each snapshot works on its own copy of the index, so concurrent
         // ones never contend for a lock; the last to finish keeps its stat.
@@ -111,21 +120,32 @@ impl Snapshot {
         // it starts again from the repository's whenever that one changed
         // since (a commit, a `git add`), so the set stays the fingerprint's.
         let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
-        let seed = match (modified(&index), modified(&repo.index)) {
+        let seed: &Path = match (modified(&index), modified(&repo.index)) {
             (Some(ours), Some(theirs)) if ours >= theirs => &index,
             (Some(_), None) => &index,
             _ => &repo.index,
         };
-        if seed.exists() {
-            std::fs::copy(seed, &tmp).ok()?;
-        }
         let snapshot = Snapshot {
             tree: String::new(),
             workspace: workspace.to_path_buf(),
+            prefix: repo.prefix.clone(),
             objects,
             alternates: repo.objects.clone(),
         };
-        let taken = snapshot.write_tree(&tmp, &dir, exclude, &repo.prefix);
+        let attempt = |seed: &Path| {
+            let _ = std::fs::remove_file(&tmp);
+            if seed.exists() {
+                std::fs::copy(seed, &tmp).ok()?;
+            }
+            snapshot.write_tree(&tmp, &dir, exclude, &repo.prefix)
+        };
+        // Latch's index may name objects no longer there (its directory
+        // pruned by hand): start again from the repository's.
+        let taken = attempt(seed).or_else(|| {
+            (seed != repo.index.as_path())
+                .then(|| attempt(&repo.index))
+                .flatten()
+        });
         match taken {
             Some(tree) => {
                 let _ = std::fs::rename(&tmp, &index);
@@ -145,6 +165,7 @@ impl Snapshot {
         Some(Snapshot {
             tree: tree.to_string(),
             workspace: workspace.to_path_buf(),
+            prefix: repo.prefix,
             objects: store_dir.join(SNAPSHOT_DIR).join("objects"),
             alternates: repo.objects,
         })
@@ -256,9 +277,17 @@ impl Snapshot {
             .is_ok_and(|s| s.success())
     }
 
-    /// The bytes of a blob of the snapshot.
-    pub fn blob(&self, oid: &str) -> Option<Vec<u8>> {
-        let out = self.git().args(["cat-file", "blob", oid]).output().ok()?;
+    /// The bytes of the blob `oid` at the workspace path `path` as they
+    /// were on disk: the repository's attributes apply (line endings,
+    /// smudge filters), as a checkout would write them.
+    pub fn blob(&self, oid: &str, path: &str) -> Option<Vec<u8>> {
+        let out = self
+            .git()
+            .args(["cat-file", "--filters"])
+            .arg(format!("--path={}{path}", self.prefix))
+            .arg(oid)
+            .output()
+            .ok()?;
         out.status.success().then_some(out.stdout)
     }
 
@@ -367,7 +396,7 @@ mod tests {
             ["tracked.txt", "untracked.txt"],
             "the workspace's files git tracks or would track, relative to it"
         );
-        let bytes = |p: &str| snap.blob(&entries[p].oid).unwrap();
+        let bytes = |p: &str| snap.blob(&entries[p].oid, p).unwrap();
         assert_eq!(bytes("tracked.txt"), b"tracked v1\n");
         assert_eq!(bytes("untracked.txt"), b"untracked v1\n");
         assert_eq!(std::fs::read(git_dir.join("index")).unwrap(), index);
@@ -378,9 +407,30 @@ mod tests {
             snap.changed_since(&now),
             ["new.txt", "tracked.txt", "untracked.txt"]
         );
+        // With its objects pruned by hand, Latch's index starts again from
+        // the repository's. (Files older than the index, so git trusts the
+        // index's stat and hashes nothing again.)
+        for f in ["tracked.txt", "untracked.txt", "new.txt"] {
+            let ok = Command::new("touch")
+                .args(["-d", "1 hour ago", f])
+                .current_dir(&ws)
+                .status()
+                .unwrap()
+                .success();
+            assert!(ok);
+        }
+        Snapshot::take(&ws, &store_dir, &[]).unwrap();
+        std::fs::remove_dir_all(store_dir.join(SNAPSHOT_DIR).join("objects")).unwrap();
+        let healed = Snapshot::take(&ws, &store_dir, &[]).unwrap();
+        assert_eq!(healed.tree, now.tree);
         // A snapshot read back later by its tree id.
-        let reopened = Snapshot::open(&ws, &store_dir, &snap.tree).unwrap();
-        assert_eq!(reopened.entries(&all), entries);
+        let reopened = Snapshot::open(&ws, &store_dir, &healed.tree).unwrap();
+        assert_eq!(
+            reopened
+                .blob(&reopened.entries(&all)["new.txt"].oid, "new.txt")
+                .unwrap(),
+            b"new\n"
+        );
     }
 
     #[test]
@@ -402,6 +452,13 @@ mod tests {
             .unwrap();
         let listed = String::from_utf8(listed.stdout).unwrap();
         assert_eq!(listed, "tracked.txt\nuntracked.txt\n");
+        // Nor does the fingerprint see them (the database is the caller's
+        // to ignore).
+        let mut fingerprint = crate::fingerprint::Fingerprint::take(&ws).unwrap();
+        std::fs::remove_file(&db).unwrap();
+        Snapshot::take(&ws, &store_dir, std::slice::from_ref(&db)).unwrap();
+        let mut after = crate::fingerprint::Fingerprint::take(&ws).unwrap();
+        assert_eq!(fingerprint.changed_paths(&mut after), ["state/latch.db"]);
     }
 
     #[test]
@@ -555,6 +612,38 @@ mod tests {
                 .unwrap()
                 .is_empty(),
             "settled once"
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_holds_the_bytes_as_they_were_on_disk() {
+        // Line endings converted by the repository's attributes: git stores
+        // LF, the file on disk had CRLF, and so must the checkpoint.
+        let (dir, ws) = repo();
+        std::fs::write(ws.join(".gitattributes"), "*.txt text eol=crlf\n").unwrap();
+        std::fs::write(ws.join("crlf.txt"), "one\r\ntwo\r\n").unwrap();
+        let store = Store::open(dir.path().join("store").join("latch.db")).unwrap();
+        let model = ModelProfile::with_defaults("openai", "m");
+        let session = store
+            .create_session(ws.to_str().unwrap(), None, &model)
+            .unwrap()
+            .id;
+        run_possible_mutation(&store, &session, "shell", Some("x".into()), &ws, || {
+            std::fs::write(ws.join("crlf.txt"), "three\r\n").unwrap();
+        })
+        .unwrap();
+        let before = store
+            .all_events(&session)
+            .unwrap()
+            .into_iter()
+            .find_map(|e| match e.kind {
+                EventKind::Checkpoint { path, before, .. } if path == "crlf.txt" => before,
+                _ => None,
+            })
+            .unwrap();
+        assert_eq!(
+            store.artifact_bytes(&before).unwrap().unwrap(),
+            b"one\r\ntwo\r\n"
         );
     }
 }
