@@ -67,13 +67,25 @@ async fn open(c: &Client, served: &Served, id: &str) {
     .await;
 }
 
+/// Click the element `css` names, finding it again when the page
+/// re-rendered it between the find and the click (a stale reference).
 async fn click(c: &Client, css: &str) {
-    c.find(Locator::Css(css))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    for _ in 0..50 {
+        let clicked = match c.find(Locator::Css(css)).await {
+            Ok(element) => element.click().await,
+            Err(e) => Err(e),
+        };
+        match clicked {
+            Ok(()) => return,
+            Err(fantoccini::error::CmdError::Standard(e))
+                if e.error == fantoccini::error::ErrorStatus::StaleElementReference =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("clicking {css}: {e}"),
+        }
+    }
+    panic!("{css} was re-rendered under every click for five seconds");
 }
 
 #[test]
