@@ -41,6 +41,18 @@ function kernelMessage(entry, seq) {
   };
 }
 
+const FRAME_TAG = 'latch-kernel-context';
+
+/**
+ * Kernel-context text as the provider receives it (wit/context.wit,
+ * `message`): a kernel-context message is priced as this, because the frame
+ * counts toward the hard budget.
+ */
+function framedText(kind, text) {
+  const escaped = text.split(`</${FRAME_TAG}`).join(`<\\/${FRAME_TAG}`);
+  return `<${FRAME_TAG} kind="${kind}" author="context engine, not the user">\n${escaped}\n</${FRAME_TAG}>`;
+}
+
 /** The message a conversation event renders, or undefined for bookkeeping. */
 function eventMessage(event) {
   const { tag, val } = event.body;
@@ -279,7 +291,7 @@ class ContextEngine {
     const [system, context, state] = estimate(this.profile, [
       request.systemPrompt,
       contextText,
-      pin.text,
+      framedText('state-update', pin.text),
     ]);
     const instructions = system + MESSAGE_OVERHEAD + context;
     const stateTokens = pin.message === undefined ? 0 : MESSAGE_OVERHEAD + state;

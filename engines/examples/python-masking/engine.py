@@ -134,7 +134,7 @@ class ContextEngine(api.ContextEngine):
         pricer = masking.Pricer(self.log)
         items, latest = masking.epoch_messages(pricer, events, epoch)
         snapshot = render.kernel_message(epoch.entry, epoch.seq)
-        items.insert(0, (snapshot, pricer.message(epoch.entry.text), True))
+        items.insert(0, (snapshot, pricer.kernel(epoch.entry.kind, epoch.entry.text), True))
         persist = []
         if masking.state_part(latest) != state:
             entry = t.KernelContextEntry(
@@ -145,7 +145,7 @@ class ContextEngine(api.ContextEngine):
                 text=state,
             )
             persist.append(entry)
-            items.append((render.kernel_message(entry, None), pricer.message(state), True))
+            items.append((render.kernel_message(entry, None), pricer.kernel(entry.kind, state), True))
         kernel = sum(tok for _, tok, k in items if k)
         conversation = sum(tok for _, tok, k in items if not k)
         high = min(mark, room - kernel)
@@ -166,7 +166,7 @@ class ContextEngine(api.ContextEngine):
         stand_in = state + masking.WORKING_MEMORY + masking.working_memory_line(
             generation, reason, end + 1, end + 1
         )
-        snapshot_tokens = pricer.message(stand_in) + 8
+        snapshot_tokens = pricer.kernel(t.KernelContextKind.SNAPSHOT, stand_in) + 8
         avail = room - snapshot_tokens
         if avail < 0:
             raise masking.BudgetExceeded(
@@ -192,7 +192,7 @@ class ContextEngine(api.ContextEngine):
         epoch.seq = end + 1  # not persisted yet: everything before it is history
         events = self.log.events_from(session, start)
         items, _ = masking.epoch_messages(pricer, events, epoch)
-        items.insert(0, (render.kernel_message(entry, None), pricer.message(entry.text), True))
+        items.insert(0, (render.kernel_message(entry, None), pricer.kernel(entry.kind, entry.text), True))
         return self._finish(request, info, context, instructions, (items, [entry]), epoch, "rotated")
 
     def _finish(self, request, info, context, instructions, built, epoch, status):

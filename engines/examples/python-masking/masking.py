@@ -60,6 +60,10 @@ class Pricer:
         """Price of a user message of one text part."""
         return render.MESSAGE_OVERHEAD + self.texts([text])[0]
 
+    def kernel(self, kind, text):
+        """Price of a kernel-context message of `kind`: its framed text."""
+        return render.MESSAGE_OVERHEAD + self.texts([render.framed_text(kind, text)])[0]
+
     def _marker(self, n):
         # Digits cost the same whatever they are, so the marker's price
         # depends only on how many digits N has.
@@ -225,7 +229,7 @@ def epoch_messages(pricer, events, epoch):
         ):
             latest = body.value
             items.append((render.kernel_message(body.value, e.seq), None, True))
-            kernel_texts.append(body.value.text)
+            kernel_texts.append(render.framed_text(body.value.kind, body.value.text))
     prices = iter(pricer.texts(kernel_texts))
     items = [
         (m, render.MESSAGE_OVERHEAD + next(prices) if k else tokens, k) for m, tokens, k in items

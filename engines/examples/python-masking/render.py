@@ -7,7 +7,8 @@ itself, byte for byte:
 * the session-context message,
 * the conversation message of one durable event,
 * the elided form of a tool result (observation masking),
-* the message of a kernel-context entry,
+* the message of a kernel-context entry, and the frame the host puts around
+  its text (which counts toward the hard budget),
 * the rendering of the canonical task state this engine pins as kernel context.
 """
 
@@ -48,6 +49,28 @@ def kernel_message(entry, seq):
         parts=[t.Part_Text(entry.text)],
         kernel=tag,
         source_seqs=[] if seq is None else [seq],
+    )
+
+
+#: The wire names of the kernel-context kinds, as the frame spells them.
+KIND_NAMES = {
+    t.KernelContextKind.SNAPSHOT: "snapshot",
+    t.KernelContextKind.STATE_UPDATE: "state-update",
+    t.KernelContextKind.EXTENSION: "extension",
+    t.KernelContextKind.RECALL: "recall",
+    t.KernelContextKind.ARCHIVE_INDEX: "archive-index",
+    t.KernelContextKind.REGROUND: "reground",
+}
+FRAME_TAG = "latch-kernel-context"
+
+
+def framed_text(kind, text):
+    """Kernel-context text as the provider receives it; a kernel-context
+    message is priced as this (the frame counts toward the hard budget)."""
+    escaped = text.replace("</" + FRAME_TAG, "<\\/" + FRAME_TAG)
+    return (
+        f'<{FRAME_TAG} kind="{KIND_NAMES[kind]}" author="context engine, not the user">\n'
+        f"{escaped}\n</{FRAME_TAG}>"
     )
 
 

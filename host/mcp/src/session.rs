@@ -130,7 +130,7 @@ impl McpTools {
         ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),
-            content: bound_tool_output(&text, self.profile),
+            content: self.store.bound_and_store_output(&text, self.profile),
             is_error: outcome.is_error,
             images,
         }

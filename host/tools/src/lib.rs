@@ -53,9 +53,7 @@ pub use spec::{ToolSpec, schemas, spec_of};
 
 use args::Args;
 use latch_engine_sdk::types::{EstimatorProfile, ToolCall, ToolResult};
-use latch_kernel::{
-    Certification, EventKind, Store, bound_tool_output, bound_tool_output_stored, fits_tool_output,
-};
+use latch_kernel::{Certification, EventKind, Store};
 use paths::{Access, Resolved};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
@@ -273,28 +271,13 @@ pub fn execute(ctx: &ToolContext, call: &ToolCall) -> ToolOutcome {
         result: ToolResult {
             call_id: call.id.clone(),
             name: call.name.clone(),
-            content: bounded(ctx, &reply.content),
+            content: ctx
+                .store
+                .bound_and_store_output(&reply.content, ctx.profile),
             is_error: reply.is_error,
             images: Vec::new(),
         },
         completion: reply.completion,
-    }
-}
-
-/// A tool's answer within the read bounds. An answer too long to show whole
-/// is stored whole as an artifact first, and the bounded result names it so
-/// `read_artifact` can page through it; if storing fails, it is bounded
-/// alone.
-fn bounded(ctx: &ToolContext, content: &str) -> String {
-    if fits_tool_output(content, ctx.profile) {
-        return content.to_string();
-    }
-    match ctx
-        .store
-        .put_artifact(content.as_bytes(), Some("text/plain; charset=utf-8"))
-    {
-        Ok(media) => bound_tool_output_stored(content, ctx.profile, &media.sha256),
-        Err(_) => bound_tool_output(content, ctx.profile),
     }
 }
 

@@ -2,10 +2,13 @@
 //! whose `complete` is refused twice in a row, or whose validation fails
 //! the same way twice, gets a durable `reground` event; the continuity
 //! engine turns it into its re-ground instruction in the very next model
-//! request, and a resumed session shows the same.
+//! request and marks the episode `reground`, and a resumed session shows the
+//! same.
 
 use crate::core_loop::rig;
-use latch_engine_sdk::types::{KernelContextKind, Part};
+use latch_continuity::episodes;
+use latch_engine_sdk::SessionView;
+use latch_engine_sdk::types::{EstimatorProfile, KernelContextKind, Part};
 use latch_kernel::{EventKind, REFUSALS_IN_A_ROW};
 use latch_provider::fake::{Script, ScriptedTurn};
 
@@ -63,6 +66,16 @@ fn complete_refused_twice_reaches_the_next_request_as_a_reground_and_survives_re
         k,
         EventKind::KernelContext(c) if c.entry.kind == KernelContextKind::Reground
     )));
+    // The engine's episode carries the `reground` marker.
+    let view = latch_kernel::StoreSessionView::new(r.store.clone(), &r.session.id).unwrap();
+    let seen = view.events(0, u64::MAX, 10_000);
+    let episodes = episodes::build(EstimatorProfile::Anthropic, &seen, 8_000);
+    assert!(
+        episodes
+            .iter()
+            .any(|e| e.markers.contains(&episodes::Marker::Reground)),
+        "{episodes:?}"
+    );
     drop(agent);
 
     // A new process resumes: its engine shows the same instruction, and no

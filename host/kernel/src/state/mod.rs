@@ -380,7 +380,7 @@ impl KernelState {
         self.files.guard(path, current_sha256)
     }
 
-    /// The re-grounds due now (see [`reground`]): certification refused
+    /// The re-grounds due now ([`RegroundDue`]): certification refused
     /// twice in a row, or a failure lineage that repeated, not yet answered
     /// by a `reground` event at this length of its streak.
     pub fn reground_due(&self) -> Vec<RegroundDue> {

@@ -574,3 +574,51 @@ fn the_open_turn_is_what_resume_repairs() {
         &Unfinished::default()
     );
 }
+
+#[test]
+fn reground_is_due_for_refusals_in_a_row_and_repeated_lineages_until_answered() {
+    let refused = |b: &str| EventKind::CertificationAttempt {
+        outcome: CertificationOutcome::Refused,
+        blockers: vec![b.to_string()],
+        generation: 0,
+    };
+    let mut k = KernelState::new("s");
+    // Two refusals in a row, whatever their blockers.
+    k.apply(&ev(1, "s", refused("no evidence: a")));
+    assert!(k.reground_due().is_empty());
+    k.apply(&ev(2, "s", refused("stale: b")));
+    let due = k.reground_due();
+    assert_eq!(due.len(), 1, "{due:?}");
+    assert_eq!(
+        (due[0].lineage.as_str(), due[0].count),
+        (REFUSALS_IN_A_ROW, 2)
+    );
+    // Answered: nothing due until the streak doubles.
+    k.apply(&ev(3, "s", due[0].event()));
+    assert!(k.reground_due().is_empty());
+    k.apply(&ev(4, "s", refused("stale: b")));
+    assert!(k.reground_due().is_empty());
+    k.apply(&ev(5, "s", refused("stale: b")));
+    assert_eq!(k.reground_due()[0].count, 4);
+    // A certified completion ends the streak.
+    k.apply(&ev(
+        6,
+        "s",
+        EventKind::CertificationAttempt {
+            outcome: CertificationOutcome::Certified,
+            blockers: vec![],
+            generation: 0,
+        },
+    ));
+    assert!(k.reground_due().is_empty());
+    // A validation failing twice is a repeated lineage; another session's
+    // failures are not this session's.
+    let failed = validation(&["unit"], Outcome::Failed, 0);
+    k.apply(&ev(7, "other", failed.clone()));
+    k.apply(&ev(8, "s", failed.clone()));
+    assert!(k.reground_due().is_empty());
+    k.apply(&ev(9, "s", failed));
+    let due = k.reground_due();
+    assert_eq!(due.len(), 1, "{due:?}");
+    assert_eq!(due[0].lineage, "validation:cargo test");
+}

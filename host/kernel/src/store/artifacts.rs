@@ -4,7 +4,7 @@
 
 use super::{Result, Store, StoreError, now_ms};
 use crate::event::sha256_hex;
-use latch_engine_sdk::types::MediaRef;
+use latch_engine_sdk::types::{EstimatorProfile, MediaRef};
 use rusqlite::{OptionalExtension, params};
 
 /// What the header of an image says.
@@ -157,6 +157,21 @@ impl Store {
                 media_ref,
             )
             .optional()?)
+    }
+
+    /// A tool's output within the read bounds (see
+    /// [`crate::bound_tool_output`]). An output too long to show whole is
+    /// stored whole as a text artifact first, and the bounded result names
+    /// it so `read_artifact` can page through it; if storing fails, it is
+    /// bounded alone.
+    pub fn bound_and_store_output(&self, text: &str, profile: EstimatorProfile) -> String {
+        if crate::bounds::fits_tool_output(text, profile) {
+            return text.to_string();
+        }
+        match self.put_artifact(text.as_bytes(), Some("text/plain; charset=utf-8")) {
+            Ok(media) => crate::bounds::bound_tool_output_stored(text, profile, &media.sha256),
+            Err(_) => crate::bounds::bound_tool_output(text, profile),
+        }
     }
 
     /// Metadata of artifact `sha256` when it belongs to `session`'s tree:
