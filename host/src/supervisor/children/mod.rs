@@ -35,6 +35,7 @@ pub use worker::{
 use super::Supervisor;
 use crate::agent::{AgentOptions, TurnControl};
 use crate::config::{ChildrenOnInterrupt, Config};
+use latch_kernel::group::GroupPort;
 use latch_kernel::{EventKind, Store};
 use latch_provider::Provider;
 use std::collections::HashMap;
@@ -112,6 +113,9 @@ pub struct ChildSettings {
     /// What the user's interrupt of the parent's turn does to running
     /// children (`[agents] on_interrupt`).
     pub on_interrupt: ChildrenOnInterrupt,
+    /// Where the root's agent group lives (`[group] store`); `None`: the
+    /// local store.
+    pub group: Option<Arc<dyn GroupPort>>,
 }
 
 impl Default for ChildSettings {
@@ -122,6 +126,7 @@ impl Default for ChildSettings {
             observer: None,
             tools: None,
             on_interrupt: ChildrenOnInterrupt::default(),
+            group: None,
         }
     }
 }
@@ -151,6 +156,7 @@ pub struct ChildRuntime {
     observer: Option<ChildObserver>,
     tools: Arc<dyn SessionTools>,
     on_interrupt: ChildrenOnInterrupt,
+    group: Arc<dyn GroupPort>,
     shared: Mutex<Shared>,
     changed: Condvar,
     /// Set when a child finished: a report may wait for delivery.
@@ -188,6 +194,7 @@ impl ChildRuntime {
         let tools = settings
             .tools
             .unwrap_or_else(|| Arc::new(StandardOnly::new(store.clone(), workspace.clone())));
+        let group = settings.group.unwrap_or_else(|| store.clone());
         Arc::new(ChildRuntime {
             store,
             workspace,
@@ -202,6 +209,7 @@ impl ChildRuntime {
             observer: settings.observer,
             tools,
             on_interrupt: settings.on_interrupt,
+            group,
             shared: Mutex::new(Shared::default()),
             changed: Condvar::new(),
             finished: AtomicBool::new(true),
@@ -215,6 +223,11 @@ impl ChildRuntime {
     /// The store.
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// Where the root's agent group lives.
+    pub fn group(&self) -> &Arc<dyn GroupPort> {
+        &self.group
     }
 
     /// Tell the observer (if any) about a child's committed event.

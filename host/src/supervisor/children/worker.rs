@@ -305,7 +305,9 @@ fn start(rt: &Arc<ChildRuntime>, started: Started) -> Result<(), String> {
                 Err(e) => tracing::error!("could not commit the report of child {id}: {e}"),
             }
             // It no longer runs: it leaves its group, its claims released.
-            if let Err(e) = crate::supervisor::groups::member_ended(&rt2.store, &id, outcome) {
+            if let Err(e) =
+                crate::supervisor::groups::member_ended(&rt2.store, &*rt2.group, &id, outcome)
+            {
                 tracing::error!("child {id} could not leave its group: {e}");
             }
             drop(lease);
@@ -383,7 +385,8 @@ fn run(
                 Box::new(link),
                 rt.store.clone(),
                 &root,
-            ),
+            )
+            .with_port(rt.group.clone()),
         )),
         Err(e) => return Some((ReportOutcome::Failed, e.to_string())),
     };
