@@ -347,6 +347,27 @@ fn an_unreachable_group_store_is_an_error_naming_the_url() {
         "{stderr}"
     );
     assert!(!stderr.contains("hunter2"), "{stderr}");
+    // `[group] store` in the config: a session's start names it too.
+    let config_dir = b.path().join(".test-home").join("config");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(
+        config_dir.join("config.toml"),
+        format!("[group]\nstore = {}\n", toml_string(url)),
+    )
+    .unwrap();
+    let out = latch(b.path())
+        .args(PROVIDER)
+        .args(["run", "hello"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot reach the group store at postgres://latch:***@127.0.0.1:1/groups"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+    std::fs::remove_file(config_dir.join("config.toml")).unwrap();
     let out = latch(b.path())
         .args(PROVIDER)
         .args(["group", "join", "01abc"])
