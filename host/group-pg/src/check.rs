@@ -5,7 +5,7 @@
 
 use latch_kernel::group::check::{self, Facts};
 use latch_kernel::group::{Committed, GroupError, GroupEvent, GroupRefusal, TaskStatus};
-use tokio_postgres::Transaction;
+use tokio_postgres::{GenericClient, Transaction};
 
 /// A refusal or a database failure.
 pub(crate) enum CheckError {
@@ -36,7 +36,7 @@ impl CheckError {
 
 type Checked<T> = Result<T, CheckError>;
 
-async fn members(tx: &Transaction<'_>, root: &str) -> Checked<Vec<(String, bool)>> {
+async fn members<C: GenericClient + Sync>(tx: &C, root: &str) -> Checked<Vec<(String, bool)>> {
     Ok(tx
         .query(
             "SELECT member, active FROM latch_group_members WHERE root = $1 ORDER BY member",
@@ -49,29 +49,37 @@ async fn members(tx: &Transaction<'_>, root: &str) -> Checked<Vec<(String, bool)
 }
 
 /// Load what [`check::needs`] asks for checking `event`, the named task's
-/// row locked for the transaction. Any session id may join: the sessions
-/// of other hosts are not in this host's store.
-async fn facts(tx: &Transaction<'_>, root: &str, event: &GroupEvent) -> Checked<Facts> {
+/// row locked (for the transaction, or for the statement outside one). The
+/// queries are independent and go out together (pipelined on the one
+/// connection): one round trip, not one per fact. Any session id may join:
+/// the sessions of other hosts are not in this host's store.
+async fn facts<C: GenericClient + Sync>(tx: &C, root: &str, event: &GroupEvent) -> Checked<Facts> {
     let needs = check::needs(event);
-    let mut f = Facts {
-        belongs: true,
-        ..Facts::default()
-    };
-    if needs.group {
-        f.created = tx
-            .query_opt(
+    let created = async {
+        if !needs.group {
+            return Ok(None);
+        }
+        Ok::<_, CheckError>(
+            tx.query_opt(
                 "SELECT created_seq FROM latch_groups WHERE root = $1",
                 &[&root],
             )
             .await?
-            .map(|r| r.get::<_, i64>(0) as u64);
-    }
-    if needs.members {
-        f.members = members(tx, root).await?;
-    }
-    if let Some(member) = &needs.member {
-        f.joining = tx
-            .query_opt(
+            .map(|r| r.get::<_, i64>(0) as u64),
+        )
+    };
+    let all = async {
+        if !needs.members {
+            return Ok(Vec::new());
+        }
+        members(tx, root).await
+    };
+    let joining = async {
+        let Some(member) = &needs.member else {
+            return Ok(None);
+        };
+        Ok::<_, CheckError>(
+            tx.query_opt(
                 "SELECT role, active, joined_seq FROM latch_group_members
                  WHERE root = $1 AND member = $2",
                 &[&root, member],
@@ -83,11 +91,15 @@ async fn facts(tx: &Transaction<'_>, root: &str, event: &GroupEvent) -> Checked<
                     r.get::<_, bool>(1),
                     r.get::<_, i64>(2) as u64,
                 )
-            });
-    }
-    if let Some(id) = needs.task {
-        f.task = tx
-            .query_opt(
+            }),
+        )
+    };
+    let task = async {
+        let Some(id) = needs.task else {
+            return Ok(None);
+        };
+        Ok::<_, CheckError>(
+            tx.query_opt(
                 "SELECT status, owner FROM latch_group_tasks WHERE root = $1 AND id = $2
                  FOR UPDATE",
                 &[&root, &(id as i64)],
@@ -96,33 +108,30 @@ async fn facts(tx: &Transaction<'_>, root: &str, event: &GroupEvent) -> Checked<
             .map(|r| {
                 (
                     TaskStatus::from_label(r.get(0)).unwrap_or(TaskStatus::Open),
-                    r.get(1),
+                    r.get::<_, Option<String>>(1),
                 )
-            });
-    }
-    if needs.task_ids_given(f.task.is_some()) {
-        f.task_ids = tx
-            .query(
-                "SELECT id FROM latch_group_tasks WHERE root = $1 ORDER BY id",
-                &[&root],
-            )
-            .await?
-            .iter()
-            .map(|r| r.get::<_, i64>(0) as u64)
-            .collect();
-    }
-    if let Some(key) = &needs.key {
-        f.keyed = tx
-            .query_opt(
+            }),
+        )
+    };
+    let keyed = async {
+        let Some(key) = &needs.key else {
+            return Ok(None);
+        };
+        Ok::<_, CheckError>(
+            tx.query_opt(
                 "SELECT id FROM latch_group_tasks WHERE root = $1 AND idem_key = $2",
                 &[&root, key],
             )
             .await?
-            .map(|r| r.get::<_, i64>(0) as u64);
-    }
-    if let Some(id) = needs.waiting.filter(|_| f.task.is_some()) {
-        f.waiting = tx
-            .query(
+            .map(|r| r.get::<_, i64>(0) as u64),
+        )
+    };
+    let waiting = async {
+        let Some(id) = needs.waiting else {
+            return Ok(Vec::new());
+        };
+        Ok::<_, CheckError>(
+            tx.query(
                 "SELECT t.id, t.status FROM latch_group_task_deps d
                  JOIN latch_group_tasks t ON t.root = d.root AND t.id = d.dep
                  WHERE d.root = $1 AND d.task = $2 AND t.status <> 'completed' ORDER BY t.id",
@@ -136,9 +145,34 @@ async fn facts(tx: &Transaction<'_>, root: &str, event: &GroupEvent) -> Checked<
                     TaskStatus::from_label(r.get(1)).unwrap_or(TaskStatus::Open),
                 )
             })
-            .collect();
-    }
-    Ok(f)
+            .collect(),
+        )
+    };
+    let (created, members, joining, task, keyed, waiting) =
+        tokio::try_join!(created, all, joining, task, keyed, waiting)?;
+    let task_ids = if needs.task_ids_given(task.is_some()) {
+        tx.query(
+            "SELECT id FROM latch_group_tasks WHERE root = $1 ORDER BY id",
+            &[&root],
+        )
+        .await?
+        .iter()
+        .map(|r| r.get::<_, i64>(0) as u64)
+        .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Facts {
+        created,
+        members,
+        joining,
+        belongs: true,
+        // The dependencies of a task that does not exist say nothing.
+        waiting: if task.is_some() { waiting } else { Vec::new() },
+        task,
+        task_ids,
+        keyed,
+    })
 }
 
 /// Check `event` with the kernel's one check over the facts loaded here;
@@ -150,4 +184,23 @@ pub(crate) async fn check(
 ) -> Checked<Option<Committed>> {
     let facts = facts(tx, root, event).await?;
     Ok(check::check(root, event, &facts)?)
+}
+
+/// The refusal of a claim decided before the group lock, from committed
+/// rows (the task's row lock waits for a claim being committed): a claim
+/// that cannot succeed — held, closed, blocked, unknown, not a member —
+/// never queues behind the group's other commits. A refusal writes
+/// nothing, so it needs no place in the log's order; every refusal states
+/// a fact that held when its row was read. A claim that may succeed is
+/// checked again under the group lock before it is appended.
+pub(crate) async fn refused_claim<C: GenericClient + Sync>(
+    client: &C,
+    root: &str,
+    event: &GroupEvent,
+) -> Checked<Option<GroupRefusal>> {
+    if !matches!(event, GroupEvent::TaskClaimed { .. }) {
+        return Ok(None);
+    }
+    let facts = facts(client, root, event).await?;
+    Ok(check::check(root, &mut event.clone(), &facts).err())
 }
