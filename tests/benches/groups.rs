@@ -33,7 +33,7 @@ fn group(dir: &Path, members: usize) -> (PathBuf, Arc<Store>, SessionRecord, Vec
     let store = Arc::new(Store::open(&path).unwrap());
     let model = ModelProfile::with_defaults("openai-compatible", "m");
     let root = store.create_session("/ws", None, &model).unwrap();
-    ensure_group(&store, &root.id).unwrap();
+    ensure_group(&*store, &root.id).unwrap();
     let children: Vec<String> = (0..members)
         .map(|i| {
             let c = store

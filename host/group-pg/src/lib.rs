@@ -7,7 +7,9 @@
 //! group's transaction-scoped advisory lock, so the log order is the commit
 //! order and `GroupState::replay` of the log equals the projection; a claim
 //! also locks its task row (`FOR UPDATE`) and inserts into a table whose
-//! primary key allows one holder per task. Wake-ups go through
+//! primary key allows one holder per task. A claim that cannot succeed is
+//! refused from the task's row before the group lock, so contending members
+//! do not queue their refusals behind each other's commits. Wake-ups go through
 //! `LISTEN/NOTIFY` ([`PgGroup::wait_for_message`]), never a polling loop.
 //!
 //! The port is synchronous (like the SQLite store) and callable from any
@@ -253,6 +255,12 @@ impl GroupPort for PgGroup {
         self.run(move |pool, shown| async move {
             let mut client = error::client(&pool, &shown).await?;
             let un = |e: tokio_postgres::Error| error::unavailable(&shown, &e);
+            if let Some(refusal) = check::refused_claim(&**client, &root, &event)
+                .await
+                .map_err(|e| e.into_group(&shown))?
+            {
+                return Err(refusal.into());
+            }
             let tx = client.transaction().await.map_err(un)?;
             schema::lock_group(&tx, &root).await.map_err(un)?;
             if let Some(done) = check(&tx, &root, &mut event)

@@ -7,13 +7,15 @@
 
 use super::GlobalArgs;
 use super::setup::{self, Env};
-use latch_kernel::group::{GroupError, GroupPort, present};
+use crate::supervisor::groups;
+use latch_kernel::group::{GroupError, GroupEvent, GroupPort, present};
 use latch_kernel::{SessionRecord, Store};
 use std::path::Path;
+use std::sync::Arc;
 
 /// The `/group` text of the group `session` belongs to (as root or child).
 pub fn group_text(store: &Store, session: &SessionRecord) -> Result<String, GroupError> {
-    let root = crate::supervisor::groups::root_of(session);
+    let root = groups::root_of(session);
     Ok(present::render(&store.replay(root)?))
 }
 
@@ -103,23 +105,47 @@ pub fn group_shared(
         Some(id) => id.to_string(),
         None => {
             let record = setup::select_session(&env, None)?;
-            crate::supervisor::groups::root_of(&record).to_string()
+            groups::root_of(&record).to_string()
         }
     };
     print!("{}", printable(&shared_text(&env, &url, &root)?));
     Ok(0)
 }
 
-/// `latch group join <group-id> --store URL [--role R]`: a new session on
-/// this host joins the group as a member; prints its id and host.
+/// What a member that joined from another host is asked to do: work the
+/// group's task list until nothing is ready for it, then tell the lead.
+pub fn member_brief(group: &str, role: &str, host: &str, task: Option<&str>) -> String {
+    let mut brief = format!(
+        "You joined the agent group {group} as `{role}` from host {host}; its lead is session \
+         {group} and the other members may run on other machines. Work the group's task list: \
+         task_list shows the tasks and which are ready; claim a ready one with task_claim, do it \
+         in this workspace and finish it with task_complete (task_release if you cannot). \
+         Repeat until no open task is ready for you, tell the lead what you did with \
+         group_message, then reply with a short summary."
+    );
+    if let Some(task) = task.map(str::trim).filter(|t| !t.is_empty()) {
+        brief.push_str("\n\nAlso: ");
+        brief.push_str(task);
+    }
+    brief
+}
+
+/// `latch group join <group-id> --store URL [--role R] [--task T]`: a new
+/// session on this host joins the group as a member and works its task
+/// list through the agent loop (claims, completions and messages through
+/// the shared store; its own events in this host's store). When its turn
+/// ends it leaves the group, releasing any claim it still holds. Exits
+/// non-zero when the turn fails.
 pub fn join(
     global: &GlobalArgs,
     workspace: &Path,
     group_id: &str,
     store: Option<&str>,
     role: &str,
+    task: Option<&str>,
 ) -> anyhow::Result<i32> {
-    let env = Env::open(global, workspace)?;
+    let mut env = Env::open(global, workspace)?;
+    setup::settle_trust(&mut env, global, setup::TrustPolicy::Refuse)?;
     let Some(url) = shared_store(&env, store) else {
         anyhow::bail!(
             "`latch group join` needs a shared group store: pass --store postgres://… or set \
@@ -129,7 +155,7 @@ pub fn join(
     if role.trim().is_empty() {
         anyhow::bail!("--role needs a name, e.g. --role reviewer");
     }
-    let pg = latch_group_pg::PgGroup::connect(&url, env.store.clone())?;
+    let pg = Arc::new(latch_group_pg::PgGroup::connect(&url, env.store.clone())?);
     if !pg.projection(group_id)?.created {
         anyhow::bail!(
             "the group store {} has no group {group_id}; give the lead's session id (its `latch \
@@ -139,18 +165,50 @@ pub fn join(
     }
     let provider = setup::choose_provider(global, &env.config.config)?;
     let record = setup::new_session(&env, &provider)?;
+    // Nobody else drives it while it runs (`latch resume` is refused).
+    let _lease = setup::take_lease(&env, &record.id, "`latch group join`")?;
+    let member = record.id.clone();
     pg.commit(
         group_id,
-        latch_kernel::group::GroupEvent::MemberJoined {
-            member: record.id.clone(),
+        GroupEvent::MemberJoined {
+            member: member.clone(),
             role: role.to_string(),
         },
     )?;
     println!(
-        "joined group {group_id} as {} ({role}) from host {}; group store {}",
-        record.id,
+        "joined group {group_id} as {member} ({role}) from host {}; group store {}",
         pg.host(),
         pg.url()
     );
-    Ok(0)
+    let brief = member_brief(group_id, role, pg.host(), task);
+    let mut agent = setup::build_joined_agent(
+        &env,
+        record,
+        &provider,
+        "run",
+        setup::Joined {
+            port: pg.clone(),
+            group: group_id,
+            role,
+        },
+    )?;
+    let mut out = super::session_cmd::printer(false);
+    let outcome = agent.run_turn(&brief, &mut out);
+    drop(agent);
+    // It no longer runs: it leaves, and what it still holds is released.
+    let reason = if outcome.is_ok() {
+        "completed"
+    } else {
+        "failed"
+    };
+    if let Err(e) = groups::leave(&*pg, group_id, &member, reason) {
+        eprintln!("warning: {member} could not leave group {group_id}: {e}");
+    }
+    match outcome {
+        Ok(_) => Ok(0),
+        Err(e) => {
+            eprintln!("error: {}", printable(&e.to_string()).trim_end());
+            Ok(1)
+        }
+    }
 }

@@ -435,9 +435,18 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             // stays the local event store.
             let (global, shared) = group_cmd::split_store(&cli.global);
             match action {
-                Some(GroupAction::Join { group_id, role }) => {
-                    group_cmd::join(&global, &workspace, &group_id, shared.as_deref(), &role)
-                }
+                Some(GroupAction::Join {
+                    group_id,
+                    role,
+                    task,
+                }) => group_cmd::join(
+                    &global,
+                    &workspace,
+                    &group_id,
+                    shared.as_deref(),
+                    &role,
+                    task.as_deref(),
+                ),
                 None => group_cmd::group_shared(
                     &global,
                     &workspace,
@@ -475,12 +484,17 @@ fn interactive(
 #[derive(Debug, clap::Subcommand)]
 pub enum GroupAction {
     /// Join the group `<group-id>` (its lead's session id) as a new member
-    /// session on this host, through a shared group store.
+    /// session on this host, through a shared group store, and work its
+    /// task list (claim, do, complete) until nothing is ready; it leaves
+    /// the group when its turn ends.
     Join {
         /// The group's id: its lead's session id.
         group_id: String,
         /// The member's role.
         #[arg(long, default_value = "worker")]
         role: String,
+        /// More for the member to do besides the task list.
+        #[arg(long, value_name = "TEXT")]
+        task: Option<String>,
     },
 }

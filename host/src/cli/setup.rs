@@ -293,6 +293,41 @@ pub fn build_agent_observed(
     mode: &str,
     observer: Option<ChildObserver>,
 ) -> anyhow::Result<Agent> {
+    build_with(env, session, provider, mode, observer, None)
+}
+
+/// A group a session of this host joined (`latch group join`): the shared
+/// store, the group's id (its lead's session) and the member's role.
+pub struct Joined<'a> {
+    /// The shared group store.
+    pub port: Arc<dyn latch_kernel::group::GroupPort>,
+    /// The group's id.
+    pub group: &'a str,
+    /// The member's role.
+    pub role: &'a str,
+}
+
+/// The agent of `session`, a new root session of this host that joined a
+/// group whose lead runs elsewhere: the group tools over `joined.port`, no
+/// children of its own.
+pub fn build_joined_agent(
+    env: &Env,
+    session: SessionRecord,
+    provider: &ProviderChoice,
+    mode: &str,
+    joined: Joined<'_>,
+) -> anyhow::Result<Agent> {
+    build_with(env, session, provider, mode, None, Some(joined))
+}
+
+fn build_with(
+    env: &Env,
+    session: SessionRecord,
+    provider: &ProviderChoice,
+    mode: &str,
+    observer: Option<ChildObserver>,
+    joined: Option<Joined<'_>>,
+) -> anyhow::Result<Agent> {
     let supervisor = Arc::new(Supervisor::from_config(&env.config.config, &env.workspace)?);
     let engine = if session.parent.is_some() {
         // A child's engine comes from its durable profile, as when its
@@ -303,6 +338,15 @@ pub fn build_agent_observed(
         supervisor.root_engine(&session.id, &session.model)?
     };
     let is_root = session.parent.is_none();
+    // Where the session's agent group lives: the local store, or the
+    // shared store `[group] store` names (unreachable: an error naming it).
+    let group = match &joined {
+        Some(j) => j.port.clone(),
+        None => crate::supervisor::groups::open_port(
+            env.config.config.group.store.as_deref(),
+            env.store.clone(),
+        )?,
+    };
     let provider_client = Provider::new(provider.config.clone())?;
     let (approval, sandbox) = session_modes(env, &session.id)?;
     let options = AgentOptions {
@@ -326,6 +370,15 @@ pub fn build_agent_observed(
     )?
     .with_extensions(extensions)
     .with_hooks(env.config.config.hooks.commands());
+    if let Some(j) = joined {
+        let delegation = crate::supervisor::groups::GroupMember::for_joined(
+            env.store.clone(),
+            j.port,
+            j.group,
+            j.role,
+        );
+        return Ok(agent.with_delegation(Box::new(delegation)));
+    }
     if !is_root {
         // A child the user drives: its parent hears of the run and gets
         // its report, and it stays a member of its group with the same
@@ -335,7 +388,8 @@ pub fn build_agent_observed(
             Box::new(UserResumedChild::new(env.store.clone())),
             env.store.clone(),
             &root,
-        );
+        )
+        .with_port(group);
         return Ok(agent.with_delegation(Box::new(delegation)));
     }
     // Children run in the same sandbox and never ask the terminal: what
@@ -356,6 +410,7 @@ pub fn build_agent_observed(
         ChildSettings {
             observer,
             tools: Some(Arc::new(ConfiguredTools::new(env, false))),
+            group: Some(group.clone()),
             ..ChildSettings::from_config(&env.config.config)
         },
     );
@@ -366,7 +421,8 @@ pub fn build_agent_observed(
         env.store.clone(),
         &root,
         children,
-    );
+    )
+    .with_port(group);
     Ok(agent.with_delegation(Box::new(delegation)))
 }
 

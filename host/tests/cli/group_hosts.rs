@@ -1,17 +1,22 @@
-//! Agent groups across hosts through a shared PostgreSQL group store: a
-//! lead on one "host" (its own store, its own host name) creates the group,
-//! `latch group join <group-id> --store …` on another joins as a member,
-//! `latch group --store …` shows every member with its host, the member's
-//! claim goes through the shared store, `[group] store` in the user config
-//! is used without `--store`, and an unreachable store is an error naming
-//! the URL. Skips (saying why) without `LATCH_PG_TEST_URL`.
+//! Agent groups across hosts through a shared PostgreSQL group store: two
+//! `latch` processes ("hosts", each with its own workspace, store and host
+//! name) talk real HTTP to the scripted provider. Host A's `latch run`
+//! leads (its group on PostgreSQL through `[group] store` in its user
+//! config); host B's `latch group join <group-id> --store …` runs a member
+//! whose agent loop claims and completes the tasks and messages the lead;
+//! `latch group` on both hosts shows every member with its host. An
+//! unreachable store is an error naming the URL. Skips (saying why)
+//! without `LATCH_PG_TEST_URL`.
 
-use super::latch;
-use latch_engine_sdk::types::ModelProfile;
+use super::{at, latch};
 use latch_group_pg::PgGroup;
-use latch_kernel::Store;
-use latch_kernel::group::{GroupEvent, GroupPort};
+use latch_kernel::group::{GroupEvent, GroupPort, TaskStatus};
+use latch_kernel::{EventKind, Store};
+use latch_provider::fake::{CapturedRequest, FakeServer, Script, ScriptStep, ScriptedTurn};
+use std::process::Stdio;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 /// The test cluster as a `postgres://` URL, the form `--store` takes for
 /// a shared group store (a unix socket directory goes percent-encoded in
@@ -48,60 +53,204 @@ const PROVIDER: [&str; 6] = [
     "local",
 ];
 
-#[test]
-fn a_member_on_another_host_joins_claims_and_shows_with_its_host() {
-    let Some(url) = pg_url() else { return };
-    // Host A: the lead's own store and the group.
-    let a = tempfile::tempdir().unwrap();
-    let local = Arc::new(Store::open(a.path().join("a.db")).unwrap());
-    let model = ModelProfile::with_defaults("openai-compatible", "m");
-    let root = local.create_session("/a", None, &model).unwrap().id;
-    let lead = PgGroup::connect(&url, local).unwrap().with_host("host-a");
-    lead.commit(&root, GroupEvent::Created { lead: root.clone() })
-        .unwrap();
-    lead.commit(
-        &root,
-        GroupEvent::MemberJoined {
-            member: root.clone(),
-            role: "lead".into(),
-        },
-    )
-    .unwrap();
-    let task = lead
-        .commit(
-            &root,
-            GroupEvent::TaskCreated {
-                title: "review the parser".into(),
-                description: String::new(),
-                depends_on: vec![],
-                key: None,
-                by: root.clone(),
-            },
-        )
-        .unwrap()
-        .seq;
+/// The phrase only a joined member's brief carries.
+const MEMBER: &str = "You joined the agent group";
 
-    // Host B: another workspace and store joins through the binary.
-    let b = tempfile::tempdir().unwrap();
-    let out = latch(b.path())
-        .args(PROVIDER)
-        .args([
-            "group", "join", &root, "--store", &url, "--role", "reviewer",
-        ])
-        .env("LATCH_HOST_NAME", "host-b")
-        .output()
-        .unwrap();
+fn messages(r: &CapturedRequest) -> String {
+    r.body["messages"].to_string()
+}
+
+fn last_result(r: &CapturedRequest) -> String {
+    r.body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default()
+}
+
+/// The number after the first `marker` in `text`.
+fn id_after(text: &str, marker: &str) -> Option<u64> {
+    let at = text.find(marker)? + marker.len();
+    text[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect::<String>()
+        .parse()
+        .ok()
+}
+
+/// Both hosts' models. The lead (host A) puts two fixes on the list and
+/// looks at it until the member's message arrives; the member (host B)
+/// claims whatever is ready, completes it, and once nothing is ready tells
+/// the lead.
+fn two_hosts() -> impl Fn(&CapturedRequest) -> ScriptStep + Send + Sync {
+    let created = AtomicUsize::new(0);
+    move |r| step(r, &created)
+}
+
+fn step(r: &CapturedRequest, created: &AtomicUsize) -> ScriptStep {
+    let m = messages(r);
+    let last = last_result(r);
+    let call = |name: &str, args: String| ScriptedTurn::tool_call(name, args).into();
+    if m.contains(MEMBER) {
+        if let Some(id) = id_after(&last, "Ready to claim: #") {
+            return call("task_claim", format!(r#"{{"id":{id}}}"#));
+        }
+        if let Some(id) = id_after(&last, "You hold task #") {
+            return call(
+                "task_complete",
+                format!(r#"{{"id":{id},"result":"fixed on host-b"}}"#),
+            );
+        }
+        if last.contains("No open task is ready") {
+            return call(
+                "group_message",
+                r#"{"to":"lead","text":"BOTH-FIXED on host-b."}"#.into(),
+            );
+        }
+        if last.contains("Queued for") {
+            return ScriptedTurn::text("Fixed add and mul from host-b.").into();
+        }
+        return call("task_list", "{}".into());
+    }
+    // Counted here: the lead's context need not repeat old tool results.
+    if last.contains("Created task #") || created.load(Ordering::SeqCst) == 0 {
+        created.fetch_add(1, Ordering::SeqCst);
+    }
+    match created.load(Ordering::SeqCst) - 1 {
+        0 => call("task_create", r#"{"title":"fix add"}"#.into()),
+        1 => call("task_create", r#"{"title":"fix mul"}"#.into()),
+        _ if m.contains("BOTH-FIXED") => ScriptedTurn::text("The team is done.").into(),
+        _ => {
+            // Look again shortly (on a server worker: let the member's
+            // requests run meanwhile).
+            tokio::task::block_in_place(|| std::thread::sleep(Duration::from_millis(100)));
+            call("task_list", "{}".into())
+        }
+    }
+}
+
+/// A process killed if the test ends before it does.
+struct Reaped(Option<std::process::Child>);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.as_mut() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn wait_ok(mut reaped: Reaped, what: &str) -> String {
+    let mut child = reaped.0.take().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),
-        "{stdout}{}",
+        "{what}: {stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    stdout
+}
+
+#[test]
+fn two_hosts_run_agents_that_share_one_group_on_postgres() {
+    let Some(url) = pg_url() else { return };
+    let io = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(3)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = io
+        .block_on(FakeServer::start(
+            Script::default().with_responder(two_hosts()),
+        ))
+        .unwrap();
+
+    // Host A: its own workspace and store; `[group] store` in its user
+    // config puts the lead's group on PostgreSQL.
+    let a = tempfile::tempdir().unwrap();
+    let config_dir = a.path().join(".test-home").join("config");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(
+        config_dir.join("config.toml"),
+        format!("[group]\nstore = {}\n", toml_string(&url)),
+    )
+    .unwrap();
+    let lead = Reaped(Some(
+        latch(a.path())
+            .args(at(&server))
+            .args([
+                "run",
+                "Put the fixes on the task list and wait for the team.",
+            ])
+            .env("OPENAI_API_KEY", "k")
+            .env("LATCH_HOST_NAME", "host-a")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+
+    // The group's id is the lead's session: read it from host A's store
+    // once both tasks are on the shared list.
+    let probe = Arc::new(Store::open(a.path().join("probe.db")).unwrap());
+    let pg = PgGroup::connect(&url, probe).unwrap();
+    let a_db = a.path().join(".latch/latch.db");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let root = loop {
+        assert!(Instant::now() < deadline, "the lead never made its tasks");
+        let root = a_db
+            .exists()
+            .then(|| Store::open_existing(&a_db).ok())
+            .flatten()
+            .and_then(|s| s.list_all_sessions().ok())
+            .and_then(|all| all.into_iter().find(|s| s.parent.is_none()))
+            .map(|s| s.id);
+        if let Some(root) = root {
+            break root;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    while pg.projection(&root).unwrap().tasks.len() < 2 {
+        assert!(Instant::now() < deadline, "the lead never made its tasks");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Host B: another workspace and store joins through the binary and
+    // works the list through its own agent loop.
+    let b = tempfile::tempdir().unwrap();
+    let member = Reaped(Some(
+        latch(b.path())
+            .args(at(&server))
+            .args(["group", "join", &root, "--store", &url, "--role", "fixer"])
+            .env("OPENAI_API_KEY", "k")
+            .env("LATCH_HOST_NAME", "host-b")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
+    let joined = wait_ok(member, "the member");
+    let lead_out = wait_ok(lead, "the lead");
+    assert!(lead_out.contains("The team is done."), "{lead_out}");
     assert!(
-        stdout.contains("joined group") && stdout.contains("host-b"),
-        "{stdout}"
+        joined.contains("joined group") && joined.contains("host-b"),
+        "{joined}"
     );
-    let member = stdout
+    assert!(
+        joined.contains("Fixed add and mul from host-b."),
+        "{joined}"
+    );
+    let member = joined
         .split(" as ")
         .nth(1)
         .unwrap()
@@ -109,62 +258,73 @@ fn a_member_on_another_host_joins_claims_and_shows_with_its_host() {
         .next()
         .unwrap()
         .to_string();
-    // The member's session is in host B's own store, not in host A's.
+
+    // Each task claimed once and completed by the member on host B; the
+    // member left when its turn ended; its message reached the lead's own
+    // session on host A once.
+    let snap = pg.projection(&root).unwrap();
+    assert_eq!(snap.tasks.len(), 2);
+    for t in snap.tasks.values() {
+        assert_eq!(t.status, TaskStatus::Completed, "{t:?}");
+        assert_eq!(t.owner.as_ref(), Some(&member), "{t:?}");
+    }
+    let claims = pg
+        .group_log(&root, 0)
+        .unwrap()
+        .iter()
+        .filter(|e| matches!(e.kind, EventKind::Group(GroupEvent::TaskClaimed { .. })))
+        .count();
+    assert_eq!(claims, 2);
+    let members = pg.members(&root).unwrap();
+    let b_member = members.iter().find(|m| m.id == member).unwrap();
+    assert_eq!((b_member.host.as_str(), b_member.active), ("host-b", false));
+    let a_store = Store::open_existing(&a_db).unwrap();
+    let delivered: Vec<String> = a_store
+        .all_events(&root)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::GroupMessageDelivered { from, text, .. } if from == member => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    assert!(delivered[0].contains("BOTH-FIXED"), "{delivered:?}");
+    // Each member's session stays in its own host's store.
     let b_store = Store::open_existing(latch_kernel::default_store_path(
         &std::fs::canonicalize(b.path()).unwrap(),
     ))
     .unwrap();
-    assert!(
-        b_store.session(&member).is_ok(),
-        "member session {member} on host B"
-    );
+    assert!(b_store.session(&member).is_ok());
+    assert!(a_store.session(&member).is_err());
+    assert!(b_store.session(&root).is_err());
 
-    // The member claims through the shared store; the lead's view agrees.
-    let b_port = PgGroup::connect(&url, Arc::new(b_store)).unwrap();
-    assert!(b_port.claim(&root, task, &member).unwrap().fresh);
-    let refused = lead.claim(&root, task, &root).unwrap_err().to_string();
-    assert!(refused.contains(&member), "{refused}");
-
-    // `latch group --store` on host B shows both hosts.
-    let out = latch(b.path())
-        .args(["group", &root, "--store", &url])
-        .output()
-        .unwrap();
-    let shown = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{shown}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        shown.contains(&format!("{root} (lead) on host-a")),
-        "{shown}"
-    );
-    assert!(
-        shown.contains(&format!("{member} (reviewer) on host-b")),
-        "{shown}"
-    );
-    assert!(shown.contains("review the parser"), "{shown}");
-
-    // `[group] store` in the user config stands in for --store.
-    let config_dir = b.path().join(".test-home").join("config");
-    std::fs::create_dir_all(&config_dir).unwrap();
-    std::fs::write(
-        config_dir.join("config.toml"),
-        format!("[group]\nstore = {}\n", toml_string(&url)),
-    )
-    .unwrap();
-    let out = latch(b.path()).args(["group", &root]).output().unwrap();
-    let shown = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(
-        out.status.success(),
-        "{shown}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        shown.contains("on host-a") && shown.contains("on host-b"),
-        "{shown}"
-    );
+    // `latch group --store` on host B, and on host A through its config,
+    // show every member with its host.
+    for (ws, args) in [
+        (b.path(), vec!["group", &root, "--store", &url]),
+        (a.path(), vec!["group"]),
+    ] {
+        let out = latch(ws).args(&args).output().unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout).to_string();
+        assert!(
+            out.status.success(),
+            "{shown}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            shown.contains(&format!("{root} (lead) on host-a")),
+            "{shown}"
+        );
+        assert!(
+            shown.contains(&format!("{member} (fixer) on host-b (left)")),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("fix add") && shown.contains("fix mul"),
+            "{shown}"
+        );
+    }
 }
 
 fn toml_string(s: &str) -> String {
@@ -187,6 +347,27 @@ fn an_unreachable_group_store_is_an_error_naming_the_url() {
         "{stderr}"
     );
     assert!(!stderr.contains("hunter2"), "{stderr}");
+    // `[group] store` in the config: a session's start names it too.
+    let config_dir = b.path().join(".test-home").join("config");
+    std::fs::create_dir_all(&config_dir).unwrap();
+    std::fs::write(
+        config_dir.join("config.toml"),
+        format!("[group]\nstore = {}\n", toml_string(url)),
+    )
+    .unwrap();
+    let out = latch(b.path())
+        .args(PROVIDER)
+        .args(["run", "hello"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("cannot reach the group store at postgres://latch:***@127.0.0.1:1/groups"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+    std::fs::remove_file(config_dir.join("config.toml")).unwrap();
     let out = latch(b.path())
         .args(PROVIDER)
         .args(["group", "join", "01abc"])

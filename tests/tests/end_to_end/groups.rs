@@ -350,7 +350,7 @@ fn idle_lead(script: Script) -> Idle {
         .create_session(&t.parent.workspace, Some(&t.parent.id), &t.parent.model)
         .unwrap()
         .id;
-    ensure_group(&t.store, &t.parent.id).unwrap();
+    ensure_group(&*t.store, &t.parent.id).unwrap();
     t.store
         .commit(
             &t.parent.id,

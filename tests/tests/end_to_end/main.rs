@@ -28,6 +28,9 @@
 //! * [`groups`] — agent groups: a lead and two children work a task list
 //!   with a dependency and message each other once; an idle agent is not
 //!   woken, and gets its messages at its next safe boundary.
+//! * [`groups_pg`] — a group on PostgreSQL through the agent loop: the
+//!   connection cut mid-session is a tool error naming the store, the turn
+//!   goes on, and nothing is claimed or delivered twice after it is back.
 //! * [`invariants`] — the contract's non-negotiable properties.
 //! * [`loading`] — loading components: versions, worlds, the compile cache.
 //! * [`permissions`] — the approval flow: ask, grant, deny, "always" after
@@ -69,6 +72,7 @@ mod continuity_component;
 mod core_loop;
 mod durability;
 mod groups;
+mod groups_pg;
 mod interrupts;
 mod invariants;
 mod loading;

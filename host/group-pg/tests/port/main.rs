@@ -17,6 +17,7 @@ mod faults;
 mod hosts;
 mod kill;
 mod race;
+mod relay;
 mod worker;
 
 /// The variable that turns this binary into a worker process.

@@ -2,14 +2,16 @@
 //! reducer [`GroupState`] of a root session's group log, the comparable
 //! [`GroupSnapshot`] that the SQLite projection must equal, the
 //! presentation reducer behind `/group`, `latch group` and the sidebar
-//! GROUP block ([`present`]), and the narrow store port ([`GroupPort`])
-//! through which everything reaches the store.
+//! GROUP block ([`present`]), the narrow store port ([`GroupPort`])
+//! through which everything reaches the store, and the one commit check
+//! every backend runs over the facts it loads ([`check`]).
 //!
 //! Every group fact is an event in the root session, so tasks, claims,
 //! membership and pending messages are reductions of the log: applying the
 //! events one by one equals replaying them (pinned by the tests), and the
 //! store's projection tables are a cache rebuilt from them at open.
 
+pub mod check;
 mod event;
 mod port;
 pub mod present;

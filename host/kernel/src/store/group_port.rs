@@ -1,14 +1,16 @@
-//! The SQLite implementation of [`GroupPort`]: every check and its append
-//! happen in one immediate transaction, so two agents (threads or
+//! The SQLite implementation of [`GroupPort`]: it loads the facts of the
+//! kernel's one commit check ([`crate::group::check`]), and the check and
+//! the append happen in one immediate transaction, so two agents (threads or
 //! processes) racing for one task cannot both win, and a delivery appends
 //! the recipient's event and the root's marker together or not at all.
 
 use super::events::{decode, insert_in, read_event};
 use super::{Store, StoreError, group_projection, now_ms};
 use crate::event::{EventKind, StoredEvent};
+use crate::group::check::{self, Facts};
 use crate::group::{
-    ALL, Committed, GroupError, GroupEvent, GroupPort, GroupRefusal, GroupSnapshot, PendingMessage,
-    TaskStatus, delivery_text,
+    Committed, GroupError, GroupEvent, GroupPort, GroupSnapshot, PendingMessage, TaskStatus,
+    delivery_text,
 };
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
@@ -29,38 +31,6 @@ fn members(tx: &Transaction<'_>, root: &str) -> Refused<Vec<(String, bool)>> {
     rows.collect::<rusqlite::Result<_>>().map_err(sql)
 }
 
-fn require_group(tx: &Transaction<'_>, root: &str) -> Refused<()> {
-    let exists: bool = tx
-        .query_row(
-            "SELECT COUNT(*) > 0 FROM group_groups WHERE root = ?1",
-            [root],
-            |r| r.get(0),
-        )
-        .map_err(sql)?;
-    if exists {
-        Ok(())
-    } else {
-        Err(GroupRefusal::NoGroup { root: root.into() }.into())
-    }
-}
-
-/// Refuse unless `who` is an active member.
-fn require_active(tx: &Transaction<'_>, root: &str, who: &str) -> Refused<()> {
-    let all = members(tx, root)?;
-    if all.iter().any(|(id, active)| id == who && *active) {
-        return Ok(());
-    }
-    Err(GroupRefusal::NotMember {
-        who: who.into(),
-        members: all
-            .into_iter()
-            .filter(|(_, a)| *a)
-            .map(|(id, _)| id)
-            .collect(),
-    }
-    .into())
-}
-
 fn task_ids(tx: &Transaction<'_>, root: &str) -> Refused<Vec<u64>> {
     let mut stmt = tx
         .prepare_cached("SELECT id FROM group_tasks WHERE root = ?1 ORDER BY id")
@@ -69,243 +39,91 @@ fn task_ids(tx: &Transaction<'_>, root: &str) -> Refused<Vec<u64>> {
     rows.collect::<rusqlite::Result<_>>().map_err(sql)
 }
 
-/// `(status, owner)` of a task, or the refusal naming the tasks that exist.
-fn task(tx: &Transaction<'_>, root: &str, id: u64) -> Refused<(TaskStatus, Option<String>)> {
-    let found: Option<(String, Option<String>)> = tx
-        .query_row(
-            "SELECT status, owner FROM group_tasks WHERE root = ?1 AND id = ?2",
-            params![root, id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .optional()
-        .map_err(sql)?;
-    match found {
-        Some((status, owner)) => Ok((
-            TaskStatus::from_label(&status).unwrap_or(TaskStatus::Open),
-            owner,
-        )),
-        None => Err(GroupRefusal::UnknownTask {
-            task: id,
-            known: task_ids(tx, root)?,
-        }
-        .into()),
+/// Load what [`check::needs`] asks for checking `event` from the
+/// projection (and, for a joining member, the sessions table: members are
+/// the root and its children).
+fn facts(tx: &Transaction<'_>, root: &str, event: &GroupEvent) -> Refused<Facts> {
+    let needs = check::needs(event);
+    let mut f = Facts::default();
+    if needs.group {
+        f.created = tx
+            .query_row(
+                "SELECT created_seq FROM group_groups WHERE root = ?1",
+                [root],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(sql)?;
     }
-}
-
-/// Refuse unless `by` holds `id`.
-fn require_holder(tx: &Transaction<'_>, root: &str, id: u64, by: &str) -> Refused<()> {
-    match task(tx, root, id)? {
-        (TaskStatus::Claimed, Some(holder)) if holder == by => Ok(()),
-        (TaskStatus::Claimed, holder) => Err(GroupRefusal::NotHolder { task: id, holder }.into()),
-        _ => Err(GroupRefusal::NotHolder {
-            task: id,
-            holder: None,
-        }
-        .into()),
+    if needs.members {
+        f.members = members(tx, root)?;
     }
-}
-
-/// Check `event` against the projection; `Ok(Some(c))` when the log
-/// already says it (nothing to append).
-fn check(tx: &Transaction<'_>, root: &str, event: &mut GroupEvent) -> Refused<Option<Committed>> {
-    let same = |seq: u64| Some(Committed { seq, fresh: false });
-    match event {
-        GroupEvent::Created { lead } => {
-            if lead != root {
-                return Err(GroupRefusal::Invalid(format!(
-                    "a group is created in its lead's own session: {lead} is not {root}"
-                ))
-                .into());
-            }
-            let seq: Option<u64> = tx
-                .query_row(
-                    "SELECT created_seq FROM group_groups WHERE root = ?1",
-                    [root],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(sql)?;
-            Ok(seq.and_then(same))
-        }
-        GroupEvent::MemberJoined { member, role } => {
-            require_group(tx, root)?;
-            let parent: Option<Option<String>> = tx
-                .query_row(
-                    "SELECT parent FROM sessions WHERE id = ?1",
-                    [&*member],
-                    |r| r.get(0),
-                )
-                .optional()
-                .map_err(sql)?;
-            let belongs = member == root || parent.flatten().as_deref() == Some(root);
-            if !belongs {
-                return Err(GroupRefusal::Invalid(format!(
-                    "session {member} cannot join the group of {root}: members are the root \
-                     session and its child agents"
-                ))
-                .into());
-            }
-            let current: Option<(String, bool, u64)> = tx
-                .query_row(
-                    "SELECT role, active, joined_seq FROM group_members WHERE root = ?1 AND member = ?2",
-                    params![root, &*member],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-                .optional()
-                .map_err(sql)?;
-            Ok(match current {
-                Some((r, true, seq)) if r == *role => same(seq),
-                _ => None,
+    if let Some(member) = &needs.member {
+        let parent: Option<Option<String>> = tx
+            .query_row("SELECT parent FROM sessions WHERE id = ?1", [member], |r| {
+                r.get(0)
             })
-        }
-        GroupEvent::MemberLeft { member, .. } => {
-            require_group(tx, root)?;
-            let active = members(tx, root)?
-                .into_iter()
-                .any(|(id, a)| id == *member && a);
-            Ok(if active { None } else { same(0) })
-        }
-        GroupEvent::TaskCreated {
-            title,
-            depends_on,
-            key,
-            by,
-            ..
-        } => {
-            require_group(tx, root)?;
-            require_active(tx, root, by)?;
-            if title.trim().is_empty() {
-                return Err(
-                    GroupRefusal::Invalid("a task needs a non-empty title".to_string()).into(),
-                );
-            }
-            if let Some(k) = key {
-                let existing: Option<u64> = tx
-                    .query_row(
-                        "SELECT id FROM group_tasks WHERE root = ?1 AND idem_key = ?2",
-                        params![root, &*k],
-                        |r| r.get(0),
-                    )
-                    .optional()
-                    .map_err(sql)?;
-                if let Some(id) = existing {
-                    return Ok(same(id));
-                }
-            }
-            let known = task_ids(tx, root)?;
-            depends_on.sort_unstable();
-            depends_on.dedup();
-            if let Some(dep) = depends_on.iter().find(|d| !known.contains(d)) {
-                return Err(GroupRefusal::UnknownDependency { dep: *dep, known }.into());
-            }
-            Ok(None)
-        }
-        GroupEvent::TaskClaimed { task: id, by } => {
-            require_active(tx, root, by)?;
-            let id = *id;
-            match task(tx, root, id)? {
-                (TaskStatus::Claimed, Some(holder)) if holder == *by => return Ok(same(id)),
-                (TaskStatus::Claimed, holder) => {
-                    return Err(GroupRefusal::Held {
-                        task: id,
-                        holder: holder.unwrap_or_default(),
-                    }
-                    .into());
-                }
-                (status @ (TaskStatus::Completed | TaskStatus::Failed), owner) => {
-                    return Err(GroupRefusal::Closed {
-                        task: id,
-                        status,
-                        by: owner.unwrap_or_default(),
-                    }
-                    .into());
-                }
-                (TaskStatus::Open, _) => {}
-            }
-            let mut stmt = tx
-                .prepare_cached(
-                    "SELECT t.id, t.status FROM group_task_deps d
-                     JOIN group_tasks t ON t.root = d.root AND t.id = d.dep
-                     WHERE d.root = ?1 AND d.task = ?2 AND t.status <> 'completed' ORDER BY t.id",
-                )
-                .map_err(sql)?;
-            let waiting = stmt
-                .query_map(params![root, id], |r| {
-                    Ok((r.get::<_, u64>(0)?, r.get::<_, String>(1)?))
-                })
-                .map_err(sql)?
-                .collect::<rusqlite::Result<Vec<_>>>()
-                .map_err(sql)?;
-            if !waiting.is_empty() {
-                return Err(GroupRefusal::Blocked {
-                    task: id,
-                    waiting: waiting
-                        .into_iter()
-                        .map(|(d, s)| (d, TaskStatus::from_label(&s).unwrap_or(TaskStatus::Open)))
-                        .collect(),
-                }
-                .into());
-            }
-            Ok(None)
-        }
-        GroupEvent::TaskReleased { task: id, by, .. } => {
-            require_holder(tx, root, *id, by)?;
-            Ok(None)
-        }
-        GroupEvent::TaskCompleted {
-            task: id,
-            by,
-            result,
-            ..
-        } => {
-            require_holder(tx, root, *id, by)?;
-            if result.trim().is_empty() {
-                return Err(GroupRefusal::Invalid(
-                    "say in `result` what was done (or why it failed)".to_string(),
-                )
-                .into());
-            }
-            Ok(None)
-        }
-        GroupEvent::MessageQueued {
-            from,
-            to,
-            recipients,
-            text,
-        } => {
-            require_group(tx, root)?;
-            require_active(tx, root, from)?;
-            if text.trim().is_empty() {
-                return Err(GroupRefusal::Invalid("a message needs text".to_string()).into());
-            }
-            let all = members(tx, root)?;
-            *recipients = if to == ALL {
-                let others: Vec<String> = all
-                    .into_iter()
-                    .filter(|(id, active)| *active && id != from)
-                    .map(|(id, _)| id)
-                    .collect();
-                if others.is_empty() {
-                    return Err(GroupRefusal::NobodyElse.into());
-                }
-                others
-            } else if all.iter().any(|(id, _)| id == to) {
-                vec![to.clone()]
-            } else {
-                return Err(GroupRefusal::NotMember {
-                    who: to.clone(),
-                    members: all.into_iter().map(|(id, _)| id).collect(),
-                }
-                .into());
-            };
-            Ok(None)
-        }
-        GroupEvent::MessageDelivered { .. } => Err(GroupRefusal::Invalid(
-            "deliveries are made at the recipient's safe boundary, not committed directly"
-                .to_string(),
-        )
-        .into()),
+            .optional()
+            .map_err(sql)?;
+        f.belongs = member == root || parent.flatten().as_deref() == Some(root);
+        f.joining = tx
+            .query_row(
+                "SELECT role, active, joined_seq FROM group_members WHERE root = ?1 AND member = ?2",
+                params![root, member],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(sql)?;
     }
+    if let Some(id) = needs.task {
+        let found: Option<(String, Option<String>)> = tx
+            .query_row(
+                "SELECT status, owner FROM group_tasks WHERE root = ?1 AND id = ?2",
+                params![root, id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(sql)?;
+        f.task = found.map(|(status, owner)| {
+            (
+                TaskStatus::from_label(&status).unwrap_or(TaskStatus::Open),
+                owner,
+            )
+        });
+    }
+    if needs.task_ids_given(f.task.is_some()) {
+        f.task_ids = task_ids(tx, root)?;
+    }
+    if let Some(key) = &needs.key {
+        f.keyed = tx
+            .query_row(
+                "SELECT id FROM group_tasks WHERE root = ?1 AND idem_key = ?2",
+                params![root, key],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(sql)?;
+    }
+    if let Some(id) = needs.waiting.filter(|_| f.task.is_some()) {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT t.id, t.status FROM group_task_deps d
+                 JOIN group_tasks t ON t.root = d.root AND t.id = d.dep
+                 WHERE d.root = ?1 AND d.task = ?2 AND t.status <> 'completed' ORDER BY t.id",
+            )
+            .map_err(sql)?;
+        f.waiting = stmt
+            .query_map(params![root, id], |r| {
+                Ok((r.get::<_, u64>(0)?, r.get::<_, String>(1)?))
+            })
+            .map_err(sql)?
+            .collect::<rusqlite::Result<Vec<_>>>()
+            .map_err(sql)?
+            .into_iter()
+            .map(|(d, s)| (d, TaskStatus::from_label(&s).unwrap_or(TaskStatus::Open)))
+            .collect();
+    }
+    Ok(f)
 }
 
 impl GroupPort for Store {
@@ -314,7 +132,8 @@ impl GroupPort for Store {
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql)?;
-        if let Some(done) = check(&tx, root, &mut event)? {
+        let facts = facts(&tx, root, &event)?;
+        if let Some(done) = check::check(root, &mut event, &facts)? {
             return Ok(done);
         }
         let mut entries = vec![(root.to_string(), EventKind::Group(event.clone()))];

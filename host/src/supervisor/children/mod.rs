@@ -36,6 +36,7 @@ use super::Supervisor;
 use crate::agent::hooks::HookCommands;
 use crate::agent::{AgentOptions, TurnControl};
 use crate::config::{ChildrenOnInterrupt, Config};
+use latch_kernel::group::GroupPort;
 use latch_kernel::{EventKind, Store};
 use latch_provider::Provider;
 use std::collections::HashMap;
@@ -116,6 +117,9 @@ pub struct ChildSettings {
     /// The hooks each child runs (`[hooks]`, as its root runs them), in
     /// its own sandbox and recorded in its own session.
     pub hooks: HookCommands,
+    /// Where the root's agent group lives (`[group] store`); `None`: the
+    /// local store.
+    pub group: Option<Arc<dyn GroupPort>>,
 }
 
 impl Default for ChildSettings {
@@ -127,6 +131,7 @@ impl Default for ChildSettings {
             tools: None,
             on_interrupt: ChildrenOnInterrupt::default(),
             hooks: HookCommands::default(),
+            group: None,
         }
     }
 }
@@ -159,6 +164,7 @@ pub struct ChildRuntime {
     tools: Arc<dyn SessionTools>,
     on_interrupt: ChildrenOnInterrupt,
     hooks: HookCommands,
+    group: Arc<dyn GroupPort>,
     shared: Mutex<Shared>,
     changed: Condvar,
     /// Set when a child finished: a report may wait for delivery.
@@ -196,6 +202,7 @@ impl ChildRuntime {
         let tools = settings
             .tools
             .unwrap_or_else(|| Arc::new(StandardOnly::new(store.clone(), workspace.clone())));
+        let group = settings.group.unwrap_or_else(|| store.clone());
         Arc::new(ChildRuntime {
             store,
             workspace,
@@ -211,6 +218,7 @@ impl ChildRuntime {
             tools,
             on_interrupt: settings.on_interrupt,
             hooks: settings.hooks,
+            group,
             shared: Mutex::new(Shared::default()),
             changed: Condvar::new(),
             finished: AtomicBool::new(true),
@@ -224,6 +232,11 @@ impl ChildRuntime {
     /// The store.
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// Where the root's agent group lives.
+    pub fn group(&self) -> &Arc<dyn GroupPort> {
+        &self.group
     }
 
     /// Tell the observer (if any) about a child's committed event.

@@ -306,7 +306,9 @@ fn start(rt: &Arc<ChildRuntime>, started: Started) -> Result<(), String> {
                 Err(e) => tracing::error!("could not commit the report of child {id}: {e}"),
             }
             // It no longer runs: it leaves its group, its claims released.
-            if let Err(e) = crate::supervisor::groups::member_ended(&rt2.store, &id, outcome) {
+            if let Err(e) =
+                crate::supervisor::groups::member_ended(&rt2.store, &*rt2.group, &id, outcome)
+            {
                 tracing::error!("child {id} could not leave its group: {e}");
             }
             drop(lease);
@@ -382,11 +384,14 @@ fn run(
         Ok(a) => a
             .with_extensions(extensions)
             .with_hooks(rt.hooks.clone())
-            .with_delegation(Box::new(crate::supervisor::groups::GroupMember::for_child(
-                Box::new(link),
-                rt.store.clone(),
-                &root,
-            ))),
+            .with_delegation(Box::new(
+                crate::supervisor::groups::GroupMember::for_child(
+                    Box::new(link),
+                    rt.store.clone(),
+                    &root,
+                )
+                .with_port(rt.group.clone()),
+            )),
         Err(e) => return Some((ReportOutcome::Failed, e.to_string())),
     };
     // A cancellation from now on interrupts its turn at once.

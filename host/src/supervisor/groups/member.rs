@@ -1,7 +1,10 @@
 //! [`GroupMember`]: one member's [`Delegation`] — its own delegation plus
 //! the group tools, and the delivery of its pending group messages at its
 //! safe boundaries (through [`GroupPort::deliver`]: the recipient's event
-//! and the root's marker in one transaction).
+//! in its local session and the root's marker in one transaction). The
+//! port is the local store unless [`GroupMember::with_port`] gives a
+//! shared one; the member's own session and its agent tree always come
+//! from its local store.
 
 use super::schemas::{self, GroupCall};
 use super::{LEAD, LiveGroup, ensure_group, reconcile};
@@ -18,10 +21,16 @@ use std::sync::Arc;
 /// reconcile membership) or a child.
 pub struct GroupMember {
     inner: Option<Box<dyn Delegation>>,
+    /// The local store: the member's session, the root's agent tree.
     store: Arc<Store>,
+    /// Where the group lives: `store` itself, or a shared store.
+    port: Arc<dyn GroupPort>,
     live: Arc<LiveGroup>,
     /// The root's children and its view of their log; `None` for a child.
     children: Option<(Arc<ChildRuntime>, AgentTree)>,
+    /// The role of a member that joined a group whose lead runs elsewhere
+    /// (`latch group join`); `None` for the root and its children.
+    joined: Option<String>,
 }
 
 fn store_error(e: GroupError) -> Result<(), AgentError> {
@@ -54,8 +63,10 @@ impl GroupMember {
         GroupMember {
             inner: Some(inner),
             live: LiveGroup::new(store.clone(), root),
+            port: store.clone(),
             store,
             children: Some((children, AgentTree::default())),
+            joined: None,
         }
     }
 
@@ -65,9 +76,37 @@ impl GroupMember {
         GroupMember {
             inner: Some(inner),
             live: LiveGroup::new(store.clone(), root),
+            port: store.clone(),
             store,
             children: None,
+            joined: None,
         }
+    }
+
+    /// A session of this host that joined `root`'s group on the shared
+    /// `port` as `role` (`latch group join`): the lead and the group live
+    /// elsewhere, so it never creates the group and has no children.
+    pub fn for_joined(
+        store: Arc<Store>,
+        port: Arc<dyn GroupPort>,
+        root: &str,
+        role: &str,
+    ) -> GroupMember {
+        GroupMember {
+            inner: None,
+            live: LiveGroup::new(port.clone(), root),
+            port,
+            store,
+            children: None,
+            joined: Some(role.to_string()),
+        }
+    }
+
+    /// The group on `port` instead of the local store (`[group] store`).
+    pub fn with_port(mut self, port: Arc<dyn GroupPort>) -> GroupMember {
+        self.live = LiveGroup::new(port.clone(), self.live.root());
+        self.port = port;
+        self
     }
 
     /// The live group state this member keeps (for `/group` and the
@@ -89,13 +128,16 @@ impl GroupMember {
         for e in self.store.agent_log(self.live.root(), tree.watermark())? {
             tree.apply(&e);
         }
-        reconcile(&self.store, &self.live, tree, |id| rt.is_live(id))
+        reconcile(&*self.port, &self.live, tree, |id| rt.is_live(id))
     }
 
     /// `me`'s role: `lead` for the root, its spawn role for a child.
     fn role_of(&self, me: &str) -> Result<String, GroupError> {
         if me == self.root() {
             return Ok(LEAD.to_string());
+        }
+        if let Some(role) = &self.joined {
+            return Ok(role.clone());
         }
         let tree = self.store.agent_tree(self.root())?;
         Ok(tree
@@ -109,7 +151,7 @@ impl GroupMember {
         if self.live.with(|s| s.member(me).is_some_and(|m| m.active))? {
             return Ok(());
         }
-        self.store.commit(
+        self.port.commit(
             self.root(),
             GroupEvent::MemberJoined {
                 member: me.to_string(),
@@ -160,7 +202,9 @@ impl GroupMember {
 
     fn call(&mut self, me: &str, call: GroupCall) -> Result<String, String> {
         let text = |e: GroupError| e.to_string();
-        ensure_group(&self.store, self.root()).map_err(text)?;
+        if self.joined.is_none() {
+            ensure_group(&*self.port, self.root()).map_err(text)?;
+        }
         self.sync().map_err(text)?;
         self.join(me).map_err(text)?;
         let root = self.root().to_string();
@@ -172,7 +216,7 @@ impl GroupMember {
                 key,
             } => {
                 let c = self
-                    .store
+                    .port
                     .commit(
                         &root,
                         GroupEvent::TaskCreated {
@@ -196,7 +240,7 @@ impl GroupMember {
             }
             GroupCall::List => self.live.with(list_text).map_err(text),
             GroupCall::Claim { id } => {
-                let c = self.store.claim(&root, id, me).map_err(text)?;
+                let c = self.port.claim(&root, id, me).map_err(text)?;
                 let title = self
                     .live
                     .with(|s| s.task(id).map(|t| t.title.clone()).unwrap_or_default())
@@ -211,7 +255,7 @@ impl GroupMember {
                 })
             }
             GroupCall::Complete { id, result, failed } => {
-                self.store
+                self.port
                     .commit(
                         &root,
                         GroupEvent::TaskCompleted {
@@ -228,7 +272,7 @@ impl GroupMember {
                 ))
             }
             GroupCall::Release { id, reason } => {
-                self.store
+                self.port
                     .commit(
                         &root,
                         GroupEvent::TaskReleased {
@@ -242,7 +286,7 @@ impl GroupMember {
             }
             GroupCall::Message { to, text: body } => {
                 let to = self.recipient(&to)?;
-                self.store
+                self.port
                     .commit(
                         &root,
                         GroupEvent::MessageQueued {
@@ -269,8 +313,8 @@ impl GroupMember {
         }
         self.sync()?;
         self.join(me)?;
-        if !self.store.pending(self.root(), me)?.is_empty() {
-            self.store.deliver(self.root(), me)?;
+        if !self.port.pending(self.root(), me)?.is_empty() {
+            self.port.deliver(self.root(), me)?;
         }
         Ok(())
     }

@@ -5,9 +5,12 @@
 //! tools and delivers pending group messages at the member's safe
 //! boundaries. [`LiveGroup`] is the live group state a surface presents.
 //!
-//! Everything durable goes through the store's [`GroupPort`]: the group,
-//! membership, tasks, claims and messages are events of the root session;
-//! this module only decides when to join, leave and deliver. A member that
+//! Everything durable goes through a [`GroupPort`]: the local SQLite store
+//! (the group's events are events of the root session) or, with `[group]
+//! store = "postgres://…"`, a shared store that members on several hosts
+//! reach (`latch_group_pg::PgGroup`); each member's own session stays in
+//! its local store either way. This module only decides when to join,
+//! leave and deliver. A member that
 //! stops running leaves with a durable event that releases its claims: a
 //! child when its report is committed ([`member_ended`]), any member the
 //! root finds interrupted (a child no process runs) when it reconciles.
@@ -17,6 +20,7 @@ pub mod schemas;
 
 pub use member::GroupMember;
 
+use latch_group_pg::{PgGroup, PgGroupError};
 use latch_kernel::agents::{AgentTree, ChildState};
 use latch_kernel::group::{GroupError, GroupEvent, GroupPort, GroupState, present};
 use latch_kernel::{ReportOutcome, Store};
@@ -29,16 +33,16 @@ pub const LEAD: &str = "lead";
 /// the log (the live side of `/group`; a resumed session replays the same
 /// events and presents the same text).
 pub struct LiveGroup {
-    store: Arc<Store>,
+    port: Arc<dyn GroupPort>,
     root: String,
     state: Mutex<GroupState>,
 }
 
 impl LiveGroup {
-    /// The live state of `root`'s group, empty until caught up.
-    pub fn new(store: Arc<Store>, root: &str) -> Arc<LiveGroup> {
+    /// The live state of `root`'s group on `port`, empty until caught up.
+    pub fn new(port: Arc<dyn GroupPort>, root: &str) -> Arc<LiveGroup> {
         Arc::new(LiveGroup {
-            store,
+            port,
             root: root.to_string(),
             state: Mutex::new(GroupState::default()),
         })
@@ -52,7 +56,7 @@ impl LiveGroup {
     /// Catch up with the log and run `f` on the state.
     pub fn with<R>(&self, f: impl FnOnce(&GroupState) -> R) -> Result<R, GroupError> {
         let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        for e in self.store.group_log(&self.root, state.watermark())? {
+        for e in self.port.group_log(&self.root, state.watermark())? {
             state.apply(&e);
         }
         Ok(f(&state))
@@ -64,21 +68,44 @@ impl LiveGroup {
     }
 }
 
+/// The group port `[group] store` names: the local `store` when unset, else
+/// the shared PostgreSQL store at that URL (with `store` as the local store
+/// deliveries append to). Unreachable is an error naming the URL, password
+/// left out. Safe to call on a thread that runs an async runtime.
+pub fn open_port(
+    shared: Option<&str>,
+    store: Arc<Store>,
+) -> Result<Arc<dyn GroupPort>, PgGroupError> {
+    let Some(url) = shared else {
+        return Ok(store);
+    };
+    let connect = || PgGroup::connect(url, store.clone());
+    let pg = if tokio::runtime::Handle::try_current().is_ok() {
+        // Connecting blocks on a runtime of its own, which may not start
+        // inside another one.
+        std::thread::scope(|s| s.spawn(connect).join())
+            .map_err(|_| PgGroupError::Runtime("the connecting thread panicked".into()))??
+    } else {
+        connect()?
+    };
+    Ok(Arc::new(pg))
+}
+
 /// The root of `session`'s group: the session itself, or its parent.
 pub fn root_of(session: &latch_kernel::SessionRecord) -> &str {
     session.parent.as_deref().unwrap_or(&session.id)
 }
 
-/// Create the group of `root` if it does not exist, with the root as its
-/// lead.
-pub fn ensure_group(store: &Store, root: &str) -> Result<(), GroupError> {
-    store.commit(
+/// Create the group of `root` on `port` if it does not exist, with the
+/// root as its lead.
+pub fn ensure_group(port: &dyn GroupPort, root: &str) -> Result<(), GroupError> {
+    port.commit(
         root,
         GroupEvent::Created {
             lead: root.to_string(),
         },
     )?;
-    store.commit(
+    port.commit(
         root,
         GroupEvent::MemberJoined {
             member: root.to_string(),
@@ -93,7 +120,7 @@ pub fn ensure_group(store: &Store, root: &str) -> Result<(), GroupError> {
 /// by any process (`is_live` says which it runs) leaves, its claims
 /// released in the same commit. No-op until the group exists.
 pub fn reconcile(
-    store: &Store,
+    port: &dyn GroupPort,
     live: &LiveGroup,
     tree: &AgentTree,
     is_live: impl Fn(&str) -> bool,
@@ -112,7 +139,7 @@ pub fn reconcile(
         let leave = match c.state {
             ChildState::Unfinished if is_live(&c.id) => {
                 if !is_active(&c.id) {
-                    store.commit(
+                    port.commit(
                         live.root(),
                         GroupEvent::MemberJoined {
                             member: c.id.clone(),
@@ -134,7 +161,7 @@ pub fn reconcile(
         if let Some(reason) = leave
             && is_active(&c.id)
         {
-            store.commit(
+            port.commit(
                 live.root(),
                 GroupEvent::MemberLeft {
                     member: c.id.clone(),
@@ -147,22 +174,38 @@ pub fn reconcile(
 }
 
 /// A child's run ended (its report is committed): it leaves its parent's
-/// group, if it is an active member, and its claims are released with the
-/// same commit.
-pub fn member_ended(store: &Store, child: &str, outcome: ReportOutcome) -> Result<(), GroupError> {
+/// group on `port`, if it is an active member, and its claims are released
+/// with the same commit. `store` is the local store holding the child.
+pub fn member_ended(
+    store: &Store,
+    port: &dyn GroupPort,
+    child: &str,
+    outcome: ReportOutcome,
+) -> Result<(), GroupError> {
     let record = store.session(child)?;
     let Some(root) = record.parent.as_deref() else {
         return Ok(());
     };
-    let state = store.replay(root)?;
-    if !state.member(child).is_some_and(|m| m.active) {
+    leave(port, root, child, outcome.label())
+}
+
+/// `member` leaves `root`'s group on `port` for `reason`, if it is an
+/// active member; its claims are released with the same commit.
+pub fn leave(
+    port: &dyn GroupPort,
+    root: &str,
+    member: &str,
+    reason: &str,
+) -> Result<(), GroupError> {
+    let state = port.replay(root)?;
+    if !state.member(member).is_some_and(|m| m.active) {
         return Ok(());
     }
-    store.commit(
+    port.commit(
         root,
         GroupEvent::MemberLeft {
-            member: child.to_string(),
-            reason: outcome.label().to_string(),
+            member: member.to_string(),
+            reason: reason.to_string(),
         },
     )?;
     Ok(())

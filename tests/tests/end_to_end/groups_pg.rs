@@ -1,0 +1,309 @@
+//! Agent groups on PostgreSQL through the real agent loop: the lead's
+//! group tools and deliveries go through `PgGroup` (its own session stays
+//! in the local store); the database connection is cut mid-session (a TCP
+//! relay, the one the port's fault tests use): `task_claim` answers with an
+//! error naming the store, the turn goes on, and once the connection is
+//! back nothing is claimed or delivered twice. Skips (saying why) without
+//! `LATCH_PG_TEST_URL`, unless `LATCH_PG_TEST_REQUIRED=1`.
+
+use super::children::team;
+use latch::agent::tools::StandardTools;
+use latch::agent::{Agent, AgentOptions};
+use latch::config::Config;
+use latch::supervisor::Supervisor;
+use latch::supervisor::children::{ChildRuntime, ChildSettings, ParentAgents};
+use latch::supervisor::groups::{GroupMember, ensure_group};
+use latch_group_pg::PgGroup;
+use latch_kernel::EventKind;
+use latch_kernel::group::{GroupEvent, GroupPort, GroupState};
+use latch_provider::Provider;
+use latch_provider::fake::{CapturedRequest, Script, ScriptStep, ScriptedTurn, WireFormat};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+#[path = "../../../host/group-pg/tests/port/relay.rs"]
+mod relay;
+
+/// The test database (a libpq key-value string or URL), or `None` with the
+/// reason printed.
+fn pg_url() -> Option<String> {
+    match std::env::var("LATCH_PG_TEST_URL") {
+        Ok(u) if !u.trim().is_empty() => Some(u),
+        _ => {
+            assert!(
+                std::env::var("LATCH_PG_TEST_REQUIRED").as_deref() != Ok("1"),
+                "LATCH_PG_TEST_REQUIRED=1 but LATCH_PG_TEST_URL is not set"
+            );
+            eprintln!("skipped: no PostgreSQL for the group store (set LATCH_PG_TEST_URL)");
+            None
+        }
+    }
+}
+
+/// `key=value` from a libpq key-value string.
+fn kv<'a>(url: &'a str, key: &str) -> Option<&'a str> {
+    url.split_whitespace()
+        .find_map(|p| p.strip_prefix(key)?.strip_prefix('='))
+}
+
+fn messages(r: &CapturedRequest) -> String {
+    r.body["messages"].to_string()
+}
+
+fn last_result(r: &CapturedRequest) -> String {
+    r.body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
+        .map(|m| m["content"].to_string())
+        .unwrap_or_default()
+}
+
+/// The ids of "Created task #N", in order.
+fn created(text: &str) -> Vec<u64> {
+    text.match_indices("Created task #")
+        .map(|(i, m)| {
+            text[i + m.len()..]
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .unwrap()
+        })
+        .collect()
+}
+
+/// What the responder reaches: the relay to cut, the direct store to queue
+/// a message on while the session's connection is away, the group.
+struct Scene {
+    relay: relay::Relay,
+    direct: Arc<PgGroup>,
+    root: String,
+    helper: String,
+    cut: AtomicBool,
+    restored: AtomicBool,
+    retries: AtomicUsize,
+}
+
+/// The lead creates two tasks and claims the first; then the connection is
+/// cut (and a member queues a message for the lead meanwhile) just as it
+/// claims the second; told the store is away, it asks again until the
+/// store is back, claims the first again (it already holds it) and the
+/// second.
+fn step(r: &CapturedRequest, scene: &Scene) -> ScriptStep {
+    let m = messages(r);
+    let last = last_result(r);
+    let call = |name: &str, args: String| ScriptedTurn::tool_call(name, args).into();
+    let ids = created(&m);
+    let (a, b) = match ids.as_slice() {
+        [] => return call("task_create", r#"{"title":"one"}"#.into()),
+        [_] => return call("task_create", r#"{"title":"two"}"#.into()),
+        [a, b, ..] => (*a, *b),
+    };
+    if !m.contains(&format!("You hold task #{a}")) {
+        return call("task_claim", format!(r#"{{"id":{a}}}"#));
+    }
+    if last.contains(&format!("You hold task #{b}")) {
+        return ScriptedTurn::text("Both claimed.").into();
+    }
+    if !scene.cut.swap(true, Ordering::SeqCst) {
+        scene.relay.cut();
+        scene
+            .direct
+            .commit(
+                &scene.root,
+                GroupEvent::MessageQueued {
+                    from: scene.helper.clone(),
+                    to: scene.root.clone(),
+                    recipients: vec![],
+                    text: "WHILE-CUT: the build is green".into(),
+                },
+            )
+            .unwrap();
+        return call("task_claim", format!(r#"{{"id":{b}}}"#));
+    }
+    if !scene.restored.swap(true, Ordering::SeqCst) {
+        // The session saw the store away: bring it back.
+        scene.relay.restore();
+    }
+    if last.contains("unavailable") {
+        // The pool may need a moment to reconnect through the relay.
+        if scene.retries.fetch_add(1, Ordering::SeqCst) > 100 {
+            return ScriptedTurn::text("The store did not come back.").into();
+        }
+        tokio::task::block_in_place(|| std::thread::sleep(Duration::from_millis(100)));
+    }
+    // The claim it already holds first, then the one that failed.
+    if !m.contains("You already hold task #") {
+        return call("task_claim", format!(r#"{{"id":{a}}}"#));
+    }
+    call("task_claim", format!(r#"{{"id":{b}}}"#))
+}
+
+#[test]
+fn a_lost_group_store_is_a_tool_error_and_the_turn_goes_on_without_duplicates() {
+    let Some(url) = pg_url() else { return };
+    let Some(socket) = relay::socket() else {
+        eprintln!("skipped: LATCH_PG_TEST_SOCKET names no PostgreSQL socket directory");
+        return;
+    };
+    let scene: Arc<OnceLock<Scene>> = Arc::new(OnceLock::new());
+    let during = scene.clone();
+    let t = team(
+        WireFormat::OpenAi,
+        Script::default().with_responder(move |r| step(r, during.get().unwrap())),
+    );
+    let root = t.parent.id.clone();
+    let relay = relay::Relay::start(socket);
+    let relayed = format!(
+        "host=127.0.0.1 port={} user={} dbname={}",
+        relay.port,
+        kv(&url, "user").unwrap_or("postgres"),
+        kv(&url, "dbname").unwrap_or("postgres"),
+    );
+    let direct = Arc::new(PgGroup::connect(&url, t.store.clone()).unwrap());
+    let session_port = Arc::new(PgGroup::connect(&relayed, t.store.clone()).unwrap());
+    let helper = format!("{root}-helper");
+    ensure_group(&*direct, &root).unwrap();
+    direct
+        .commit(
+            &root,
+            GroupEvent::MemberJoined {
+                member: helper.clone(),
+                role: "helper".into(),
+            },
+        )
+        .unwrap();
+    scene
+        .set(Scene {
+            relay,
+            direct: direct.clone(),
+            root: root.clone(),
+            helper: helper.clone(),
+            cut: AtomicBool::new(false),
+            restored: AtomicBool::new(false),
+            retries: AtomicUsize::new(0),
+        })
+        .ok()
+        .unwrap();
+
+    // The lead's agent, its group on PostgreSQL through the relay.
+    let supervisor = Arc::new(Supervisor::from_config(&Config::default(), &t.ws).unwrap());
+    let engine = supervisor
+        .root_engine(&t.parent.id, &t.parent.model)
+        .unwrap();
+    let options = AgentOptions {
+        mode: "run".into(),
+        max_steps: Some(200),
+        ..AgentOptions::default()
+    };
+    let rt = ChildRuntime::with_settings(
+        t.store.clone(),
+        t.ws.clone(),
+        supervisor,
+        t.provider.clone(),
+        options.clone(),
+        ChildSettings {
+            group: Some(session_port.clone()),
+            ..ChildSettings::default()
+        },
+    );
+    let member = GroupMember::for_root(
+        Box::new(ParentAgents::new(rt.clone())),
+        t.store.clone(),
+        &root,
+        rt,
+    )
+    .with_port(session_port.clone());
+    let tools = latch_tools::ToolContext::new(t.store.clone(), root.clone(), &t.ws).unwrap();
+    let mut agent = Agent::new(
+        t.store.clone(),
+        t.parent.clone(),
+        t.ws.clone(),
+        engine,
+        Provider::new(t.provider.config().clone()).unwrap(),
+        Box::new(StandardTools::new(tools)),
+        options,
+    )
+    .unwrap()
+    .with_delegation(Box::new(member));
+    let outcome = agent
+        .run_turn("Create two tasks and claim both.", &mut |_| {})
+        .unwrap();
+    assert_eq!(outcome.final_text, "Both claimed.");
+
+    // The claim while the store was away: a tool error naming the store,
+    // after which the turn went on.
+    let results: Vec<(String, bool)> = t
+        .store
+        .all_events(&root)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::ToolResult(r) if r.name == "task_claim" => Some((r.content, r.is_error)),
+            _ => None,
+        })
+        .collect();
+    let (lost, is_error) = results
+        .iter()
+        .find(|(c, _)| c.contains("unavailable"))
+        .unwrap_or_else(|| panic!("no claim met the lost store: {results:?}"));
+    assert!(*is_error, "{lost}");
+    assert!(
+        lost.contains(&format!("the shared group store {relayed} is unavailable")),
+        "{lost}"
+    );
+    assert!(
+        results
+            .iter()
+            .any(|(c, e)| !e && c.starts_with("You already hold task #")),
+        "the retried claim of the held task: {results:?}"
+    );
+
+    // After the reconnection: one claim per task, the message queued while
+    // the connection was away delivered once, into the local session.
+    let log = direct.group_log(&root, 0).unwrap();
+    let count = |f: &dyn Fn(&GroupEvent) -> bool| {
+        log.iter()
+            .filter(|e| matches!(&e.kind, EventKind::Group(g) if f(g)))
+            .count()
+    };
+    let ids = created(
+        &t.store
+            .all_events(&root)
+            .unwrap()
+            .iter()
+            .map(|e| format!("{:?}", e.kind))
+            .collect::<String>(),
+    );
+    for id in &ids[..2] {
+        assert_eq!(
+            count(&|g| matches!(g, GroupEvent::TaskClaimed { task, .. } if task == id)),
+            1,
+            "task #{id}"
+        );
+    }
+    assert_eq!(
+        count(&|g| matches!(g, GroupEvent::MessageDelivered { .. })),
+        1
+    );
+    let delivered: Vec<String> = t
+        .store
+        .all_events(&root)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::GroupMessageDelivered { text, .. } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(delivered.len(), 1, "{delivered:?}");
+    assert!(delivered[0].contains("WHILE-CUT"), "{delivered:?}");
+    let last = t.server.requests().last().map(messages).unwrap();
+    assert_eq!(last.matches("WHILE-CUT").count(), 1, "{last}");
+    assert!(direct.pending(&root, &root).unwrap().is_empty());
+    assert_eq!(
+        direct.projection(&root).unwrap(),
+        GroupState::replay(&log).snapshot()
+    );
+}
