@@ -8,7 +8,7 @@
 //! Five trials run with the tests; `cargo test -p latch --test cli -- --ignored
 //! crash_trials_fifty` runs fifty.
 
-use super::{at, latch, project, resume_last, runtime};
+use super::{at, git, latch, project, resume_last, runtime};
 use latch_kernel::{EventKind, Store, Unfinished};
 use latch_provider::fake::{FakeServer, Script, ScriptStep, ScriptedTurn};
 use serde_json::Value;
@@ -229,17 +229,6 @@ fn crash_trials_five() {
 #[ignore = "local tier: fifty SIGKILLs of `latch run` (several minutes)"]
 fn crash_trials_fifty() {
     crash_trials(50, 0x5EED_0050);
-}
-
-/// `git` in `dir` with a fixed identity; panics on failure.
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
 }
 
 /// The pin of "a mutation is committed before it executes" for commands in a

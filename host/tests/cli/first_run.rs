@@ -33,21 +33,6 @@ fn error_messages_print_real_line_breaks() {
     assert!(stderr.lines().count() > 1, "{stderr}");
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// A run leaves `.latch/` with its own `.gitignore`: `git status` stays
 /// clean, while a config the user writes there still shows.
 #[test]

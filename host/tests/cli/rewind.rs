@@ -6,7 +6,7 @@
 //! advances); a file changed outside Latch is reported and left alone;
 //! `/rewind` does the same inside the line interface.
 
-use super::{at, latch, project, resume_last, runtime};
+use super::{at, git, latch, project, resume_last, runtime};
 use latch_kernel::{EventKind, SessionRecord, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
 use std::io::Write;
@@ -290,17 +290,6 @@ fn slash_rewind_in_the_terminal_ui() {
     assert_eq!(read(ws.path(), "extra.txt"), None);
     tmux.keys("rw", &["Escape"]);
     tmux.wait_for("rw", &["the user rewound the files"]);
-}
-
-/// `git` in `dir` with a fixed identity; panics on failure.
-fn git(dir: &Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
 }
 
 /// Changes a `shell` command makes in a git work tree are checkpointed from
