@@ -70,6 +70,43 @@ pub fn redact(url: &str) -> String {
         .join(" ")
 }
 
+/// `url` with its password removed (URL and key-value forms, and a
+/// `password` query parameter): what a session's durable record keeps of
+/// the store it joined. The password comes back from the configuration,
+/// `--store` or `PGPASSWORD` when the session resumes.
+pub fn without_password(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, tail) = rest.split_at(authority_end);
+        let authority = match authority.rsplit_once('@') {
+            Some((auth, host)) => match auth.split_once(':') {
+                Some((user, _)) => format!("{user}@{host}"),
+                None => authority.to_string(),
+            },
+            None => authority.to_string(),
+        };
+        let tail = match tail.split_once('?') {
+            Some((path, query)) => {
+                let kept: Vec<&str> = query
+                    .split('&')
+                    .filter(|kv| !kv.starts_with("password="))
+                    .collect();
+                if kept.is_empty() {
+                    path.to_string()
+                } else {
+                    format!("{path}?{}", kept.join("&"))
+                }
+            }
+            None => tail.to_string(),
+        };
+        return format!("{scheme}://{authority}{tail}");
+    }
+    url.split_whitespace()
+        .filter(|kv| !kv.starts_with("password="))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 /// The most telling text of a database error.
 pub(crate) fn detail(e: &tokio_postgres::Error) -> String {
     match e.as_db_error() {
@@ -114,7 +151,27 @@ pub(crate) async fn client(pool: &Pool, store: &str) -> Result<Object, GroupErro
 
 #[cfg(test)]
 mod tests {
-    use super::redact;
+    use super::{redact, without_password};
+
+    #[test]
+    fn a_recorded_url_keeps_no_password() {
+        assert_eq!(
+            without_password("postgres://latch:s3cr@t@db:5432/g?sslmode=disable&password=x"),
+            "postgres://latch@db:5432/g?sslmode=disable"
+        );
+        assert_eq!(
+            without_password("postgres://latch@%2Ftmp%2Fpg/postgres"),
+            "postgres://latch@%2Ftmp%2Fpg/postgres"
+        );
+        assert_eq!(
+            without_password("postgres://db/g?password=x"),
+            "postgres://db/g"
+        );
+        assert_eq!(
+            without_password("host=/tmp user=latch password=s3cret dbname=g"),
+            "host=/tmp user=latch dbname=g"
+        );
+    }
 
     #[test]
     fn passwords_never_show() {

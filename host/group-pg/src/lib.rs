@@ -21,7 +21,7 @@ mod listen;
 mod project;
 mod schema;
 
-pub use error::{PgGroupError, redact};
+pub use error::{PgGroupError, redact, without_password};
 
 use check::check;
 use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
@@ -30,9 +30,9 @@ use latch_kernel::event::{EventKind, StoredEvent};
 use latch_kernel::group::{
     Committed, GroupError, GroupEvent, GroupPort, GroupSnapshot, PendingMessage, delivery_text,
 };
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// How long connecting to PostgreSQL may take before it is an error.
@@ -55,13 +55,41 @@ pub struct HostedMember {
 }
 
 /// An agent group store on PostgreSQL (see the module documentation).
+///
+/// A value is a handle: the connection pool, the LISTEN connection and
+/// their runtime are shared by every handle [`PgGroup::open`] gives for
+/// one URL in this process, so a process with many sessions holds one
+/// pool (at most [`POOL_SIZE`] connections) and one listener per store.
 pub struct PgGroup {
-    shown: String,
-    pool: Pool,
+    shared: Arc<Shared>,
     local: Arc<Store>,
     host: String,
+}
+
+/// Most pooled connections of one pool (the LISTEN connection aside).
+pub const POOL_SIZE: usize = 8;
+
+/// What the handles of one store share: the pool, the wake-ups and the
+/// runtime the connections run on.
+struct Shared {
+    shown: String,
+    pool: Pool,
     wake: Arc<listen::Wake>,
     rt: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// The pools of this process by URL; a pool lives while a handle uses it.
+fn registry() -> &'static Mutex<HashMap<String, Weak<Shared>>> {
+    static POOLS: OnceLock<Mutex<HashMap<String, Weak<Shared>>>> = OnceLock::new();
+    POOLS.get_or_init(Default::default)
 }
 
 fn now_ms() -> u64 {
@@ -69,6 +97,13 @@ fn now_ms() -> u64 {
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_millis() as u64)
         .unwrap_or(0)
+}
+
+/// True when `url` is a PostgreSQL connection string (URL or key-value
+/// form) that names a host.
+pub fn usable_url(url: &str) -> bool {
+    url.parse::<tokio_postgres::Config>()
+        .is_ok_and(|c| !c.get_hosts().is_empty())
 }
 
 /// This machine's host name (`LATCH_HOST_NAME` overrides it).
@@ -88,11 +123,52 @@ pub fn host_name() -> String {
 
 impl PgGroup {
     /// Connect to the group store at `url` (a `postgres://` URL or a
-    /// libpq key-value string), create its tables when missing and start
+    /// libpq key-value string; without a password in it, `PGPASSWORD`'s),
+    /// create its tables when missing and start
     /// listening for wake-ups. `local` is this host's store, where the
     /// sessions of the members running here live (deliveries append to
     /// them). Fails within [`CONNECT_TIMEOUT`] with an error naming the URL.
+    ///
+    /// The new value has a pool of its own; [`PgGroup::open`] shares one.
     pub fn connect(url: &str, local: Arc<Store>) -> Result<PgGroup, PgGroupError> {
+        Ok(PgGroup {
+            shared: Arc::new(Shared::connect(url)?),
+            local,
+            host: host_name(),
+        })
+    }
+
+    /// A handle on the group store at `url` that shares this process's
+    /// pool and listener for that URL, connecting (as
+    /// [`PgGroup::connect`]) when no handle of it is alive. `local` is the
+    /// store deliveries of this handle append to.
+    pub fn open(url: &str, local: Arc<Store>) -> Result<PgGroup, PgGroupError> {
+        // Held while connecting: two sessions opening at once share too.
+        let mut pools = registry().lock().unwrap_or_else(|p| p.into_inner());
+        pools.retain(|_, w| w.strong_count() > 0);
+        let shared = match pools.get(url).and_then(Weak::upgrade) {
+            Some(shared) => shared,
+            None => {
+                let shared = Arc::new(Shared::connect(url)?);
+                pools.insert(url.to_string(), Arc::downgrade(&shared));
+                shared
+            }
+        };
+        Ok(PgGroup {
+            shared,
+            local,
+            host: host_name(),
+        })
+    }
+
+    /// True when this handle and `other` share one pool and listener.
+    pub fn shares_pool_with(&self, other: &PgGroup) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+}
+
+impl Shared {
+    fn connect(url: &str) -> Result<Shared, PgGroupError> {
         let shown = redact(url);
         let mut config: tokio_postgres::Config =
             url.parse()
@@ -101,6 +177,14 @@ impl PgGroup {
                     detail: e.to_string(),
                 })?;
         config.connect_timeout(CONNECT_TIMEOUT);
+        // As libpq: a URL without a password takes `PGPASSWORD`'s (how a
+        // resumed member reaches a store whose password is not recorded).
+        if config.get_password().is_none()
+            && let Ok(pw) = std::env::var("PGPASSWORD")
+            && !pw.is_empty()
+        {
+            config.password(pw);
+        }
         if config.get_application_name().is_none() {
             config.application_name("latch");
         }
@@ -118,7 +202,7 @@ impl PgGroup {
             },
         );
         let pool = Pool::builder(manager)
-            .max_size(8)
+            .max_size(POOL_SIZE)
             .runtime(deadpool_postgres::Runtime::Tokio1)
             .wait_timeout(Some(CONNECT_TIMEOUT))
             .create_timeout(Some(CONNECT_TIMEOUT))
@@ -144,19 +228,19 @@ impl PgGroup {
             })?;
         }
         rt.spawn(listen::run(config, wake.clone()));
-        Ok(PgGroup {
+        Ok(Shared {
             shown,
             pool,
-            local,
-            host: host_name(),
             wake,
             rt: Some(rt),
         })
     }
+}
 
+impl PgGroup {
     /// The store's URL with any password left out.
     pub fn url(&self) -> &str {
-        &self.shown
+        &self.shared.shown
     }
 
     /// The host name this process records for the members it joins.
@@ -178,17 +262,18 @@ impl PgGroup {
         F: Future<Output = Result<T, GroupError>> + Send + 'static,
     {
         let rt = self
+            .shared
             .rt
             .as_ref()
             .expect("the runtime lives as long as the value");
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let fut = f(self.pool.clone(), self.shown.clone());
+        let fut = f(self.shared.pool.clone(), self.shared.shown.clone());
         rt.spawn(async move {
             let _ = tx.send(fut.await);
         });
         rx.recv().unwrap_or_else(|_| {
             Err(GroupError::Unavailable {
-                store: self.shown.clone(),
+                store: self.shared.shown.clone(),
                 detail: "the operation was cancelled".to_string(),
             })
         })
@@ -228,24 +313,16 @@ impl PgGroup {
         recipient: &str,
         timeout: Duration,
     ) -> Result<bool, GroupError> {
-        let seen = self.wake.generation(root);
+        let seen = self.shared.wake.generation(root);
         if !self.pending(root, recipient)?.is_empty() {
             return Ok(true);
         }
-        Ok(self.wake.wait(root, seen, timeout))
+        Ok(self.shared.wake.wait(root, seen, timeout))
     }
 
     /// True while the LISTEN connection is up.
     pub fn listening(&self) -> bool {
-        self.wake.listening()
-    }
-}
-
-impl Drop for PgGroup {
-    fn drop(&mut self) {
-        if let Some(rt) = self.rt.take() {
-            rt.shutdown_background();
-        }
+        self.shared.wake.listening()
     }
 }
 

@@ -1234,6 +1234,11 @@ mod tests {
                 approval: "untrusted".into(),
                 sandbox: "read-only".into(),
                 changes: vec![],
+                group: Some(crate::profile::JoinedGroup {
+                    group: "01lead".into(),
+                    role: "fixer".into(),
+                    store: "postgres://latch@db/groups".into(),
+                }),
             }),
         ];
         for (i, e) in events.iter().enumerate() {

@@ -58,7 +58,7 @@ pub use ops::{
 pub use permission::{
     DecidedBy, GrantScope, McpToolCall, PermissionKind, PermissionLog, PermissionRequest,
 };
-pub use profile::{ProfileChange, SessionProfile};
+pub use profile::{JoinedGroup, ProfileChange, SessionProfile};
 pub use state::{
     Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, PendingMutation,
     REFUSALS_IN_A_ROW, RegroundDue, Unfinished, operation_of,

@@ -8,7 +8,9 @@
 //! old and new value, what changed it (a flag, the configuration) and
 //! whether it loosened the session's safety, so every surface shows it in
 //! the transcript. The API key is never part of a profile, and a base URL
-//! is stored without any user name or password it carried.
+//! is stored without any user name or password it carried. A session that
+//! joined an agent group from this host records the group, its role and
+//! the group store's URL (without its password) so a resume rejoins it.
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +32,23 @@ pub struct SessionProfile {
     /// What differs from the profile recorded before; empty for the first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<ProfileChange>,
+    /// The agent group this session joined as a member from this host
+    /// (`latch group join`), which a resume joins again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<JoinedGroup>,
+}
+
+/// The agent group a session joined from this host: a resume rebuilds it
+/// as that member (same member id) on the same shared store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JoinedGroup {
+    /// The group's id (its lead's session).
+    pub group: String,
+    /// The member's role.
+    pub role: String,
+    /// The shared group store's URL without its password (the password
+    /// comes from the configuration, `--store` or the environment).
+    pub store: String,
 }
 
 /// One setting that changed from the previously recorded profile.
@@ -146,6 +165,7 @@ mod tests {
                 by: "--approval never".into(),
                 looser: true,
             }],
+            group: None,
         };
         assert!(p.loosens());
         assert_eq!(

@@ -375,6 +375,7 @@ impl Sessions for EditorSessions {
                 model: p.model,
                 approval,
                 sandbox,
+                group: p.group,
             },
             None => Settings {
                 approval,

@@ -11,7 +11,6 @@ use crate::supervisor::groups;
 use latch_kernel::group::{GroupError, GroupEvent, GroupPort, present};
 use latch_kernel::{SessionRecord, Store};
 use std::path::Path;
-use std::sync::Arc;
 
 /// The `/group` text of the group `session` belongs to (as root or child).
 pub fn group_text(store: &Store, session: &SessionRecord) -> Result<String, GroupError> {
@@ -63,7 +62,7 @@ fn shared_store(env: &Env, flag: Option<&str>) -> Option<String> {
 
 /// The group `root` on the shared store at `url`, with each member's host.
 fn shared_text(env: &Env, url: &str, root: &str) -> anyhow::Result<String> {
-    let pg = latch_group_pg::PgGroup::connect(url, env.store.clone())?;
+    let pg = groups::open_pg(url, env.store.clone())?;
     let state = pg.replay(root)?;
     if !state.exists() {
         anyhow::bail!(
@@ -134,8 +133,10 @@ pub fn member_brief(group: &str, role: &str, host: &str, task: Option<&str>) -> 
 /// session on this host joins the group as a member and works its task
 /// list through the agent loop (claims, completions and messages through
 /// the shared store; its own events in this host's store). When its turn
-/// ends it leaves the group, releasing any claim it still holds. Exits
-/// non-zero when the turn fails.
+/// ends it leaves the group, releasing any claim it still holds. Its
+/// profile records the group, its role and the store (without password):
+/// `latch resume <member>` runs it as that member again. Exits non-zero
+/// when the turn fails.
 pub fn join(
     global: &GlobalArgs,
     workspace: &Path,
@@ -155,7 +156,7 @@ pub fn join(
     if role.trim().is_empty() {
         anyhow::bail!("--role needs a name, e.g. --role reviewer");
     }
-    let pg = Arc::new(latch_group_pg::PgGroup::connect(&url, env.store.clone())?);
+    let pg = groups::open_pg(&url, env.store.clone())?;
     if !pg.projection(group_id)?.created {
         anyhow::bail!(
             "the group store {} has no group {group_id}; give the lead's session id (its `latch \
@@ -164,7 +165,16 @@ pub fn join(
         );
     }
     let provider = setup::choose_provider(global, &env.config.config)?;
-    let record = setup::new_session(&env, &provider)?;
+    // Its profile records the group, so `latch resume` rejoins it.
+    let record = setup::new_session_in(
+        &env,
+        &provider,
+        Some(latch_kernel::JoinedGroup {
+            group: group_id.to_string(),
+            role: role.to_string(),
+            store: latch_group_pg::without_password(&url),
+        }),
+    )?;
     // Nobody else drives it while it runs (`latch resume` is refused).
     let _lease = setup::take_lease(&env, &record.id, "`latch group join`")?;
     let member = record.id.clone();
@@ -194,8 +204,8 @@ pub fn join(
     )?;
     let mut out = super::session_cmd::printer(false);
     let outcome = agent.run_turn(&brief, &mut out);
-    drop(agent);
-    // It no longer runs: it leaves, and what it still holds is released.
+    // It no longer runs: it leaves, and what it still holds is released
+    // (before the agent goes, whose own leave says less).
     let reason = if outcome.is_ok() {
         "completed"
     } else {
@@ -204,6 +214,7 @@ pub fn join(
     if let Err(e) = groups::leave(&*pg, group_id, &member, reason) {
         eprintln!("warning: {member} could not leave group {group_id}: {e}");
     }
+    drop(agent);
     match outcome {
         Ok(_) => Ok(0),
         Err(e) => {

@@ -6,13 +6,16 @@
 //! only reported (the flag applies it). Whatever differs from the recorded
 //! profile is recorded as a new profile listing the changes, which every
 //! surface shows in the transcript. The API key is never stored: it comes
-//! from the configuration or the environment of the provider resumed.
+//! from the configuration or the environment of the provider resumed. A
+//! member that joined an agent group from this host keeps its group (the
+//! store's password, never recorded, comes from `--store`, `[group] store`
+//! or `PGPASSWORD`).
 
 use super::GlobalArgs;
 use super::setup::{Env, ProviderChoice, default_model};
 use crate::supervisor::profile::{self, Settings};
 use anyhow::bail;
-use latch_kernel::{SessionProfile, SessionRecord};
+use latch_kernel::{JoinedGroup, SessionProfile, SessionRecord};
 use latch_provider::{ProviderConfig, ProviderKind};
 use latch_sandbox::{ApprovalMode, SandboxMode};
 use std::collections::HashMap;
@@ -209,12 +212,29 @@ pub fn resolve(env: &Env, global: &GlobalArgs, record: SessionRecord) -> anyhow:
     if record.model.provider != kind.name() || record.model.model != model {
         record.model = config.model_profile(kind.name(), &model, max_tokens)?;
     }
+    // The group a member joined from this host stays joined; `--store
+    // postgres://…` moves it to that store (e.g. the database moved).
+    let (_, shared) = super::group_cmd::split_store(global);
+    let group = recorded
+        .as_ref()
+        .and_then(|p| p.group.clone())
+        .map(|g| match shared {
+            Some(url) if latch_group_pg::without_password(&url) != g.store => {
+                sources.insert(
+                    "group_store",
+                    format!("--store {}", latch_group_pg::redact(&url)),
+                );
+                JoinedGroup { store: url, ..g }
+            }
+            _ => g,
+        });
     let settings = Settings {
         provider: kind.name().to_string(),
         base_url: provider_config.base_url.clone(),
         model: model.clone(),
         approval,
         sandbox,
+        group,
     };
     Ok(Resumed {
         record,

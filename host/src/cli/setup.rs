@@ -54,7 +54,13 @@ impl Env {
     fn open_with(global: &GlobalArgs, workspace: &Path, create: bool) -> anyhow::Result<Env> {
         let workspace = std::fs::canonicalize(workspace)
             .with_context(|| format!("the workspace {} does not exist", workspace.display()))?;
-        let config = load_config(global, &workspace)?;
+        let mut config = load_config(global, &workspace)?;
+        // `--store postgres://…` names the shared group store (over
+        // `[group] store`); the local event store stays the workspace's.
+        let (global, shared) = &super::group_cmd::split_store(global);
+        if let Some(url) = shared {
+            config.config.group.store = Some(url.clone());
+        }
         let store_path = match &global.store {
             Some(p) => p.clone(),
             None => latch_kernel::default_store_path(&workspace),
@@ -338,6 +344,19 @@ fn build_with(
         supervisor.root_engine(&session.id, &session.model)?
     };
     let is_root = session.parent.is_none();
+    // A session that joined a group from this host (`latch group join`)
+    // runs as that member again, on the store it joined.
+    let rejoined = match (&joined, is_root) {
+        (None, true) => rejoin(env, &session)?,
+        _ => None,
+    };
+    let joined = joined.or_else(|| {
+        rejoined.as_ref().map(|(port, g)| Joined {
+            port: port.clone(),
+            group: &g.group,
+            role: &g.role,
+        })
+    });
     // Where the session's agent group lives: the local store, or the
     // shared store `[group] store` names (unreachable: an error naming it).
     let group = match &joined {
@@ -426,6 +445,51 @@ fn build_with(
     Ok(agent.with_delegation(Box::new(delegation)))
 }
 
+/// The group store and group `session` joined from this host, as its latest
+/// profile records them, opened again: `None` for a session that joined
+/// none. The recorded URL has no password: the configured store (`--store
+/// postgres://…` or `[group] store`) gives it when it names the same store.
+fn rejoin(
+    env: &Env,
+    session: &SessionRecord,
+) -> anyhow::Result<
+    Option<(
+        Arc<dyn latch_kernel::group::GroupPort>,
+        latch_kernel::JoinedGroup,
+    )>,
+> {
+    let Some(g) = env
+        .store
+        .session_profile(&session.id)?
+        .and_then(|p| p.group)
+    else {
+        return Ok(None);
+    };
+    let how = "give the store with --store postgres://user:password@host/database (or [group] \
+               store in the config; a password alone can come from PGPASSWORD)";
+    let configured = env.config.config.group.store.as_deref();
+    let Some(url) = crate::supervisor::groups::joined_store(configured, &g.store) else {
+        bail!(
+            "session {} is member `{}` of group {} but its record has no usable group store URL \
+             ({:?}); {how}",
+            session.id,
+            g.role,
+            g.group,
+            g.store
+        );
+    };
+    let port = crate::supervisor::groups::open_pg(&url, env.store.clone()).map_err(|e| {
+        anyhow::anyhow!(
+            "{e}. Session {} is member `{}` of group {} on that store, and Latch records the \
+             store without its password: {how}",
+            session.id,
+            g.role,
+            g.group
+        )
+    })?;
+    Ok(Some((port as Arc<dyn latch_kernel::group::GroupPort>, g)))
+}
+
 /// The approval and sandbox modes `session` runs with: its latest recorded
 /// profile's; for a session that has none (created before profiles were
 /// recorded) the flags over the configuration.
@@ -488,12 +552,24 @@ pub fn new_settings(env: &Env, provider: &ProviderChoice) -> Settings {
         model: provider.model.clone(),
         approval: env.approval.unwrap_or(config.permissions.approval),
         sandbox: env.sandbox.unwrap_or(config.sandbox.mode),
+        group: None,
     }
 }
 
 /// Create a new root session for the chosen provider and model, with its
 /// first profile recorded.
 pub fn new_session(env: &Env, provider: &ProviderChoice) -> anyhow::Result<SessionRecord> {
+    new_session_in(env, provider, None)
+}
+
+/// [`new_session`] for a session that joins `group` from this host: its
+/// first profile records the group (the store without its password), so a
+/// resume rejoins it.
+pub fn new_session_in(
+    env: &Env,
+    provider: &ProviderChoice,
+    group: Option<latch_kernel::JoinedGroup>,
+) -> anyhow::Result<SessionRecord> {
     let model = env.config.config.model_profile(
         provider.kind.name(),
         &provider.model,
@@ -502,7 +578,11 @@ pub fn new_session(env: &Env, provider: &ProviderChoice) -> anyhow::Result<Sessi
     let record = env
         .store
         .create_session(&env.workspace_key(), None, &model)?;
-    profile::record(&env.store, &record.id, &new_settings(env, provider), |_| {
+    let settings = Settings {
+        group,
+        ..new_settings(env, provider)
+    };
+    profile::record(&env.store, &record.id, &settings, |_| {
         "the session's start".into()
     })?;
     Ok(record)

@@ -8,7 +8,7 @@
 //! sandbox crate defines.
 
 use latch_kernel::profile::without_credentials;
-use latch_kernel::{EventKind, ProfileChange, SessionProfile, Store, StoreError};
+use latch_kernel::{EventKind, JoinedGroup, ProfileChange, SessionProfile, Store, StoreError};
 use latch_sandbox::{ApprovalMode, SandboxMode};
 
 /// What a session runs with in this process.
@@ -24,11 +24,13 @@ pub struct Settings {
     pub approval: ApprovalMode,
     /// The sandbox mode.
     pub sandbox: SandboxMode,
+    /// The agent group the session joined from this host, if any.
+    pub group: Option<JoinedGroup>,
 }
 
 impl Settings {
     /// These settings as a profile without changes (the base URL without
-    /// credentials).
+    /// credentials, the group store without its password).
     pub fn profile(&self) -> SessionProfile {
         SessionProfile {
             provider: self.provider.clone(),
@@ -37,6 +39,10 @@ impl Settings {
             approval: self.approval.name().to_string(),
             sandbox: self.sandbox.name().to_string(),
             changes: Vec::new(),
+            group: self.group.clone().map(|g| JoinedGroup {
+                store: latch_group_pg::without_password(&g.store),
+                ..g
+            }),
         }
     }
 }
@@ -83,6 +89,7 @@ pub fn profile_to_record(
             next.sandbox.clone(),
             looser_sandbox(&prev.sandbox),
         ),
+        ("group_store", &group_store(prev), group_store(&next), false),
     ];
     for (setting, from, to, looser) in pairs {
         if *from != to {
@@ -96,6 +103,14 @@ pub fn profile_to_record(
         }
     }
     (!next.changes.is_empty()).then_some(next)
+}
+
+/// The store of the group a profile joined, empty for none.
+fn group_store(p: &SessionProfile) -> String {
+    p.group
+        .as_ref()
+        .map(|g| g.store.clone())
+        .unwrap_or_default()
 }
 
 /// Record `now` as `session`'s profile when it is the first or differs
@@ -125,7 +140,36 @@ mod tests {
             model: "local".into(),
             approval,
             sandbox,
+            group: None,
         }
+    }
+
+    #[test]
+    fn a_joined_group_keeps_no_password_and_a_new_store_is_a_change() {
+        let joined = |store: &str| Settings {
+            group: Some(JoinedGroup {
+                group: "01lead".into(),
+                role: "fixer".into(),
+                store: store.into(),
+            }),
+            ..settings(ApprovalMode::Untrusted, SandboxMode::ReadOnly)
+        };
+        let first = profile_to_record(
+            None,
+            &joined("postgres://me:s3cret@db/g"),
+            |_| unreachable!(),
+        )
+        .unwrap();
+        assert_eq!(first.group.as_ref().unwrap().store, "postgres://me@db/g");
+        let moved = profile_to_record(Some(&first), &joined("postgres://me:x@db2/g"), |_| {
+            "--store".into()
+        })
+        .unwrap();
+        assert_eq!(moved.changes.len(), 1);
+        assert_eq!(
+            moved.changes[0].line(),
+            "group store postgres://me@db/g → postgres://me@db2/g (by --store)"
+        );
     }
 
     #[test]

@@ -92,6 +92,9 @@ fn step(r: &CapturedRequest, created: &AtomicUsize) -> ScriptStep {
     let m = messages(r);
     let last = last_result(r);
     let call = |name: &str, args: String| ScriptedTurn::tool_call(name, args).into();
+    if m.contains(MEMBER) && m.contains(RESUMED) {
+        return resumed_step(r, &last);
+    }
     if m.contains(MEMBER) {
         if let Some(id) = id_after(&last, "Ready to claim: #") {
             return call("task_claim", format!(r#"{{"id":{id}}}"#));
@@ -128,6 +131,29 @@ fn step(r: &CapturedRequest, created: &AtomicUsize) -> ScriptStep {
             call("task_list", "{}".into())
         }
     }
+}
+
+/// The phrase of the resumed member's new turn.
+const RESUMED: &str = "RESUMED-MEMBER";
+
+/// The member resumed on host B: it looks at the list, claims what is
+/// ready and says it holds it; a list it does not share with the lead
+/// (an empty one: it runs without its group) ends the turn at once.
+fn resumed_step(r: &CapturedRequest, last: &str) -> ScriptStep {
+    let from_user = r.body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .is_some_and(|m| m["role"] == "user");
+    if from_user {
+        return ScriptedTurn::tool_call("task_list", "{}").into();
+    }
+    if let Some(id) = id_after(last, "Ready to claim: #") {
+        return ScriptedTurn::tool_call("task_claim", format!(r#"{{"id":{id}}}"#)).into();
+    }
+    if let Some(id) = id_after(last, "You hold task #") {
+        return ScriptedTurn::text(format!("HOLDING #{id}")).into();
+    }
+    ScriptedTurn::text("NO-GROUP").into()
 }
 
 /// A process killed if the test ends before it does.
@@ -226,12 +252,17 @@ fn two_hosts_run_agents_that_share_one_group_on_postgres() {
     }
 
     // Host B: another workspace and store joins through the binary and
-    // works the list through its own agent loop.
+    // works the list through its own agent loop. The password in the URL
+    // is never recorded (the test cluster trusts the user: any will do).
     let b = tempfile::tempdir().unwrap();
+    let join_url = url.replacen("postgres://latch@", "postgres://latch:pw-not-kept@", 1);
+    assert_ne!(join_url, url);
     let member = Reaped(Some(
         latch(b.path())
             .args(at(&server))
-            .args(["group", "join", &root, "--store", &url, "--role", "fixer"])
+            .args([
+                "group", "join", &root, "--store", &join_url, "--role", "fixer",
+            ])
             .env("OPENAI_API_KEY", "k")
             .env("LATCH_HOST_NAME", "host-b")
             .stdout(Stdio::piped())
@@ -325,6 +356,108 @@ fn two_hosts_run_agents_that_share_one_group_on_postgres() {
             "{shown}"
         );
     }
+    resume_the_member(&server, &pg, b.path(), &root, &member);
+}
+
+/// Host B's member, resumed after it left: `latch resume <member>` runs it
+/// as that member of the group on PostgreSQL again (the store and role
+/// from its profile, which keeps no password): its new turn's claim lands
+/// in the shared group under its id, and when the session ends it leaves,
+/// the claim released.
+fn resume_the_member(
+    server: &FakeServer,
+    pg: &PgGroup,
+    b: &std::path::Path,
+    root: &str,
+    member: &str,
+) {
+    use std::io::Write;
+    let b_db = latch_kernel::default_store_path(&std::fs::canonicalize(b).unwrap());
+    let profile = Store::open_existing(&b_db)
+        .unwrap()
+        .session_profile(member)
+        .unwrap()
+        .unwrap();
+    let joined = profile
+        .group
+        .expect("the member's profile records its group");
+    assert_eq!(
+        (joined.group.as_str(), joined.role.as_str()),
+        (root, "fixer")
+    );
+    assert!(!joined.store.contains("pw-not-kept"), "{joined:?}");
+    // A new task on the list (the lead, active or back, puts it there).
+    pg.commit(
+        root,
+        GroupEvent::MemberJoined {
+            member: root.to_string(),
+            role: "lead".into(),
+        },
+    )
+    .unwrap();
+    let task = pg
+        .commit(
+            root,
+            GroupEvent::TaskCreated {
+                title: "fix div".into(),
+                description: String::new(),
+                depends_on: vec![],
+                key: None,
+                by: root.to_string(),
+            },
+        )
+        .unwrap()
+        .seq;
+    let mut resume = latch(b)
+        .args(at(server))
+        .args(["resume", member])
+        .env("OPENAI_API_KEY", "k")
+        .env("LATCH_HOST_NAME", "host-b")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    resume
+        .stdin
+        .as_mut()
+        .unwrap()
+        .write_all(format!("{RESUMED}: work the list again\n/exit\n").as_bytes())
+        .unwrap();
+    let out = wait_ok(Reaped(Some(resume)), "the resumed member");
+    assert!(out.contains(&format!("HOLDING #{task}")), "{out}");
+    let log: Vec<GroupEvent> = pg
+        .group_log(root, 0)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Group(g) => Some(g),
+            _ => None,
+        })
+        .collect();
+    let claimed = |e: &GroupEvent| matches!(e, GroupEvent::TaskClaimed { task: t, by } if *t == task && by == member);
+    assert_eq!(log.iter().filter(|e| claimed(e)).count(), 1, "{log:?}");
+    let rejoined = log
+        .iter()
+        .filter(|e| matches!(e, GroupEvent::MemberJoined { member: m, role } if m == member && role == "fixer"))
+        .count();
+    assert_eq!(rejoined, 2, "joined, then rejoined on resume: {log:?}");
+    assert!(
+        log.iter().any(|e| matches!(e, GroupEvent::TaskReleased { task: t, by, .. } if *t == task && by == member)),
+        "its claim is released when the resumed session ends: {log:?}"
+    );
+    let members = pg.members(root).unwrap();
+    let b_member = members.iter().find(|m| m.id == member).unwrap();
+    assert_eq!((b_member.host.as_str(), b_member.active), ("host-b", false));
+    // No password anywhere in host B's store.
+    for file in [b_db.clone(), b_db.with_extension("db-wal")] {
+        let bytes = std::fs::read(&file).unwrap_or_default();
+        assert!(
+            !bytes.windows(11).any(|w| w == b"pw-not-kept"),
+            "the store's password reached {}",
+            file.display()
+        );
+    }
 }
 
 fn toml_string(s: &str) -> String {
@@ -376,4 +509,76 @@ fn an_unreachable_group_store_is_an_error_naming_the_url() {
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(!out.status.success());
     assert!(stderr.contains("--store postgres://"), "{stderr}");
+}
+
+/// The group store of every session of one process comes from one pool:
+/// the handles `open_pg` (behind `[group] store`, `latch group join` and a
+/// resumed member) gives for one URL share it, whatever their local store.
+#[test]
+fn the_sessions_of_one_process_share_one_group_store_pool() {
+    let Some(url) = pg_url() else { return };
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let ports: Vec<Arc<PgGroup>> = dirs
+        .iter()
+        .map(|d| {
+            let local = Arc::new(Store::open(d.path().join("latch.db")).unwrap());
+            latch::supervisor::groups::open_pg(&url, local).unwrap()
+        })
+        .collect();
+    assert!(ports[0].shares_pool_with(&ports[1]));
+    assert!(ports[0].shares_pool_with(&ports[2]));
+}
+
+/// A member whose record has no usable store URL, or whose recorded
+/// store is away, is refused on resume with how to give the store.
+#[test]
+fn a_resumed_member_without_a_usable_store_says_how_to_give_it() {
+    use latch_kernel::{JoinedGroup, SessionProfile};
+    let b = tempfile::tempdir().unwrap();
+    let db = latch_kernel::default_store_path(&std::fs::canonicalize(b.path()).unwrap());
+    std::fs::create_dir_all(db.parent().unwrap()).unwrap();
+    let store = Store::open(&db).unwrap();
+    let model = latch_engine_sdk::types::ModelProfile::with_defaults("openai-compatible", "local");
+    let ws = std::fs::canonicalize(b.path())
+        .unwrap()
+        .display()
+        .to_string();
+    for (recorded, says) in [
+        ("", "no usable group store URL"),
+        (
+            "postgres://latch@127.0.0.1:1/groups",
+            "cannot reach the group store at postgres://latch@127.0.0.1:1/groups",
+        ),
+    ] {
+        let id = store.create_session(&ws, None, &model).unwrap().id;
+        let profile = SessionProfile {
+            provider: "openai-compatible".into(),
+            base_url: Some("http://127.0.0.1:9/v1".into()),
+            model: "local".into(),
+            approval: "untrusted".into(),
+            sandbox: "read-only".into(),
+            changes: vec![],
+            group: Some(JoinedGroup {
+                group: "01lead".into(),
+                role: "fixer".into(),
+                store: recorded.into(),
+            }),
+        };
+        store
+            .append(&id, EventKind::SessionProfile(profile))
+            .unwrap();
+        let out = latch(b.path())
+            .args(["resume", &id])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success(), "{stderr}");
+        assert!(stderr.contains(says), "{stderr}");
+        assert!(
+            stderr.contains("member `fixer` of group 01lead")
+                && stderr.contains("--store postgres://"),
+            "{stderr}"
+        );
+    }
 }

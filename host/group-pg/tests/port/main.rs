@@ -4,7 +4,8 @@
 //! (own stores, host names and network namespaces) working one group
 //! ([`hosts`]), members
 //! SIGKILLed mid-claim and mid-delivery ([`kill`]), and the failures of a
-//! database that is away ([`faults`]). Worker processes are this binary run
+//! database that is away ([`faults`]), and one pool shared by the sessions
+//! of a process ([`shared`]). Worker processes are this binary run
 //! again with [`WORKER_ENV`] set ([`worker`]).
 //!
 //! PostgreSQL comes from `LATCH_PG_TEST_URL` (`.ci/run` starts a throwaway
@@ -18,6 +19,7 @@ mod hosts;
 mod kill;
 mod race;
 mod relay;
+mod shared;
 mod worker;
 
 /// The variable that turns this binary into a worker process.

@@ -51,6 +51,7 @@ mod tests {
             approval: "untrusted".into(),
             sandbox: "read-only".into(),
             changes: vec![],
+            group: None,
         };
         store
             .append(&id, EventKind::SessionProfile(first.clone()))

@@ -112,6 +112,7 @@ fn settings(rt: &ChildRuntime, record: &SessionRecord) -> Settings {
         model: record.model.model.clone(),
         approval: perms.map(|p| p.approval).unwrap_or_default(),
         sandbox: perms.map(|p| p.sandbox.mode).unwrap_or_default(),
+        group: None,
     }
 }
 

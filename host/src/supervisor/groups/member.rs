@@ -31,6 +31,10 @@ pub struct GroupMember {
     /// The role of a member that joined a group whose lead runs elsewhere
     /// (`latch group join`); `None` for the root and its children.
     joined: Option<String>,
+    /// Such a member's id once it ran here (joined at a tool call or a safe
+    /// boundary): it leaves when this value goes, as nobody else
+    /// reconciles it.
+    ran_as: Option<String>,
 }
 
 fn store_error(e: GroupError) -> Result<(), AgentError> {
@@ -67,6 +71,7 @@ impl GroupMember {
             store,
             children: Some((children, AgentTree::default())),
             joined: None,
+            ran_as: None,
         }
     }
 
@@ -80,6 +85,7 @@ impl GroupMember {
             store,
             children: None,
             joined: None,
+            ran_as: None,
         }
     }
 
@@ -99,6 +105,7 @@ impl GroupMember {
             store,
             children: None,
             joined: Some(role.to_string()),
+            ran_as: None,
         }
     }
 
@@ -161,6 +168,13 @@ impl GroupMember {
         Ok(())
     }
 
+    /// `me` runs here: a joined member leaves when this value goes.
+    fn ran(&mut self, me: &str) {
+        if self.joined.is_some() && self.ran_as.is_none() {
+            self.ran_as = Some(me.to_string());
+        }
+    }
+
     /// A member id for what the model wrote: `all`, an id, `lead`, or a
     /// role held by exactly one member.
     fn recipient(&self, to: &str) -> Result<String, String> {
@@ -207,6 +221,7 @@ impl GroupMember {
         }
         self.sync().map_err(text)?;
         self.join(me).map_err(text)?;
+        self.ran(me);
         let root = self.root().to_string();
         match call {
             GroupCall::Create {
@@ -313,6 +328,7 @@ impl GroupMember {
         }
         self.sync()?;
         self.join(me)?;
+        self.ran(me);
         if !self.port.pending(self.root(), me)?.is_empty() {
             self.port.deliver(self.root(), me)?;
         }
@@ -373,6 +389,19 @@ fn list_text(state: &latch_kernel::GroupState) -> String {
         format!("Ready to claim: {}", ready.join(", "))
     });
     out
+}
+
+impl Drop for GroupMember {
+    /// A member that joined from this host and ran here leaves when its
+    /// session stops running here (`latch resume` ends), its claims
+    /// released; the lead's process never reconciles it.
+    fn drop(&mut self) {
+        if let Some(me) = self.ran_as.take()
+            && let Err(e) = super::leave(&*self.port, self.root(), &me, "stopped running")
+        {
+            tracing::warn!("{me} could not leave group {}: {e}", self.root());
+        }
+    }
 }
 
 impl Delegation for GroupMember {

@@ -70,8 +70,11 @@ impl LiveGroup {
 
 /// The group port `[group] store` names: the local `store` when unset, else
 /// the shared PostgreSQL store at that URL (with `store` as the local store
-/// deliveries append to). Unreachable is an error naming the URL, password
-/// left out. Safe to call on a thread that runs an async runtime.
+/// deliveries append to). Every session of this process that opens one URL
+/// shares one connection pool and one LISTEN connection
+/// ([`PgGroup::open`]), so `latch serve` with many sessions holds one pool
+/// per store. Unreachable is an error naming the URL, password left out.
+/// Safe to call on a thread that runs an async runtime.
 pub fn open_port(
     shared: Option<&str>,
     store: Arc<Store>,
@@ -79,7 +82,13 @@ pub fn open_port(
     let Some(url) = shared else {
         return Ok(store);
     };
-    let connect = || PgGroup::connect(url, store.clone());
+    Ok(open_pg(url, store)?)
+}
+
+/// The shared PostgreSQL group store at `url`, on this process's pool for
+/// it (see [`open_port`]).
+pub fn open_pg(url: &str, store: Arc<Store>) -> Result<Arc<PgGroup>, PgGroupError> {
+    let connect = || PgGroup::open(url, store.clone());
     let pg = if tokio::runtime::Handle::try_current().is_ok() {
         // Connecting blocks on a runtime of its own, which may not start
         // inside another one.
@@ -89,6 +98,24 @@ pub fn open_port(
         connect()?
     };
     Ok(Arc::new(pg))
+}
+
+/// The URL to reach the group store a member recorded (`recorded`, without
+/// its password) with: the configured one (`--store` or `[group] store`)
+/// when it names the same store, as it carries the password; else the
+/// recorded one; else, when the record is not a usable URL, the configured
+/// one. `None` when there is none to use.
+pub fn joined_store(configured: Option<&str>, recorded: &str) -> Option<String> {
+    let configured = configured.filter(|c| !c.trim().is_empty());
+    if let Some(c) = configured
+        && latch_group_pg::without_password(c) == latch_group_pg::without_password(recorded)
+    {
+        return Some(c.to_string());
+    }
+    if latch_group_pg::usable_url(recorded) {
+        return Some(recorded.to_string());
+    }
+    configured.map(str::to_string)
 }
 
 /// The root of `session`'s group: the session itself, or its parent.

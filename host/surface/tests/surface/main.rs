@@ -279,6 +279,7 @@ fn a_profile_change_is_a_transcript_line_and_the_first_profile_is_not() {
         approval: "untrusted".into(),
         sandbox: "read-only".into(),
         changes: vec![],
+        group: None,
     };
     store
         .append(&id, EventKind::SessionProfile(first.clone()))
