@@ -20,7 +20,8 @@
 //!   `latch sessions` with no store and with `--store`.
 //! * [`group`] — `latch group` prints the group a run left.
 //! * [`group_hosts`] — agent groups across hosts on PostgreSQL: `latch
-//!   group join --store`, members shown with their hosts, `[group] store`.
+//!   group join --store`, members shown with their hosts, `[group] store`,
+//!   a resumed member back in its group, one pool per process.
 //! * [`lifecycle`] — resume remembers the session's provider and modes, one
 //!   driver per session (a race, a SIGKILLed holder), Esc during
 //!   `wait_agents`, a child's tools spawned and resumed.

@@ -4,9 +4,11 @@
 //! leads (its group on PostgreSQL through `[group] store` in its user
 //! config); host B's `latch group join <group-id> --store …` runs a member
 //! whose agent loop claims and completes the tasks and messages the lead;
-//! `latch group` on both hosts shows every member with its host. An
-//! unreachable store is an error naming the URL. Skips (saying why)
-//! without `LATCH_PG_TEST_URL`.
+//! `latch group` on both hosts shows every member with its host;
+//! `latch resume <member>` on host B runs it as that member again. An
+//! unreachable store is an error naming the URL, and so is a resumed
+//! member's store it cannot reach; the sessions of one process share one
+//! pool. Skips (saying why) without `LATCH_PG_TEST_URL`.
 
 use super::{at, latch};
 use latch_group_pg::PgGroup;
