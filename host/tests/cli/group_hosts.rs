@@ -583,4 +583,21 @@ fn a_resumed_member_without_a_usable_store_says_how_to_give_it() {
             "{stderr}"
         );
     }
+    // Given as it says, the store is used and recorded (without password)
+    // as a change of the member's profile.
+    let Some(url) = pg_url() else { return };
+    let id = store.list_all_sessions().unwrap()[0].id.clone();
+    let given = url.replacen("postgres://latch@", "postgres://latch:pw-not-kept@", 1);
+    let out = latch(b.path())
+        .args(["resume", &id, "--store", &given])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "{stderr}");
+    let profile = store.session_profile(&id).unwrap().unwrap();
+    assert_eq!(profile.group.unwrap().store, url);
+    let change = &profile.changes[0];
+    assert_eq!(change.setting, "group_store");
+    assert!(!change.by.contains("pw-not-kept"), "{change:?}");
 }
