@@ -74,6 +74,8 @@ pub fn event_line(event: &EventKind) -> Option<String> {
             "  ◇ hook {}",
             terminal_safe(&latch_surface::hook_text(event), MAX_PRINTED_CHARS)
         )),
+        EventKind::Reground { .. } => latch_surface::reground_text(event)
+            .map(|s| format!("  ↺ re-ground: {}", terminal_safe(&s, MAX_PRINTED_CHARS))),
         EventKind::Rewound { .. } => latch_kernel::rewound_summary(event)
             .map(|s| format!("  ◇ {}", terminal_safe(&s, 4 * MAX_PRINTED_CHARS))),
         EventKind::SessionProfile(p) => p.change_text().map(|text| {
