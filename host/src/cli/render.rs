@@ -386,6 +386,37 @@ mod tests {
     }
 
     #[test]
+    fn a_reground_is_one_line_and_a_pending_mutation_none() {
+        use latch_kernel::{EventKind, REFUSALS_IN_A_ROW};
+        let line = |lineage: &str, count: u32| {
+            super::event_line(&EventKind::Reground {
+                reason: "for the model".into(),
+                lineage: lineage.into(),
+                count,
+            })
+        };
+        assert_eq!(
+            line(REFUSALS_IN_A_ROW, 2).as_deref(),
+            Some("  ↺ re-ground: completion refused twice in a row — the agent re-reads the task")
+        );
+        assert_eq!(
+            line("validation:sh test.sh", 3).as_deref(),
+            Some("  ↺ re-ground: validation `sh test.sh` failed again (3×)")
+        );
+        // A lineage names what the model ran: escaped for the terminal.
+        let hostile = line("validation:echo \u{1b}[2J", 2).unwrap();
+        assert!(!hostile.contains('\u{1b}'), "{hostile:?}");
+        assert_eq!(
+            super::event_line(&EventKind::MutationPending {
+                source: "shell".into(),
+                command: Some("make".into()),
+                snapshot: None,
+            }),
+            None
+        );
+    }
+
+    #[test]
     fn time_formats_utc() {
         assert_eq!(super::time(0), "1970-01-01 00:00");
         assert_eq!(super::time(1_700_000_000_000), "2023-11-14 22:13");
