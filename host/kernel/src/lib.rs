@@ -61,7 +61,7 @@ pub use permission::{
 pub use profile::{JoinedGroup, ProfileChange, SessionProfile};
 pub use state::{
     Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, PendingMutation,
-    REFUSALS_IN_A_ROW, RegroundDue, Unfinished, operation_of,
+    REFUSALS_IN_A_ROW, RegroundDue, Unfinished, lineage_label, operation_of,
 };
 pub use store::{
     LeaseError, LeaseHolder, SearchRow, SessionLease, SessionRecord, Store, StoreError,

@@ -74,6 +74,8 @@ pub fn event_line(event: &EventKind) -> Option<String> {
             "  ◇ hook {}",
             terminal_safe(&latch_surface::hook_text(event), MAX_PRINTED_CHARS)
         )),
+        EventKind::Reground { .. } => latch_surface::reground_text(event)
+            .map(|s| format!("  ↺ re-ground: {}", terminal_safe(&s, MAX_PRINTED_CHARS))),
         EventKind::Rewound { .. } => latch_kernel::rewound_summary(event)
             .map(|s| format!("  ◇ {}", terminal_safe(&s, 4 * MAX_PRINTED_CHARS))),
         EventKind::SessionProfile(p) => p.change_text().map(|text| {
@@ -380,6 +382,37 @@ mod tests {
         assert!(
             some.contains("1.300 over 4 requests (budget tightened)"),
             "{some}"
+        );
+    }
+
+    #[test]
+    fn a_reground_is_one_line_and_a_pending_mutation_none() {
+        use latch_kernel::{EventKind, REFUSALS_IN_A_ROW};
+        let line = |lineage: &str, count: u32| {
+            super::event_line(&EventKind::Reground {
+                reason: "for the model".into(),
+                lineage: lineage.into(),
+                count,
+            })
+        };
+        assert_eq!(
+            line(REFUSALS_IN_A_ROW, 2).as_deref(),
+            Some("  ↺ re-ground: completion refused twice in a row — the agent re-reads the task")
+        );
+        assert_eq!(
+            line("validation:sh test.sh", 3).as_deref(),
+            Some("  ↺ re-ground: validation `sh test.sh` failed again (3×)")
+        );
+        // A lineage names what the model ran: escaped for the terminal.
+        let hostile = line("validation:echo \u{1b}[2J", 2).unwrap();
+        assert!(!hostile.contains('\u{1b}'), "{hostile:?}");
+        assert_eq!(
+            super::event_line(&EventKind::MutationPending {
+                source: "shell".into(),
+                command: Some("make".into()),
+                snapshot: None,
+            }),
+            None
         );
     }
 

@@ -22,7 +22,7 @@
 //! [`Surface::replay`] over the log (pinned by the tests at every prefix).
 //!
 //! * [`transcript`] — transcript items: user turns, assistant text, tool
-//!   calls with their results and diffs, notifications, dividers.
+//!   calls with their results and diffs, notifications, re-grounds, dividers.
 //! * [`activity`] — lifecycle phases and transient activity.
 //! * [`usage`] — provider-reported usage per request and its cache metrics.
 //! * [`pricing`] — per-model prices and a session's cost from its usage.
@@ -53,5 +53,7 @@ pub use pricing::{ModelPrice, PriceTable, SessionCost};
 pub use slash::{SLASH_COMMANDS, Slash, SlashError, complete as complete_slash};
 pub use slots::{GroupView, PermissionPrompt};
 pub use surface::{Durable, Surface};
-pub use transcript::{DiffLine, DividerKind, Item, ToolRow, ToolStatus, Transcript, hook_text};
+pub use transcript::{
+    DiffLine, DividerKind, Item, ToolRow, ToolStatus, Transcript, hook_text, reground_text,
+};
 pub use usage::{RequestUsage, Usage};

@@ -4,13 +4,14 @@
 //! User turns, committed assistant text, tool calls with their results
 //! (edits carry a unified diff), notifications, permission decisions (a
 //! grant as a notification, a denial as a denied item), denials, validations,
-//! certification attempts, child spawns, changes of the session's profile
+//! certification attempts, re-grounds (the kernel telling the agent to step
+//! back and re-read the task), child spawns, changes of the session's profile
 //! (a resume with another model or a looser approval mode), and dividers for `/compact`,
 //! cache-epoch rotations and interrupted runs. Bookkeeping events (kernel
 //! context text, file observations, usage) are not transcript items.
 
 use latch_engine_sdk::types::{Part, ToolCall, ToolResult};
-use latch_kernel::{CertificationOutcome, EventKind, GrantScope, Outcome};
+use latch_kernel::{CertificationOutcome, EventKind, GrantScope, Outcome, REFUSALS_IN_A_ROW};
 use std::collections::HashMap;
 
 /// How a tool result that answers an interrupted call begins (the host's
@@ -139,6 +140,15 @@ pub enum Item {
         /// Why it was refused.
         blockers: Vec<String>,
     },
+    /// The kernel told the agent to step back and re-read the task
+    /// (completion refused twice in a row, or a failure that repeated):
+    /// one dim line, its text from [`reground_text`].
+    Reground {
+        /// Its sequence number.
+        seq: u64,
+        /// What repeated and what happens now.
+        text: String,
+    },
     /// A child agent was spawned.
     Child {
         /// Its sequence number.
@@ -170,6 +180,7 @@ impl Item {
             | Item::Denied { seq, .. }
             | Item::Validation { seq, .. }
             | Item::Certification { seq, .. }
+            | Item::Reground { seq, .. }
             | Item::Child { seq, .. }
             | Item::Divider { seq, .. } => *seq,
         }
@@ -262,6 +273,10 @@ impl Transcript {
                 seq,
                 certified: *outcome == CertificationOutcome::Certified,
                 blockers: blockers.clone(),
+            }),
+            EventKind::Reground { .. } => self.items.push(Item::Reground {
+                seq,
+                text: reground_text(event).unwrap_or_default(),
             }),
             EventKind::ChildSpawned {
                 child, role, task, ..
@@ -405,6 +420,35 @@ pub fn hook_text(event: &EventKind) -> String {
     } else {
         format!("{hook}{on} `{command}`: {how}: {first}")
     }
+}
+
+/// Characters of a lineage's label a re-ground line keeps.
+const LABEL_CHARS: usize = 100;
+
+/// The line a `reground` event shows, after `re-ground: `: what repeated
+/// and, for refused completions, what happens now (`completion refused
+/// twice in a row — the agent re-reads the task`, `` validation `sh t.sh`
+/// failed again (3×) ``); none for other kinds.
+pub fn reground_text(event: &EventKind) -> Option<String> {
+    let EventKind::Reground { lineage, count, .. } = event else {
+        return None;
+    };
+    if lineage == REFUSALS_IN_A_ROW {
+        let times = match count {
+            2 => "twice".to_string(),
+            n => format!("{n} times"),
+        };
+        return Some(format!(
+            "completion refused {times} in a row — the agent re-reads the task"
+        ));
+    }
+    let label = latch_kernel::lineage_label(lineage);
+    let label = if label.chars().count() > LABEL_CHARS {
+        format!("{}…", label.chars().take(LABEL_CHARS).collect::<String>())
+    } else {
+        label
+    };
+    Some(format!("{label} failed again ({count}×)"))
 }
 
 fn tool_row(seq: u64, call: &ToolCall) -> ToolRow {

@@ -99,6 +99,7 @@ fn item(i: &Item) -> Value {
         } => json!({
             "kind": "certification", "seq": seq, "certified": certified, "blockers": blockers,
         }),
+        Item::Reground { seq, text } => json!({"kind": "reground", "seq": seq, "text": text}),
         Item::Child {
             seq,
             child,

@@ -6,7 +6,8 @@
 //! that stay until closed; a tab survives a server restart with its draft;
 //! sessions are listed with their first message, time and state; a
 //! favicon, visible focus, dark and light; and a server without a provider
-//! that browses history and says why no turn can start. Screenshots go to
+//! that browses history (a re-ground in it as one dim line) and says why no
+//! turn can start. Screenshots go to
 //! `target/web-*.png`.
 
 use super::browser::{browser, driver, until};
@@ -303,10 +304,14 @@ fn the_page_has_a_favicon_visible_focus_and_dark_and_light() {
 fn serve_without_a_provider_browses_history_and_says_why_no_turn_can_start() {
     let rt = runtime();
     let ws = project();
+    // The recorded turn's `complete` is refused twice in a row: a re-ground.
     let provider = rt
-        .block_on(FakeServer::start(Script::new([ScriptedTurn::text(
-            "Recorded answer.",
-        )])))
+        .block_on(FakeServer::start(Script::new([
+            ScriptedTurn::tool_call("require_validation", r#"{"requirement":"tests pass"}"#),
+            ScriptedTurn::tool_call("complete", r#"{"summary":"done?"}"#),
+            ScriptedTurn::tool_call("complete", r#"{"summary":"done now?"}"#),
+            ScriptedTurn::text("Recorded answer."),
+        ])))
         .unwrap();
     // A session recorded with a provider.
     let id = {
@@ -327,6 +332,14 @@ fn serve_without_a_provider_browses_history_and_says_why_no_turn_can_start() {
                         .to_string()
                         .contains("Recorded answer.")
                 {
+                    // The state the page renders carries the re-ground.
+                    let regrounds: Vec<&Value> = s["state"]["durable"]["transcript"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .filter(|i| i["kind"] == "reground")
+                        .collect();
+                    assert_eq!(regrounds.len(), 1, "{}", s["state"]["durable"]);
                     return id;
                 }
                 tokio::time::sleep(Duration::from_millis(100)).await;
@@ -366,6 +379,11 @@ fn serve_without_a_provider_browses_history_and_says_why_no_turn_can_start() {
         until(&c, "the recorded turn", &format!("{TRANSCRIPT}.includes('Recorded answer.')")).await;
         until(&c, "why no turn can start", "!document.getElementById('server-notice').hidden && document.getElementById('server-notice').innerText.includes('no model provider is configured')").await;
         assert_eq!(js(&c, "document.querySelector('#session-list .first').innerText").await, json!("fix add"));
+        // The re-ground, rebuilt from the log: one dim line.
+        let reground = js(&c, "[...document.querySelectorAll('#transcript .reground')].map(e => e.innerText)").await;
+        assert_eq!(reground, json!(["↺ re-ground: completion refused twice in a row — the agent re-reads the task"]));
+        let dim = "(() => { const d = document.createElement('span'); d.className = 'dim'; document.body.appendChild(d); const c = getComputedStyle(d).color; d.remove(); return c; })()";
+        assert_eq!(js(&c, "getComputedStyle(document.querySelector('#transcript .reground')).color").await, js(&c, dim).await, "dim");
         shot(&c, "web-no-provider").await;
         // A new session is refused with the reason, and the task is kept.
         c.find(Locator::Css("#new-session")).await.unwrap().click().await.unwrap();

@@ -43,6 +43,32 @@ pub(crate) fn validation_group(command: &str) -> String {
 /// The group of certification attempts.
 pub(crate) const CERTIFICATION_GROUP: &str = "certification";
 
+/// What a failure lineage's key names, for a person: the validation
+/// command (`` validation `sh test.sh` ``), the failing tool operation
+/// (`` shell `cargo build` ``, without the normalized error the key ends
+/// with), `completion` for certification, or the key itself when it is none
+/// of these.
+pub fn lineage_label(key: &str) -> String {
+    if let Some(command) = key.strip_prefix("validation:") {
+        return format!("validation `{command}`");
+    }
+    if let Some(rest) = key.strip_prefix("tool:") {
+        // `name:error` or ``name `target`:error`` (see `operation_of`).
+        let (name, after) = rest.split_at(rest.find([' ', ':']).unwrap_or(rest.len()));
+        return match after
+            .strip_prefix(" `")
+            .and_then(|t| t.find("`:").map(|end| &t[..end]))
+        {
+            Some(target) => format!("{name} `{target}`"),
+            None => name.to_string(),
+        };
+    }
+    if key == CERTIFICATION_GROUP || key.starts_with("certification:") {
+        return "completion".into();
+    }
+    key.to_string()
+}
+
 /// A stable, short form of an error message: its first non-empty line,
 /// lower-cased, free-standing numbers replaced by `#`, whitespace collapsed,
 /// at most 120 characters. Line numbers and counts therefore do not split a
@@ -199,6 +225,24 @@ mod tests {
             normalize_blocker("stale: unit (checked generation 3, workspace is at 15)"),
             normalize_blocker("stale: unit (checked generation 16, workspace is at 17)")
         );
+    }
+
+    #[test]
+    fn a_lineage_label_names_the_operation_without_its_error() {
+        assert_eq!(
+            lineage_label(&validation_group("sh test.sh")),
+            "validation `sh test.sh`"
+        );
+        let shell = format!(
+            "{}:{}",
+            tool_group("shell `cargo build`"),
+            normalize_error("error: `x`: no")
+        );
+        assert_eq!(lineage_label(&shell), "shell `cargo build`");
+        let bare = format!("{}:{}", tool_group("list_dir"), normalize_error("boom"));
+        assert_eq!(lineage_label(&bare), "list_dir");
+        assert_eq!(lineage_label("certification:no evidence"), "completion");
+        assert_eq!(lineage_label("other"), "other");
     }
 
     #[test]

@@ -18,7 +18,7 @@ mod task;
 mod turns;
 
 pub use evidence::Certification;
-pub use failures::normalize_error;
+pub use failures::{lineage_label, normalize_error};
 pub use files::{FileKnowledge, GuardVerdict};
 pub use reground::{REFUSALS_IN_A_ROW, RegroundDue};
 pub use turns::{OpenCall, PendingMutation, Unfinished, operation_of};

@@ -313,3 +313,65 @@ fn a_profile_change_is_a_transcript_line_and_the_first_profile_is_not() {
         "{text}"
     );
 }
+
+/// A `reground` event is one transcript item saying what repeated (refused
+/// completions in words, a failing lineage by its operation and count); a
+/// `mutation_pending` event, bookkeeping before a command, is none. Live
+/// and resumed agree.
+#[test]
+fn a_reground_is_a_transcript_line_and_a_pending_mutation_is_not() {
+    use latch_engine_sdk::types::ModelProfile;
+    use latch_kernel::{REFUSALS_IN_A_ROW, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(dir.path().join("s.db")).unwrap();
+    let model = ModelProfile::with_defaults("openai-compatible", "local");
+    let id = store.create_session("/w", None, &model).unwrap().id;
+    store.append(&id, EventKind::user_text("fix it")).unwrap();
+    store
+        .append(
+            &id,
+            EventKind::MutationPending {
+                source: "shell".into(),
+                command: Some("make".into()),
+                snapshot: Some("4b825dc642cb6eb9a060e54bf8d69288fbee4904".into()),
+            },
+        )
+        .unwrap();
+    for (lineage, count) in [
+        (REFUSALS_IN_A_ROW, 2),
+        ("validation:sh test.sh", 3),
+        ("tool:shell `cargo build`:error: boom", 4),
+    ] {
+        store
+            .append(
+                &id,
+                EventKind::Reground {
+                    reason: "what repeats, for the model".into(),
+                    lineage: lineage.into(),
+                    count,
+                },
+            )
+            .unwrap();
+    }
+    let events = store.all_events(&id).unwrap();
+    let s = live(&id, &events, true);
+    let texts: Vec<&str> = s
+        .durable()
+        .transcript
+        .items()
+        .iter()
+        .skip(1)
+        .map(|i| match i {
+            Item::Reground { text, .. } => text.as_str(),
+            other => panic!("only re-grounds after the message: {other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "completion refused twice in a row — the agent re-reads the task",
+            "validation `sh test.sh` failed again (3×)",
+            "shell `cargo build` failed again (4×)",
+        ]
+    );
+}

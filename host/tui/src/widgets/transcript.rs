@@ -193,6 +193,13 @@ fn item_lines(item: &Item, expanded: bool, width: usize, out: &mut Vec<Line<'sta
                 ));
             }
         }
+        Item::Reground { text, .. } => out.extend(wrap(
+            Span::styled("  ↺ re-ground: ", dim()),
+            text,
+            dim(),
+            4,
+            width,
+        )),
         Item::Child { role, task, .. } => out.extend(wrap(
             Span::styled(format!("  ⑂ {role}: "), Style::new().fg(Color::Magenta)),
             task,

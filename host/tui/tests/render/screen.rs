@@ -2,7 +2,8 @@
 //! scrolling that clamps and says so, wrapped errors, modals whose key line
 //! stays in view, the first screen, queued messages, the spinner, ✗ for a
 //! failed validation, one row per denial, children by role, the GROUP
-//! heading whole, tool rows without raw JSON, and the log sink.
+//! heading whole, tool rows without raw JSON, a re-ground's dim line, and
+//! the log sink.
 
 use super::keys::{ctrl, key};
 use super::{demo_state, has, screen};
@@ -360,4 +361,44 @@ fn typing_to_the_finished_demo_explains_the_scripted_model() {
     assert!(sent.is_empty(), "nothing is sent to the scripted model");
     let rows = screen(&s, 120, 40);
     assert!(has(&rows, "model is scripted"), "{}", rows.join("\n"));
+}
+
+/// A re-ground is one dim line in the transcript, rebuilt from the log as a
+/// resumed screen shows it; a pending mutation shows nothing.
+#[test]
+fn a_reground_is_one_dim_line_and_a_pending_mutation_nothing() {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use ratatui::style::Color;
+    let s = state_of(vec![
+        started(),
+        EventKind::MutationPending {
+            source: "shell".into(),
+            command: Some("make".into()),
+            snapshot: None,
+        },
+        EventKind::Reground {
+            reason: "completion was refused 2 times in a row".into(),
+            lineage: latch_kernel::REFUSALS_IN_A_ROW.into(),
+            count: 2,
+        },
+    ]);
+    let mut terminal = Terminal::new(TestBackend::new(120, 40)).unwrap();
+    terminal.draw(|f| latch_tui::draw(f, &s)).unwrap();
+    let buf = terminal.backend().buffer();
+    let rows: Vec<String> = (0..40)
+        .map(|y| (0..120).map(|x| buf[(x, y)].symbol()).collect())
+        .collect();
+    let all = rows.join("\n");
+    let line = "↺ re-ground: completion refused twice in a row — the agent re-reads the task";
+    let y = rows
+        .iter()
+        .position(|r| r.contains(line))
+        .unwrap_or_else(|| panic!("no re-ground line: {all}"));
+    let x = rows[y].chars().position(|c| c == '↺').unwrap() as u16;
+    assert_eq!(buf[(x, y as u16)].fg, Color::DarkGray, "dim: {all}");
+    assert!(
+        !all.contains("make"),
+        "a pending mutation shows nothing: {all}"
+    );
 }

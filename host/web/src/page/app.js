@@ -193,6 +193,7 @@ function renderItem(i) {
     case "denied": return el("div", "item denied", "denied " + i.tool + ": " + i.reason);
     case "validation": return el("div", "item validation", (i.passed ? "✓ " : "✗ ") + i.command);
     case "certification": return el("div", "item certification", i.certified ? "certified" : "not certified: " + i.blockers.join("; "));
+    case "reground": return el("div", "item reground", "↺ re-ground: " + i.text);
     case "child": return el("div", "item child", "agent " + i.role + " (" + i.child + "): " + i.task);
     default: return el("div", "item", JSON.stringify(i));
   }
