@@ -70,6 +70,7 @@ fn tab_completes_and_runs_a_custom_command_in_the_tui() {
         ],
     );
     tmux.keys("tui", &["Escape"]);
+    tmux.wait_gone("tui", &["Review one file for bugs (custom)"]);
     tmux.text("tui", "/rev");
     tmux.keys("tui", &["Tab"]);
     tmux.text("tui", "src/math.sh");

@@ -283,6 +283,7 @@ fn slash_rewind_in_the_terminal_ui() {
     tmux.keys("rw", &["Enter"]);
     tmux.wait_for("rw", &["/rewind", &format!("{}  second task", seqs[1])]);
     tmux.keys("rw", &["Escape"]);
+    tmux.wait_gone("rw", &[&format!("{}  second task", seqs[1])]);
     tmux.text("rw", &format!("/rewind {}", seqs[1]));
     tmux.keys("rw", &["Enter"]);
     tmux.wait_for("rw", &["restored notes.txt", "removed  extra.txt"]);

@@ -89,16 +89,30 @@ impl Tmux {
 
     /// Wait until every needle is on the screen; the screen.
     pub(crate) fn wait_for(&self, name: &str, needles: &[&str]) -> Vec<String> {
+        self.wait_until(name, &format!("{needles:?}"), |all| {
+            needles.iter().all(|n| all.contains(n))
+        })
+    }
+
+    /// Wait until none of the needles is on the screen (a popup closed:
+    /// keys typed before it did could be read as part of its Esc).
+    pub(crate) fn wait_gone(&self, name: &str, needles: &[&str]) -> Vec<String> {
+        self.wait_until(name, &format!("none of {needles:?}"), |all| {
+            !needles.iter().any(|n| all.contains(n))
+        })
+    }
+
+    fn wait_until(&self, name: &str, what: &str, done: impl Fn(&str) -> bool) -> Vec<String> {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let screen = self.screen(name);
             let all = screen.join("\n");
-            if needles.iter().all(|n| all.contains(n)) {
+            if done(&all) {
                 return screen;
             }
             assert!(
                 Instant::now() < deadline,
-                "waited 60 s for {needles:?}; the screen:\n{all}"
+                "waited 60 s for {what}; the screen:\n{all}"
             );
             std::thread::sleep(Duration::from_millis(100));
         }

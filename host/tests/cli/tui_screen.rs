@@ -119,11 +119,13 @@ fn first_screen_retry_warning_and_goodbye() {
     let context = tmux.wait_for("s", &["provider prefix utilization", "Esc closes"]);
     keep("context", &context);
     tmux.keys("s", &["Escape"]);
+    tmux.wait_gone("s", &["Esc closes"]);
     tmux.text("s", "/recall hello");
     tmux.keys("s", &["Enter"]);
     let recall = tmux.wait_for("s", &["/recall hello", "Esc closes"]);
     keep("recall", &recall);
     tmux.keys("s", &["Escape"]);
+    tmux.wait_gone("s", &["Esc closes"]);
 
     tmux.text("s", "/exit");
     tmux.keys("s", &["Enter"]);
