@@ -22,7 +22,7 @@ use std::time::Duration;
 /// The phrase only a child's brief carries.
 const BRIEF: &str = "You are a child agent of session";
 
-fn messages(r: &CapturedRequest) -> String {
+pub(super) fn messages(r: &CapturedRequest) -> String {
     r.body["messages"].to_string()
 }
 
@@ -35,7 +35,7 @@ fn results(r: &CapturedRequest) -> usize {
 }
 
 /// The last tool result's text.
-fn last_result(r: &CapturedRequest) -> String {
+pub(super) fn last_result(r: &CapturedRequest) -> String {
     r.body["messages"]
         .as_array()
         .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
@@ -44,7 +44,7 @@ fn last_result(r: &CapturedRequest) -> String {
 }
 
 /// The ids of "Created task #N" in the order they appear.
-fn created(text: &str) -> Vec<u64> {
+pub(super) fn created(text: &str) -> Vec<u64> {
     text.match_indices("Created task #")
         .map(|(i, m)| {
             text[i + m.len()..]

@@ -7,6 +7,7 @@
 //! `LATCH_PG_TEST_URL`, unless `LATCH_PG_TEST_REQUIRED=1`.
 
 use super::children::team;
+use super::groups::{created, last_result, messages};
 use latch::agent::tools::StandardTools;
 use latch::agent::{Agent, AgentOptions};
 use latch::config::Config;
@@ -45,32 +46,6 @@ fn pg_url() -> Option<String> {
 fn kv<'a>(url: &'a str, key: &str) -> Option<&'a str> {
     url.split_whitespace()
         .find_map(|p| p.strip_prefix(key)?.strip_prefix('='))
-}
-
-fn messages(r: &CapturedRequest) -> String {
-    r.body["messages"].to_string()
-}
-
-fn last_result(r: &CapturedRequest) -> String {
-    r.body["messages"]
-        .as_array()
-        .and_then(|m| m.iter().rev().find(|m| m["role"] == "tool"))
-        .map(|m| m["content"].to_string())
-        .unwrap_or_default()
-}
-
-/// The ids of "Created task #N", in order.
-fn created(text: &str) -> Vec<u64> {
-    text.match_indices("Created task #")
-        .map(|(i, m)| {
-            text[i + m.len()..]
-                .chars()
-                .take_while(char::is_ascii_digit)
-                .collect::<String>()
-                .parse()
-                .unwrap()
-        })
-        .collect()
 }
 
 /// What the responder reaches: the relay to cut, the direct store to queue
