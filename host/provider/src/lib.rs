@@ -403,10 +403,11 @@ impl Provider {
     /// Sends `req`, streams the response to `on_event`, and returns the
     /// committed turn.
     ///
-    /// Retryable failures (429, 5xx, connection errors, overload reported in
-    /// the stream) are retried per the [`RetryPolicy`], announced with
-    /// [`StreamEvent::Retrying`]. A response that ends before its terminal
-    /// event is [`ProviderError::Interrupted`] and nothing of it is returned.
+    /// Retryable failures (429, 5xx, connection errors, a connection lost
+    /// mid-stream, overload reported in the stream) are retried per the
+    /// [`RetryPolicy`], announced with [`StreamEvent::Retrying`]. A response
+    /// whose body ends cleanly before its terminal event is
+    /// [`ProviderError::Interrupted`] and nothing of it is returned.
     /// A refusal as too long ([`ProviderError::ContextTooLong`]) is never
     /// retried.
     pub async fn complete_with(
@@ -584,11 +585,15 @@ impl Provider {
                         other => other.map_err(ended),
                     };
                 }
+                // A connection lost mid-stream (a server killed or
+                // restarted, a proxy dropping it) is retried as configured:
+                // nothing of the attempt was committed, its deltas are void.
                 Ok(Some(Err(e))) => {
-                    return Err(AttemptError::Fatal(ProviderError::Interrupted {
-                        provider,
-                        reason: format!("connection lost: {}", error_chain(&e)),
-                    }));
+                    return Err(AttemptError::Retryable {
+                        reason: format!("connection lost mid-stream: {}", error_chain(&e)),
+                        status: None,
+                        retry_after: None,
+                    });
                 }
                 Ok(Some(Ok(bytes))) => bytes,
             };
