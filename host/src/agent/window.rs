@@ -91,18 +91,21 @@ impl std::fmt::Display for WindowShortfall {
                 " of Latch's estimated tokens (the provider counts {c:.2}× Latch's estimate)"
             )?;
         }
-        let fixed = format!(
-            "the instructions (≈{}), {} tool schema{} (≈{}){}",
-            n(self.instructions),
+        let tools = format!(
+            "{} tool schema{} (≈{})",
             self.tool_count,
             if self.tool_count == 1 { "" } else { "s" },
             n(self.tools),
-            if self.extensions > 0 {
-                format!(" and the skill list (≈{})", n(self.extensions))
-            } else {
-                String::new()
-            }
         );
+        let fixed = if self.extensions > 0 {
+            format!(
+                "the instructions (≈{}), {tools} and the skill list (≈{})",
+                n(self.instructions),
+                n(self.extensions)
+            )
+        } else {
+            format!("the instructions (≈{}) and {tools}", n(self.instructions))
+        };
         match &self.engine_message {
             None => write!(
                 f,
@@ -186,7 +189,7 @@ mod tests {
             "1,024 of it are reserved",
             "[models.gemma] reserve_tokens",
             "may use 3,072",
-            "38 tool schemas (≈4,700)",
+            "the instructions (≈1,100) and 38 tool schemas (≈4,700) alone",
             "alone need ≈5,800",
             "at least 9,216 tokens",
             "[models.gemma] context_window_tokens",
