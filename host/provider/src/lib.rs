@@ -644,34 +644,55 @@ impl Provider {
     }
 
     /// Why a compatible server's stream ended before its first chunk: the
-    /// same request, not streamed and asking for one token, answered as any
-    /// refusal is. An answer means the request itself was fine: the stream
-    /// stays `interrupted` (`stream_error`), with that said.
+    /// same request, not streamed, answered as any refusal is (a server
+    /// refuses a prompt past its window before it evaluates anything, so
+    /// the answer is quick; one that starts evaluating within
+    /// [`DIAGNOSIS_TIMEOUT`] accepted the request). An answer means the
+    /// request itself was fine: the stream stays `interrupted`
+    /// (`stream_error`), with that said.
     async fn diagnose(&self, url: &str, body: &[u8], stream_error: ProviderError) -> AttemptError {
         let Ok(serde_json::Value::Object(mut probe)) = serde_json::from_slice(body) else {
             return AttemptError::Fatal(stream_error);
         };
         probe.insert("stream".into(), serde_json::Value::Bool(false));
         probe.remove("stream_options");
-        for field in ["max_tokens", "max_completion_tokens"] {
-            if probe.contains_key(field) {
-                probe.insert(field.into(), serde_json::json!(1));
+        let probe = serde_json::Value::Object(probe).to_string();
+        let send = || {
+            let mut rb = self
+                .client
+                .post(url)
+                .timeout(DIAGNOSIS_TIMEOUT)
+                .header(CONTENT_TYPE, "application/json")
+                .body(probe.clone());
+            if let Some(k) = self.config.api_key.as_deref().filter(|k| !k.is_empty()) {
+                rb = rb.bearer_auth(k);
             }
-        }
-        let mut rb = self
-            .client
-            .post(url)
-            .header(CONTENT_TYPE, "application/json")
-            .body(serde_json::Value::Object(probe).to_string());
-        if let Some(k) = self.config.api_key.as_deref().filter(|k| !k.is_empty()) {
-            rb = rb.bearer_auth(k);
-        }
-        match rb.send().await {
+            rb.send()
+        };
+        // The broken stream's connection may have gone back to the pool
+        // closed by the server (llama-cpp-python closes it after the error):
+        // a second try gets a fresh one.
+        let answer = match send().await {
+            Err(e) if !e.is_timeout() => send().await,
+            other => other,
+        };
+        match answer {
             Ok(resp) if !resp.status().is_success() => match self.refused(resp).await {
                 // A transient failure is reported as the stream's own.
                 AttemptError::Retryable { .. } => AttemptError::Fatal(stream_error),
                 fatal => fatal,
             },
+            Err(e) if !e.is_timeout() => AttemptError::Fatal(match stream_error {
+                ProviderError::Interrupted { provider, reason } => ProviderError::Interrupted {
+                    provider,
+                    reason: format!(
+                        "{reason}, before its first chunk (asking again without streaming failed \
+                         too: {})",
+                        error_chain(&e)
+                    ),
+                },
+                other => other,
+            }),
             _ => AttemptError::Fatal(match stream_error {
                 ProviderError::Interrupted { provider, reason } => ProviderError::Interrupted {
                     provider,
@@ -685,6 +706,10 @@ impl Provider {
         }
     }
 }
+
+/// How long [`Provider::complete_with`] waits for the unstreamed answer
+/// that says why a compatible server's stream broke before its first chunk.
+pub const DIAGNOSIS_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn is_json(headers: &HeaderMap) -> bool {
     headers

@@ -74,7 +74,7 @@ pub(crate) fn refusal(server: ChatServer, n_ctx: u64, body: &Value) -> Option<Re
         if server == ChatServer::LlamaCppPython && m.get("content").is_some_and(Value::is_null) {
             return Some(error(
                 500,
-                "can only concatenate str (not \"NoneType\") to str",
+                "7 validation errors:\n  {'type': 'string_type', 'loc': ('body', 'messages', 1, 'ChatCompletionRequestAssistantMessage', 'content'), 'msg': 'Input should be a valid string', 'input': None}",
                 "internal_server_error",
                 json!({}),
             ));
@@ -92,6 +92,8 @@ pub(crate) fn refusal(server: ChatServer, n_ctx: u64, body: &Value) -> Option<Re
             }
         }
     }
+    // llama-cpp-python refuses a prompt of `n_ctx` tokens or more (the
+    // output limit is not counted); llama-server one past `n_ctx`.
     let tokens = prompt_tokens(body);
     let streamed = body["stream"] == json!(true);
     if server == ChatServer::LlamaCppPython && !streamed {
@@ -99,7 +101,7 @@ pub(crate) fn refusal(server: ChatServer, n_ctx: u64, body: &Value) -> Option<Re
         // prompt fits, an answer): what Latch asks to learn why a stream
         // broke before its first chunk.
         let max = body["max_tokens"].as_u64().unwrap_or(16);
-        return Some(if tokens + max > n_ctx {
+        return Some(if tokens >= n_ctx {
             error(
                 400,
                 &format!(

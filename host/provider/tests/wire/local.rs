@@ -156,7 +156,7 @@ async fn a_prompt_past_n_ctx_is_too_long() {
         "the stream, then the same request not streamed"
     );
     assert_eq!(requests[1].body["stream"], false);
-    assert_eq!(requests[1].body["max_tokens"], 1);
+    assert_eq!(requests[1].body["max_tokens"], 1024, "the same request");
     assert_eq!(requests[1].body["messages"], requests[0].body["messages"]);
     let ProviderError::ContextTooLong {
         reported_tokens,
