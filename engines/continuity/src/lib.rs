@@ -649,7 +649,9 @@ impl ContinuityEngine {
     }
 
     /// Start a new epoch: choose the retained units, then build the snapshot
-    /// group in priority order (state, extension, re-ground, index, recall).
+    /// group in priority order (state, extension, re-ground, the user's
+    /// pinned messages, then recalled originals and the index in the
+    /// configured order: see [`config::Allocation`]).
     fn rotate<'a>(
         &'a self,
         session: &dyn SessionView,
@@ -819,18 +821,34 @@ impl ContinuityEngine {
             self.config.user_tokens.min(remaining / 2),
         );
         texts.extend(pinned.into_iter().map(|t| (KernelContextKind::Recall, t)));
-        let remaining = inp.plan.limit.saturating_sub(used(&texts));
-        let index_budget = self.config.index_tokens.min(remaining / 2);
-        if let Some(text) = self.index_text(cache, session, inp, start, index_budget) {
-            texts.push((KernelContextKind::ArchiveIndex, text));
-        }
-        let room = inp
-            .plan
-            .limit
-            .saturating_sub(used(&texts))
-            .min(self.config.recall_tokens);
-        for text in self.recall_entries(session, inp, start, &pinned_seqs, room) {
-            texts.push((KernelContextKind::Recall, text));
+        // Recalled originals and the episode index share what is left, in
+        // the configured order (see [`config::Allocation`]).
+        let recall = |texts: &mut Vec<(KernelContextKind, String)>| {
+            let room = inp
+                .plan
+                .limit
+                .saturating_sub(used(texts))
+                .min(self.config.recall_tokens);
+            for text in self.recall_entries(session, inp, start, &pinned_seqs, room) {
+                texts.push((KernelContextKind::Recall, text));
+            }
+        };
+        let index = |texts: &mut Vec<(KernelContextKind, String)>, share: u64| {
+            let remaining = inp.plan.limit.saturating_sub(used(texts));
+            let budget = self.config.index_tokens.min(remaining / share);
+            if let Some(text) = self.index_text(cache, session, inp, start, budget) {
+                texts.push((KernelContextKind::ArchiveIndex, text));
+            }
+        };
+        match self.config.allocation {
+            config::Allocation::RecallFirst => {
+                recall(&mut texts);
+                index(&mut texts, 1);
+            }
+            config::Allocation::IndexFirst => {
+                index(&mut texts, 2);
+                recall(&mut texts);
+            }
         }
         let total = used(&texts);
         if total > inp.plan.limit {

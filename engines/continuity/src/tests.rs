@@ -1179,5 +1179,6 @@ fn conversation_prices_match_the_canonical_message_price() {
     }
 }
 
+mod allocation;
 mod intents;
 mod unseen;
