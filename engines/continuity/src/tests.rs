@@ -1181,4 +1181,5 @@ fn conversation_prices_match_the_canonical_message_price() {
 
 mod allocation;
 mod intents;
+mod streaming;
 mod unseen;
