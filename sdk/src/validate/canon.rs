@@ -201,6 +201,73 @@ mod tests {
     }
 
     #[test]
+    fn the_session_context_renders_canonically() {
+        let mut ctx = SessionContext {
+            workspace: "/work/repo".into(),
+            repository_instructions: String::new(),
+            mode: "run".into(),
+        };
+        assert_eq!(
+            session_context_text(&ctx),
+            "# Session\nWorkspace: /work/repo\nMode: run\n"
+        );
+        ctx.repository_instructions = "Run `cargo test`.".into();
+        let text = "# Session\nWorkspace: /work/repo\nMode: run\n\n# Repository instructions\nRun `cargo test`.";
+        assert_eq!(session_context_text(&ctx), text);
+        let m = session_context_message(&ctx);
+        assert_eq!(m, Message::text(Role::User, text));
+        assert!(m.kernel.is_none() && m.source_seqs.is_empty());
+    }
+
+    #[test]
+    fn a_kernel_message_carries_its_tag_and_cites_only_its_own_event() {
+        let entry = KernelContextEntry {
+            generation: 3,
+            revision: 17,
+            kind: KernelContextKind::Recall,
+            epoch_start: None,
+            text: "Recalled original".into(),
+        };
+        let tag = |seq| KernelTag {
+            generation: 3,
+            revision: 17,
+            kind: KernelContextKind::Recall,
+            seq,
+        };
+        let fresh = kernel_message(&entry, None);
+        assert_eq!(fresh.role, Role::User);
+        assert_eq!(fresh.parts, vec![Part::Text("Recalled original".into())]);
+        assert_eq!(fresh.kernel, Some(tag(None)));
+        assert!(fresh.source_seqs.is_empty());
+        let logged = kernel_message(&entry, Some(42));
+        assert_eq!(logged.parts, fresh.parts, "the text never depends on seq");
+        assert_eq!(logged.kernel, Some(tag(Some(42))));
+        assert_eq!(logged.source_seqs, vec![42]);
+    }
+
+    #[test]
+    fn an_elision_prices_content_and_images() {
+        let mut r = result(&"word ".repeat(100));
+        let text = estimate(EstimatorProfile::Openai, &r.content) as u64;
+        assert_eq!(elided_tokens(EstimatorProfile::Openai, &r), text);
+        r.images = vec![MediaRef {
+            sha256: "0".repeat(64),
+            mime_type: "image/png".into(),
+            byte_len: 1_000,
+            width: Some(800),
+            height: Some(600),
+        }];
+        let image = crate::image_tokens(Some(800), Some(600)) as u64;
+        assert!(image > 0);
+        assert_eq!(elided_tokens(EstimatorProfile::Openai, &r), text + image);
+        assert!(
+            elided_tool_result(EstimatorProfile::Openai, &r)
+                .images
+                .is_empty()
+        );
+    }
+
+    #[test]
     fn the_frame_is_stable_and_cannot_be_closed_from_inside() {
         let a = frame_kernel_text(KernelContextKind::Snapshot, "state");
         assert_eq!(
