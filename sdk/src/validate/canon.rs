@@ -268,6 +268,56 @@ mod tests {
     }
 
     #[test]
+    fn a_rendering_joins_one_role_and_names_what_cannot_render() {
+        let ev = |seq, body| Event {
+            seq,
+            time_ms: 0,
+            body,
+        };
+        let a = ev(1, EventBody::ToolResult(result("one")));
+        let b = ev(2, EventBody::Notification("two".into()));
+        let (role, parts) = rendering(&[&a, &b]).expect("both speak as the user");
+        assert_eq!(role, Role::User);
+        assert_eq!(
+            parts,
+            vec![Part::ToolResult(result("one")), Part::Text("two".into())]
+        );
+        let reply = ev(3, EventBody::AssistantMessage(vec![Part::Text("x".into())]));
+        assert_eq!(
+            rendering(&[&a, &reply]).unwrap_err(),
+            "seq 3 speaks as another role than the events before it in the same message"
+        );
+        assert_eq!(rendering(&[]).unwrap_err(), "the message cites no event");
+        for (body, label) in [
+            (EventBody::ManualCompact, "a manual-compact"),
+            (
+                EventBody::Kernel(KernelNote {
+                    kind: KernelNoteKind::Mutation,
+                    summary: String::new(),
+                    files: vec![],
+                }),
+                "a kernel-note",
+            ),
+            (
+                EventBody::KernelContext(KernelContextEntry {
+                    generation: 1,
+                    revision: 1,
+                    kind: KernelContextKind::Snapshot,
+                    epoch_start: None,
+                    text: String::new(),
+                }),
+                "a kernel-context",
+            ),
+        ] {
+            let e = ev(9, body);
+            assert_eq!(
+                rendering(&[&a, &e]).unwrap_err(),
+                format!("seq 9 is {label} event, which renders no conversation message")
+            );
+        }
+    }
+
+    #[test]
     fn the_frame_is_stable_and_cannot_be_closed_from_inside() {
         let a = frame_kernel_text(KernelContextKind::Snapshot, "state");
         assert_eq!(
