@@ -16,7 +16,8 @@
 # target/mutants/AREA/mutants.out/{caught,missed,timeout,unviable}.txt and
 # prints the share of viable mutants caught. Each mutant runs only the tests
 # of its own crate (`--test-package`), restricted to the test binaries that
-# exercise the area, so a run takes hours, not days.
+# exercise the area, so a run takes hours, not days. The mutated copy of the
+# sources and its target directory stay under target/mutants between runs.
 #
 # Needs `cargo install --locked cargo-mutants` (27.x builds with Rust 1.95).
 # The survivors judged harmless, and why, are in tests/mutants-survivors.md.
@@ -72,13 +73,23 @@ if ! cargo mutants --version >/dev/null 2>&1; then
     exit 2
 fi
 
-out="target/mutants/$area"
+root=$(pwd)
+out="$root/target/mutants/$area"
 mkdir -p "$out"
-# Low priority and one job: the machine is shared. The warm target dir is
-# copied into the scratch tree so dependencies are not rebuilt. A missed
-# mutant makes cargo-mutants exit non-zero; the figure below is the result.
+# cargo-mutants edits a copy of the sources. It lives at a fixed path with a
+# target directory of its own, both kept between runs, so only the first run
+# compiles the dependencies (copying a target directory per run would not
+# keep its timestamps, and cargo would rebuild everything). tar keeps each
+# file's time, so unchanged sources stay fresh.
+tree="$root/target/mutants/tree"
+mkdir -p "$tree"
+tar -C "$root" --exclude=./target --exclude=./.git --exclude=./.ci/cache -cf - . | tar -C "$tree" -xf -
+export CARGO_TARGET_DIR="$root/target/mutants/target"
+# Low priority, and one mutant at a time (--in-place): the machine is
+# shared. A missed mutant makes cargo-mutants exit non-zero; the figure
+# below is the result.
 # shellcheck disable=SC2086
-nice -n 15 cargo mutants -j 1 --copy-target true --output "$out" $spec "$@" || true
+(cd "$tree" && nice -n 15 cargo mutants --in-place --output "$out" $spec "$@") || true
 
 count() { [ -f "$out/mutants.out/$1.txt" ] && wc -l <"$out/mutants.out/$1.txt" || echo 0; }
 caught=$(count caught)
