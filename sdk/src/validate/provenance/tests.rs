@@ -589,3 +589,29 @@ fn kernel_context_is_user_text_only() {
     let err = check_in_session(P, &KernelContextLimits::default(), &s, &request(), &v).unwrap_err();
     assert!(err.1.contains("must be user text only"), "{}", err.1);
 }
+
+#[test]
+fn cited_events_far_apart_are_all_found() {
+    let mut s = MemorySession::new("s", ModelProfile::with_defaults("openai", "m"));
+    for i in 0..3_000 {
+        s.user(&format!("turn {i}"));
+        s.assistant(&format!("answer {i}"));
+    }
+    // The first turn, one from the middle and the last: pages of the log
+    // between them are full of events the view leaves out.
+    let picked: Vec<Message> = [0, 1, 2_999, 3_000, 5_998, 5_999]
+        .iter()
+        .map(|&i| s.events[i].to_message().unwrap())
+        .collect();
+    let v = view_of(picked);
+    let counting = Counting(&s, std::cell::Cell::new(0));
+    check_in_session(
+        P,
+        &KernelContextLimits::default(),
+        &counting,
+        &request(),
+        &v,
+    )
+    .unwrap();
+    assert!(counting.1.get() >= 6);
+}
