@@ -4,8 +4,8 @@
 //! * [`ContextEngine`] — the port: `materialize(request) -> view` and the rest
 //!   of the contract, one instance per session, no store handle.
 //! * [`ContextEngineFactory`] — builds the engine of every session (root,
-//!   child, resumed); [`ComponentFactory`] is the default, over the embedded
-//!   ContinuityEngine component.
+//!   child, resumed); [`continuity_context_engine_factory`] is the default, a
+//!   [`ComponentFactory`] over the embedded ContinuityEngine component.
 //! * [`runtime::EngineRuntime`] — wasmtime, the precompiled-component cache
 //!   and the epoch ticker; [`component::ComponentEngine`] — one sandboxed
 //!   instance; [`native::NativeEngine`] — an SDK engine linked natively.
@@ -30,7 +30,9 @@ pub mod runtime;
 pub mod sandbox;
 pub mod session_host;
 
-pub use component::{ComponentEngine, ComponentFactory, ViewTraffic};
+pub use component::{
+    ComponentEngine, ComponentFactory, ViewTraffic, continuity_context_engine_factory,
+};
 pub use guard::ViewGuard;
 pub use latch_engine_sdk::validate::{self, ViewRule, check_view};
 pub use native::{NativeEngine, NativeFactory};
