@@ -11,7 +11,7 @@
 //!   own estimate and the calibration ratio it reduces is the server's
 //!   count over Latch's, shown by `latch context`;
 //! * with no `[models.X] context_window_tokens`, the window is the one
-//!   `/props` reports;
+//!   the server reports (`/props`, and `meta.n_ctx` in `/v1/models`);
 //! * a prompt past the window is the server's 400, read as the typed
 //!   too-long error with the server's counts.
 
@@ -167,11 +167,13 @@ fn prompt_tokens_logged(log: &str) -> Option<u64> {
 }
 
 /// With no `[models.X] context_window_tokens`, the model's name comes from
-/// `/v1/models` and its window from `/props` (the slot's `n_ctx`); Latch
-/// says which it uses.
+/// `/v1/models` and its window from the server: `llama-server` reports the
+/// slot's `n_ctx` both at `/props` (`default_generation_settings.n_ctx`)
+/// and in `/v1/models` (`meta.n_ctx`, beside `meta.n_ctx_train`, 32768 for
+/// this model); Latch says which it uses.
 #[test]
 #[ignore = "local tier: needs tests/local-models/install.sh"]
-fn llama_server_the_window_is_discovered_from_props() {
+fn llama_server_the_window_is_discovered_from_the_server() {
     let Some(install) = install() else { return };
     let Some(bin) = binary(&install) else { return };
     let server = LlamaServer::native(&install, &bin, 6_144);
