@@ -34,18 +34,25 @@ pub const REPOSITORY_SETTINGS: &[(&str, &[&str])] = &[
 ];
 
 /// Latch's private base directory for its git: `$XDG_RUNTIME_DIR/latch-git`
-/// when that is set, else `<temp dir>/latch-git-<uid>`; created with mode 0700
+/// when that is set and usable, else `<temp dir>/latch-git-<uid>`; created with mode 0700
 /// and refused unless it is a real directory of this user that nobody else
 /// may write.
 pub(crate) fn base_dir() -> Result<PathBuf, GitError> {
     // SAFETY: geteuid cannot fail and touches no memory.
     let uid = unsafe { libc::geteuid() };
-    let base = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
-        Some(runtime) if runtime.is_absolute() && runtime.is_dir() => runtime.join("latch-git"),
-        _ => std::env::temp_dir().join(format!("latch-git-{uid}")),
-    };
-    private_dir(&base, uid)?;
-    Ok(base)
+    let fallback = std::env::temp_dir().join(format!("latch-git-{uid}"));
+    if let Some(runtime) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
+        && runtime.is_absolute()
+        && runtime.is_dir()
+    {
+        // A runtime dir Latch cannot use: the temp dir will do.
+        let base = runtime.join("latch-git");
+        if private_dir(&base, uid).is_ok() {
+            return Ok(base);
+        }
+    }
+    private_dir(&fallback, uid)?;
+    Ok(fallback)
 }
 
 /// Create `dir` (mode 0700) when missing; refuse it unless it is a
