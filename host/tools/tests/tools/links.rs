@@ -192,3 +192,40 @@ fn the_file_tools_never_write_git() {
     );
     assert_err(&o, "belongs to git");
 }
+
+#[test]
+fn the_file_tools_never_write_a_repository_directory_a_git_file_names() {
+    // `git init --separate-git-dir`: the repository lives in `.gitstore/`
+    // of the workspace, named by a `.git` file.
+    let dir = tempfile::tempdir().unwrap();
+    let ws = std::fs::canonicalize(dir.path()).unwrap().join("ws");
+    std::fs::create_dir_all(&ws).unwrap();
+    let ok = std::process::Command::new("git")
+        .args(["init", "-q", "--separate-git-dir", ".gitstore"])
+        .current_dir(&ws)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let store = Arc::new(latch_kernel::Store::open(dir.path().join("s/latch.db")).unwrap());
+    let model = latch_engine_sdk::types::ModelProfile::with_defaults("openai", "m");
+    let session = store
+        .create_session(ws.to_str().unwrap(), None, &model)
+        .unwrap()
+        .id;
+    let ctx = latch_tools::ToolContext::new(store, &session, &ws).unwrap();
+    let call = |args: serde_json::Value| {
+        latch_tools::execute(
+            &ctx,
+            &latch_engine_sdk::types::ToolCall {
+                id: "c1".into(),
+                name: "write_file".into(),
+                arguments_json: args.to_string(),
+            },
+        )
+    };
+    let o = call(json!({"path": ".gitstore/hooks/pre-commit", "content": "x"}));
+    assert_err(&o, "belongs to git");
+    assert!(!ws.join(".gitstore/hooks/pre-commit").exists());
+    assert_ok(&call(json!({"path": "src/ok.txt", "content": "x"})));
+}
