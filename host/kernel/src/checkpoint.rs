@@ -181,8 +181,14 @@ pub fn record_command_checkpoints(
         let after = match beneath::read(&root, Path::new(&path)) {
             Ok(Some(bytes)) => LeftBehind::Written(sha256_hex(&bytes)),
             Ok(None) => LeftBehind::Removed,
-            // Something Latch would not write back over (a link, a
-            // directory), or a file it cannot read.
+            // Something Latch never reads through nor writes back over (a
+            // link to `~/.bashrc`, a directory swapped for a link) where a
+            // file was: kept, so a rewind names it instead of forgetting
+            // the file. A link made where nothing was is not checkpointed.
+            Err(BeneathError::Symlink | BeneathError::NotAFile) if before.is_some() => {
+                LeftBehind::NotAFile
+            }
+            // A file it cannot read.
             Err(_) => continue,
         };
         // A file rewritten with the bytes it had is no change.
@@ -296,11 +302,13 @@ fn known_files(events: &[crate::event::StoredEvent]) -> Known {
                 after: Some(after),
                 ..
             } => {
-                let state = match after {
-                    LeftBehind::Written(h) => Some(Some(h.clone())),
-                    LeftBehind::Removed => None,
+                match after {
+                    LeftBehind::Written(h) => known.insert(path.clone(), Some(Some(h.clone()))),
+                    LeftBehind::Removed => known.insert(path.clone(), None),
+                    // Not a file Latch knows the bytes of: whatever file
+                    // stands there later was put there outside Latch.
+                    LeftBehind::NotAFile => known.remove(path),
                 };
-                known.insert(path.clone(), state);
             }
             EventKind::Rewound { removed, .. } => {
                 for p in removed {

@@ -6,6 +6,8 @@
 //! `~/.ssh`, a link swapped in between the plan and the rewind. The files
 //! outside stay as they were, and the link is left alone and named.
 
+mod commands;
+
 use latch_engine_sdk::types::ModelProfile;
 use latch_kernel::{
     EventKind, LeftBehind, RewindPlan, Store, apply_rewind, plan_rewind, record_checkpoint,
