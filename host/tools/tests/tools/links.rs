@@ -108,6 +108,42 @@ fn write_file_racing_a_directory_link_swap_never_creates_anything_outside() {
 }
 
 #[test]
+fn the_approval_preview_of_an_edit_racing_a_link_swap_never_shows_a_file_outside() {
+    let e = env();
+    let outside = outside_dir(&e);
+    std::fs::create_dir_all(e.ws.join("sub")).unwrap();
+    std::fs::write(e.ws.join("sub/secret.txt"), "inside\n").unwrap();
+    let swapper = Swapper::start(&e.ws, &outside);
+    let mut shown = 0;
+    for i in 0..3000 {
+        let (name, args) = if i % 2 == 0 {
+            (
+                "write_file",
+                json!({"path": "sub/secret.txt", "content": "new\n"}),
+            )
+        } else {
+            (
+                "edit_file",
+                json!({"path": "sub/secret.txt", "old_string": "SECRET", "new_string": "x"}),
+            )
+        };
+        let call = latch_engine_sdk::types::ToolCall {
+            id: format!("p{i}"),
+            name: name.into(),
+            arguments_json: args.to_string(),
+        };
+        let diff = latch_tools::preview(&e.ctx, &call).diff.unwrap_or_default();
+        assert!(
+            !diff.contains("SECRET"),
+            "the preview read through the link: {diff}"
+        );
+        shown += usize::from(!diff.is_empty());
+    }
+    let swaps = swapper.stop();
+    assert!(swaps > 100 && shown > 0, "{swaps} swaps, {shown} previews");
+}
+
+#[test]
 fn read_file_racing_a_directory_link_swap_never_reads_outside() {
     let e = env();
     let outside = outside_dir(&e);
