@@ -32,6 +32,14 @@
 //!   everything but Latch's snapshot directory, no network, its own session
 //!   without a terminal, no socket.
 //!
+//! Why the `git` program and not a git library in the Latch process: these
+//! operations must run confined, and only a separate process can be jailed
+//! while Latch keeps its own rights; and a snapshot must see the work tree
+//! exactly as the user's git does (ignore rules, attributes, built-in
+//! conversions, racily clean index entries, SHA-256 repositories). What
+//! keeps the program from running anything is data Latch controls: the
+//! repository directory, config and environment above.
+//!
 //! A machine that cannot confine it, or a git that fails, leaves the
 //! workspace without a fingerprint: every command that may write then
 //! counts as a change, as outside a git work tree.
