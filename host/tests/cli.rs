@@ -41,6 +41,8 @@
 //!   `latch trust [--revoke]`, the REPL question and the TUI modal.
 //! * [`rewind`] — checkpoints: `latch rewind` and `/rewind` put files back
 //!   to before a message as new events; outside changes are left alone.
+//! * [`git_doors`] — a repository a command creates is used only once
+//!   `latch git --adopt` says so, and its programs never run.
 //! * [`local_servers`] — against the fake playing llama.cpp's servers:
 //!   model and window discovered, each retry said once, an empty answer
 //!   said, interrupted sessions marked, `[tools]` checked.
@@ -64,6 +66,8 @@ mod cost;
 mod crash;
 #[path = "cli/first_run.rs"]
 mod first_run;
+#[path = "cli/git_doors.rs"]
+mod git_doors;
 #[path = "cli/group.rs"]
 mod group;
 #[path = "cli/group_hosts.rs"]

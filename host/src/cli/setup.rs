@@ -454,6 +454,17 @@ fn build_with(
     };
     let provider_client = Provider::new(provider.config.clone())?;
     let (approval, sandbox) = session_modes(env, &session.id)?;
+    // What the session's files say that Latch does not use: instructions
+    // linked out of the workspace, a git repository that appeared since.
+    for w in crate::agent::prompt::repository_instructions(&env.workspace).1 {
+        eprintln!("warning: {}", super::render::terminal_safe(&w, 2_000));
+    }
+    if is_root && let Some(drift) = env.store.repository_drift(&session.id)? {
+        eprintln!(
+            "note: {}",
+            super::render::terminal_safe(&drift.notice(&session.id), 2_000)
+        );
+    }
     let options = AgentOptions {
         mode: mode.to_string(),
         max_tokens: provider.max_tokens,
