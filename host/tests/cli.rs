@@ -31,8 +31,10 @@
 //!   figures are checked against the captured requests (the full sessions
 //!   are `#[ignore]`d: the local tier).
 //! * [`acp`] — `latch acp` driven by a scripted ACP client over stdio.
-//! * [`sandbox`] — `latch sandbox check` refuses its four probes, the
-//!   Unix-socket connect outside the workspace among them.
+//! * [`sandbox`] — `latch sandbox check` refuses its seven probes, the
+//!   Unix-socket connect, TIOCSTI and a setsid survivor among them.
+//! * [`terminal`] — a command never reaches the terminal: keys pushed
+//!   with `TIOCSTI` and keys typed before the prompt never answer it.
 //! * [`commands`] — custom slash commands: Tab, `/help` and `$ARGUMENTS`
 //!   in the TUI and the line interface.
 //! * [`hooks`] — `[hooks]` at every point, in the sandbox, a `pre_tool`
@@ -80,6 +82,8 @@ mod safety;
 mod sandbox;
 #[path = "cli/skills_mcp.rs"]
 mod skills_mcp;
+#[path = "cli/terminal.rs"]
+mod terminal;
 #[path = "cli/trust.rs"]
 mod trust;
 #[path = "cli/tui.rs"]
