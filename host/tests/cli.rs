@@ -41,6 +41,9 @@
 //!   denial the model reads, trust for a workspace's hooks, the TUI row.
 //! * [`trust`] — workspace trust: `run`/`serve` refuse, `--trust-workspace`,
 //!   `latch trust [--revoke]`, the REPL question and the TUI modal.
+//! * [`trust_doors`] — trust covers what it runs: a trusted server's
+//!   script rewritten asks again, the config dir is hidden from commands
+//!   wherever it is, a shipped store's endpoint never gets the key unasked.
 //! * [`rewind`] — checkpoints: `latch rewind` and `/rewind` put files back
 //!   to before a message as new events; outside changes are left alone.
 //! * [`images`] — `run --image`, `/image`, `@path`: each provider's image
@@ -86,6 +89,8 @@ mod skills_mcp;
 mod terminal;
 #[path = "cli/trust.rs"]
 mod trust;
+#[path = "cli/trust_doors.rs"]
+mod trust_doors;
 #[path = "cli/tui.rs"]
 mod tui;
 #[path = "cli/tui_screen.rs"]
