@@ -2,9 +2,11 @@
 //! refused, the Unix-socket connect outside the workspace among them (a
 //! listener the check starts itself), `TIOCSTI`, the controlling terminal
 //! and a `setsid` child that would outlive its command, and the check says
-//! the sandbox holds.
+//! the sandbox holds. Run from a terminal (tmux), the probes still find no
+//! controlling terminal.
 
 use super::latch;
+use super::tui::{Tmux, command_line};
 
 #[test]
 fn sandbox_check_refuses_every_probe_the_terminal_and_survivors_among_them() {
@@ -47,5 +49,38 @@ fn sandbox_check_refuses_every_probe_the_terminal_and_survivors_among_them() {
     assert!(
         stdout.contains("the sandbox holds on this machine"),
         "{all}"
+    );
+}
+
+#[test]
+fn sandbox_check_on_a_terminal_finds_no_controlling_terminal_in_its_probes() {
+    // Latch itself has the pane's terminal; its commands must not.
+    let ws = tempfile::tempdir().unwrap();
+    let tmux = Tmux::new();
+    tmux.start(
+        "check",
+        &command_line(&latch(ws.path()), &["sandbox", "check"]),
+    );
+    tmux.wait_for("check", &["a setsid child outliving its command"]);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !tmux.exited("check") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the check never ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let screen = tmux.screen("check").join("\n");
+    let line = screen
+        .lines()
+        .find(|l| l.contains("open the controlling terminal"))
+        .unwrap_or_else(|| panic!("no controlling-terminal probe: {screen}"));
+    assert!(
+        line.contains("✓ refused") && line.contains("No such device or address"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("the sandbox holds on this machine"),
+        "{screen}"
     );
 }
