@@ -15,6 +15,7 @@
 //! announces it; `latch serve` prints it), so the terminal always shows a
 //! link that still opens a tab.
 
+use hmac::{KeyInit, Mac};
 use sha2::{Digest, Sha256};
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -155,23 +156,10 @@ fn random_hex() -> String {
 
 /// HMAC-SHA256 (RFC 2104) of `message` under `key`.
 fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
-    const BLOCK: usize = 64;
-    let mut k = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        k[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        k[..key.len()].copy_from_slice(key);
-    }
-    let pad = |byte: u8| k.map(|b| b ^ byte);
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(message)
-        .finalize();
-    Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize()
-        .into()
+    let mut mac =
+        hmac::Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(message);
+    mac.finalize().into_bytes().into()
 }
 
 #[cfg(test)]
