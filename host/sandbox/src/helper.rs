@@ -157,9 +157,9 @@ impl Steps {
         unsafe {
             check(libc::setsid() as libc::c_long)?;
             check(libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) as libc::c_long)?;
-            crate::exec::write_proc(c"/proc/self/setgroups", b"deny")?;
-            crate::exec::write_proc(c"/proc/self/uid_map", &self.uid_map)?;
-            crate::exec::write_proc(c"/proc/self/gid_map", &self.gid_map)?;
+            crate::keeper::write_proc(c"/proc/self/setgroups", b"deny")?;
+            crate::keeper::write_proc(c"/proc/self/uid_map", &self.uid_map)?;
+            crate::keeper::write_proc(c"/proc/self/gid_map", &self.gid_map)?;
             check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long)?;
             check(libc::syscall(
                 libc::SYS_landlock_restrict_self,

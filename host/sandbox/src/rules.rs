@@ -160,6 +160,27 @@ fn linked_git_dirs(git: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// Take `hidden` (and everything under them) out of what `rules` lets a
+/// command read, as [`HOME_SECRETS`] are: an entry that holds a hidden path
+/// is replaced by its other entries. Used for Latch's own config directory
+/// wherever it is (`LATCH_CONFIG_DIR`). A hidden path inside a writable
+/// hierarchy is still reachable through that hierarchy's rule; the sandbox
+/// masks those with a mount.
+pub fn hide(rules: &mut Rules, hidden: &[PathBuf]) {
+    let mut read = Vec::new();
+    for entry in std::mem::take(&mut rules.read) {
+        if hidden.iter().any(|h| h == &entry) {
+            continue;
+        }
+        if hidden.iter().any(|h| h.starts_with(&entry)) && entry.is_dir() {
+            readable_except(&entry, hidden, &mut read);
+        } else {
+            read.push(entry);
+        }
+    }
+    rules.read = read;
+}
+
 /// Add every entry of `dir` to `out`, except the `hidden` paths: an entry
 /// that holds a hidden path is entered and its other entries added.
 pub(crate) fn readable_except(dir: &Path, hidden: &[PathBuf], out: &mut Vec<PathBuf>) {
@@ -296,6 +317,29 @@ mod tests {
                 .protected
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn a_hidden_directory_anywhere_is_left_out_and_its_siblings_stay() {
+        let root = tempfile::tempdir().unwrap();
+        let config = root.path().join("elsewhere/latch-config");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(config.join("config.toml"), "api_key = \"k\"").unwrap();
+        std::fs::create_dir_all(root.path().join("elsewhere/tools")).unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let mut r = rules(
+            &policy(SandboxMode::ReadOnly),
+            ws.path(),
+            Path::new("/tmp/t"),
+            None,
+        );
+        let covered = |r: &Rules, p: &Path| r.read.iter().any(|g| p.starts_with(g));
+        assert!(covered(&r, &config.join("config.toml")));
+        hide(&mut r, std::slice::from_ref(&config));
+        assert!(!covered(&r, &config.join("config.toml")));
+        assert!(!covered(&r, &config));
+        assert!(covered(&r, &root.path().join("elsewhere/tools")));
+        assert!(covered(&r, Path::new("/usr/bin/sh")) && covered(&r, ws.path()));
     }
 
     #[test]

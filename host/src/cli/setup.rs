@@ -684,6 +684,15 @@ pub fn new_session_in(
     profile::record(&env.store, &record.id, &settings, |_| {
         "the session's start".into()
     })?;
+    // The endpoint came from the flags, the environment or a trusted
+    // config: a later resume of this session may send the key there again
+    // without asking (see `resume::UnnamedEndpoint`).
+    if let Some(url) = &settings.base_url
+        && let Ok(store) = crate::config::trust::TrustStore::user()
+        && let Err(e) = store.know_endpoint(url)
+    {
+        tracing::warn!("could not remember the endpoint {url}: {e}");
+    }
     Ok(record)
 }
 
@@ -718,6 +727,19 @@ pub fn open_session(
     resume: Option<Option<&str>>,
     surface: &str,
 ) -> anyhow::Result<Opened> {
+    open_session_asking(env, global, resume, surface, &|_| false)
+}
+
+/// [`open_session`], asking `ask` about a resumed session's recorded
+/// endpoint that nothing trusted names (see
+/// [`super::resume::UnnamedEndpoint`]).
+pub fn open_session_asking(
+    env: &Env,
+    global: &super::GlobalArgs,
+    resume: Option<Option<&str>>,
+    surface: &str,
+    ask: &dyn Fn(&super::resume::UnnamedEndpoint) -> bool,
+) -> anyhow::Result<Opened> {
     let Some(selector) = resume else {
         let provider = choose_provider(global, &env.config.config)?;
         let session = new_session(env, &provider)?;
@@ -736,7 +758,7 @@ pub fn open_session(
     };
     let record = select_session(env, selector)?;
     let lease = take_lease(env, &record.id, surface)?;
-    let resumed = super::resume::resolve(env, global, record)?;
+    let resumed = super::resume::resolve_asking(env, global, record, ask)?;
     for note in &resumed.notes {
         eprintln!("note: {note}");
     }

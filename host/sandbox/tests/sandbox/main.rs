@@ -4,7 +4,7 @@
 //! inherits the restriction, a loopback TCP connect fails unless the
 //! network is allowed, all of `.git` and `.latch` stay read-only,
 //! `full-access` behaves as an unsandboxed command, a missing Landlock is a
-//! clear error, and the self-test refuses all four probes. Sockets,
+//! clear error, and the self-test refuses all its probes. Sockets,
 //! signals and metadata writes are in [`sockets`].
 
 use latch_sandbox::check::{self, ProbeOp};
@@ -15,6 +15,7 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 mod helper;
+mod isolation;
 mod sockets;
 
 struct Fixture {
@@ -117,7 +118,7 @@ fn probe_entry() {
         let (op, target) = spec.split_once(' ').unwrap();
         let result = match ProbeOp::parse(op) {
             Some(op) => check::probe(op, target),
-            None => sockets::probe(op, target),
+            None => isolation::probe(op, target).unwrap_or_else(|| sockets::probe(op, target)),
         };
         match result {
             Ok(()) => {
@@ -377,14 +378,28 @@ fn a_machine_without_landlock_is_a_clear_error_never_a_downgrade() {
 }
 
 #[test]
-fn the_self_test_refuses_all_four_probes() {
+fn the_self_test_refuses_every_probe_the_terminal_and_survivors_among_them() {
     let f = fixture();
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
     std::fs::write(home.path().join(".ssh/id_rsa"), "KEY").unwrap();
     let results = check::self_test(f.ws.path(), Some(home.path()), &probe_cmd).unwrap();
-    assert_eq!(results.len(), 4);
+    assert_eq!(results.len(), 7);
     assert!(results[3].what.contains("Unix socket"), "{results:?}");
+    assert!(
+        results[4].what.contains("TIOCSTI")
+            && results[4].detail.contains("Operation not permitted"),
+        "{results:?}"
+    );
+    assert!(
+        results[5].what.contains("controlling terminal")
+            && results[5].detail.contains("No such device or address"),
+        "{results:?}"
+    );
+    assert!(
+        results[6].what.contains("setsid") && results[6].detail == "stopped with its command",
+        "{results:?}"
+    );
     for r in &results {
         assert!(r.refused, "{r:?}");
     }
