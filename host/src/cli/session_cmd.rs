@@ -314,7 +314,7 @@ fn agent_for(
     let mut env = Env::open_existing(global, workspace)?;
     setup::settle_trust(&mut env, global, setup::TrustPolicy::Warn)?;
     let record = setup::select_session(&env, selector)?;
-    provider_free_agent(&env, record)
+    provider_free_agent(global, &env, record)
 }
 
 /// The agent of the selected session, with its lease, for a command that
@@ -328,20 +328,35 @@ fn agent_for_writing(
     let env = Env::open_existing(global, workspace)?;
     let record = setup::select_session(&env, selector)?;
     let lease = setup::take_lease(&env, &record.id, surface)?;
-    Ok((provider_free_agent(&env, record)?, lease))
+    Ok((provider_free_agent(global, &env, record)?, lease))
 }
 
 /// An agent that never calls its provider (the provider-free commands).
-fn provider_free_agent(env: &Env, record: latch_kernel::SessionRecord) -> anyhow::Result<Agent> {
+/// For a session on an OpenAI-compatible server it carries the server's
+/// base URL (`--base-url`, else the one the session last recorded), which
+/// keys that server's calibration; nothing is ever sent to it.
+fn provider_free_agent(
+    global: &GlobalArgs,
+    env: &Env,
+    record: latch_kernel::SessionRecord,
+) -> anyhow::Result<Agent> {
+    let kind = record
+        .model
+        .provider
+        .parse()
+        .unwrap_or(latch_provider::ProviderKind::OpenAiCompatible);
+    let server = match kind {
+        latch_provider::ProviderKind::OpenAiCompatible => global.base_url.clone().or(env
+            .store
+            .session_profile(&record.id)?
+            .and_then(|p| p.base_url)),
+        _ => None,
+    };
     let provider = setup::ProviderChoice {
-        kind: record
-            .model
-            .provider
-            .parse()
-            .unwrap_or(latch_provider::ProviderKind::OpenAiCompatible),
+        kind,
         model: record.model.model.clone(),
         config: latch_provider::ProviderConfig {
-            base_url: Some("http://127.0.0.1:9".into()),
+            base_url: Some(server.unwrap_or_else(|| "http://127.0.0.1:9".into())),
             ..latch_provider::ProviderConfig::new(latch_provider::ProviderKind::OpenAiCompatible)
         },
         max_tokens: 8_192,

@@ -15,6 +15,13 @@
 //! * the server killed mid-stream: the provider error is retried, no half
 //!   message is committed, and the restarted server finishes the turn;
 //! * the model's name is discovered from `/v1/models`.
+//!
+//! [`llama_server`] runs the same model under llama.cpp's own
+//! `llama-server` (built from the source the llama-cpp-python sdist
+//! vendors): tool calls, usage and calibration, the window from `/props`.
+
+#[path = "local_model/llama_server.rs"]
+mod llama_server;
 
 use super::*;
 use std::io::{BufReader, Read};
@@ -27,10 +34,14 @@ const MODEL: &str = "gemma-3-270m";
 const TOOLS: &str =
     "[tools]\nallow = [\"read_file\", \"write_file\", \"edit_file\", \"shell\", \"complete\"]\n";
 
-/// Where the install script put the interpreter and the model.
+/// Where the install script put the interpreter, `llama-server` and the
+/// model.
 struct Install {
     python: String,
     model: String,
+    /// llama.cpp's `llama-server` (absent from an install made before it
+    /// was part of the tier).
+    llama_server: Option<String>,
 }
 
 fn install() -> Option<Install> {
@@ -38,6 +49,7 @@ fn install() -> Option<Install> {
         Some(Install {
             python: std::env::var("LATCH_LLAMA_PYTHON").ok()?,
             model: std::env::var("LATCH_LLAMA_MODEL").ok()?,
+            llama_server: std::env::var("LATCH_LLAMA_SERVER").ok(),
         })
     };
     let from_cache = || {
@@ -51,6 +63,7 @@ fn install() -> Option<Install> {
         Some(Install {
             python: get("LATCH_LLAMA_PYTHON")?,
             model: get("LATCH_LLAMA_MODEL")?,
+            llama_server: get("LATCH_LLAMA_SERVER"),
         })
     };
     let found = from_env().or_else(from_cache);
@@ -86,21 +99,32 @@ impl LlamaServer {
     }
 
     fn start_on(install: &Install, n_ctx: u64, format: Option<&str>, port: u16) -> LlamaServer {
-        let dir = tempfile::tempdir().unwrap();
-        let log = dir.path().join("server.log");
         let mut cmd = Command::new(&install.python);
         cmd.args(["-m", "llama_cpp.server", "--model", &install.model])
             .args(["--model_alias", MODEL, "--n_ctx", &n_ctx.to_string()]);
         if let Some(format) = format {
             cmd.args(["--chat_format", format]);
         }
+        cmd.args(["--n_threads", "2", "--seed", "7"]).args([
+            "--host",
+            "127.0.0.1",
+            "--port",
+            &port.to_string(),
+        ]);
+        Self::launch(cmd, port, n_ctx, "v1/models")
+    }
+
+    /// Spawns `cmd` (a server that listens on `port`) with both its outputs
+    /// in one log file, and waits until `GET /{ready}` answers 200.
+    fn launch(mut cmd: Command, port: u16, n_ctx: u64, ready: &str) -> LlamaServer {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("server.log");
+        let file = std::fs::File::create(&log).unwrap();
         let child = cmd
-            .args(["--n_threads", "2", "--seed", "7"])
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
             .spawn()
-            .expect("start python -m llama_cpp.server");
+            .unwrap_or_else(|e| panic!("start {cmd:?}: {e}"));
         let server = LlamaServer {
             child,
             port,
@@ -108,26 +132,29 @@ impl LlamaServer {
             log,
             _dir: dir,
         };
-        server.wait_ready();
+        server.wait_ready(ready);
         server
+    }
+
+    /// The server's log so far (its standard error).
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}/v1", self.port)
     }
 
-    fn wait_ready(&self) {
+    fn wait_ready(&self, ready: &str) {
         let deadline = Instant::now() + Duration::from_secs(120);
+        let url = format!("http://127.0.0.1:{}/{ready}", self.port);
         while Instant::now() < deadline {
-            if http("GET", &format!("{}/models", self.base_url()), None).is_some() {
+            if http("GET", &url, None).is_some() {
                 return;
             }
             std::thread::sleep(Duration::from_millis(250));
         }
-        panic!(
-            "the server did not answer within 120 s:\n{}",
-            std::fs::read_to_string(&self.log).unwrap_or_default()
-        );
+        panic!("the server did not answer within 120 s:\n{}", self.log());
     }
 
     /// The server's own token count of `text` (`/extras/tokenize/count`,

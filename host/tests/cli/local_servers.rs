@@ -221,3 +221,39 @@ fn a_tools_entry_that_names_no_tool_is_refused() {
     );
     assert!(server.requests().is_empty());
 }
+
+/// `latch context` on a session that ran against a compatible server that
+/// streams usage (llama-server) shows that server's calibration: the
+/// provider-free report keys it by the base URL the session recorded.
+#[test]
+fn latch_context_shows_the_calibration_of_the_sessions_server() {
+    let rt = runtime();
+    let server = rt
+        .block_on(FakeServer::start(
+            Script::new([ScriptedTurn::text("Hello.")])
+                .as_server(ChatServer::LlamaServer)
+                .with_context_window(16_384),
+        ))
+        .unwrap();
+    let ws = project();
+    let out = latch(ws.path())
+        .args(compatible(&server))
+        .args(["run", "Say hello."])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    drop(server);
+    let out = latch(ws.path()).args(["context"]).output().unwrap();
+    let (report, stderr) = text(&out);
+    assert!(out.status.success(), "{report}\n{stderr}");
+    let row = report
+        .lines()
+        .find(|l| {
+            l.trim_start()
+                .starts_with("calibration (provider ÷ estimate)")
+        })
+        .unwrap_or_else(|| panic!("{report}"));
+    assert!(row.contains(" over 1 requests"), "{report}");
+    assert!(!report.contains("127.0.0.1:9 "), "{report}");
+}
