@@ -3,9 +3,10 @@
 //! processes that each have their own local store ([`race`]), two "hosts"
 //! (own stores, host names and network namespaces) working one group
 //! ([`hosts`]), members
-//! SIGKILLed mid-claim and mid-delivery ([`kill`]), and the failures of a
-//! database that is away ([`faults`]), and one pool shared by the sessions
-//! of a process ([`shared`]). Worker processes are this binary run
+//! SIGKILLed mid-claim and mid-delivery ([`kill`]), the failures of a
+//! database that is away, silent or whose reply is lost ([`faults`]),
+//! member leases and their expiry ([`leases`]), and one pool shared by the
+//! sessions of a process ([`shared`]). Worker processes are this binary run
 //! again with [`WORKER_ENV`] set ([`worker`]).
 //!
 //! PostgreSQL comes from `LATCH_PG_TEST_URL` (`.ci/run` starts a throwaway
@@ -17,6 +18,7 @@ mod conformance;
 mod faults;
 mod hosts;
 mod kill;
+mod leases;
 mod race;
 mod relay;
 mod shared;
