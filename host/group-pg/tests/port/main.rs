@@ -5,8 +5,8 @@
 //! ([`hosts`]), members
 //! SIGKILLed mid-claim and mid-delivery ([`kill`]), the failures of a
 //! database that is away, silent or whose reply is lost ([`faults`]),
-//! member leases and their expiry ([`leases`]), and one pool shared by the
-//! sessions of a process ([`shared`]). Worker processes are this binary run
+//! member leases and their expiry ([`leases`]), TLS ([`tls`]), and one
+//! pool shared by the sessions of a process ([`shared`]). Worker processes are this binary run
 //! again with [`WORKER_ENV`] set ([`worker`]).
 //!
 //! PostgreSQL comes from `LATCH_PG_TEST_URL` (`.ci/run` starts a throwaway
@@ -22,6 +22,7 @@ mod leases;
 mod race;
 mod relay;
 mod shared;
+mod tls;
 mod worker;
 
 /// The variable that turns this binary into a worker process.
