@@ -439,3 +439,147 @@ fn a_member_whose_lease_is_lost_is_stopped_and_rejoins_at_its_next_turn() {
     );
     drop(agent);
 }
+
+/// When the lead's turn woke: the moment its model was asked again after
+/// the team's work moved.
+static WOKEN: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
+/// The lead puts a fix on the list and ends its turn; woken by the group,
+/// it says the team is done.
+fn waiting_lead(r: &CapturedRequest) -> ScriptStep {
+    let m = messages(r);
+    if m.contains("was completed by") {
+        WOKEN
+            .lock()
+            .unwrap()
+            .get_or_insert_with(std::time::Instant::now);
+        return ScriptedTurn::text("The team is done.").into();
+    }
+    if created(&m).is_empty() {
+        return ScriptedTurn::tool_call("task_create", r#"{"title":"fix"}"#).into();
+    }
+    ScriptedTurn::text("Waiting for the team.").into()
+}
+
+/// A lead whose team works elsewhere waits at the end of its turn — while
+/// a live member could take the open task — and is woken by the store's
+/// NOTIFY when the member completes it, well before its periodic
+/// re-check; the turn goes on with a note of what changed.
+#[test]
+fn the_lead_waits_for_its_team_and_wakes_on_notify() {
+    let Some(url) = pg_url() else { return };
+    let t = team(
+        WireFormat::OpenAi,
+        Script::default().with_responder(waiting_lead),
+    );
+    let root = t.parent.id.clone();
+    let port = Arc::new(PgGroup::connect(&url, t.store.clone()).unwrap());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !port.listening() {
+        assert!(std::time::Instant::now() < deadline, "LISTEN never came up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let helper_port = Arc::new(PgGroup::connect(&url, t.store.clone()).unwrap());
+    let mut agent = lead_agent(&t, port, &root);
+    let helper = {
+        let (store, root, helper_port) = (t.store.clone(), root.clone(), helper_port.clone());
+        std::thread::spawn(move || {
+            let me = format!("{root}-helper");
+            // A live member: its lease renewed by this process.
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while !helper_port
+                .projection(&root)
+                .map(|p| p.created)
+                .unwrap_or(false)
+            {
+                assert!(std::time::Instant::now() < deadline, "no group");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let held = helper_port.join(&root, &me, "fixer").unwrap();
+            // Once the lead's model ended its turn, the lead waits.
+            let waiting = || {
+                store.all_events(&root).unwrap().iter().any(|e| {
+                    matches!(&e.kind, EventKind::AssistantMessage { parts }
+                        if format!("{parts:?}").contains("Waiting for the team."))
+                })
+            };
+            while !waiting() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the lead never waited"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            let task = *helper_port
+                .projection(&root)
+                .unwrap()
+                .tasks
+                .keys()
+                .next()
+                .unwrap();
+            let epoch = Some(held.epoch);
+            helper_port
+                .submit(
+                    &root,
+                    latch_kernel::group::Commit {
+                        event: GroupEvent::TaskClaimed {
+                            task,
+                            by: me.clone(),
+                            epoch: None,
+                        },
+                        epoch,
+                        id: None,
+                    },
+                )
+                .unwrap();
+            helper_port
+                .submit(
+                    &root,
+                    latch_kernel::group::Commit {
+                        event: GroupEvent::TaskCompleted {
+                            task,
+                            by: me.clone(),
+                            ok: true,
+                            result: "fixed add".into(),
+                        },
+                        epoch,
+                        id: None,
+                    },
+                )
+                .unwrap();
+            let done = std::time::Instant::now();
+            (done, held)
+        })
+    };
+    let outcome = agent
+        .run_turn(
+            "Put the fix on the list and wait for the team.",
+            &mut |_| {},
+        )
+        .unwrap();
+    let (completed, _held) = helper.join().unwrap();
+    assert_eq!(outcome.final_text, "The team is done.");
+    let woken = WOKEN.lock().unwrap().expect("woken");
+    let after = woken.saturating_duration_since(completed);
+    assert!(
+        after < Duration::from_millis(1500),
+        "woken {after:?} after the completion: not by NOTIFY"
+    );
+    let note: Vec<String> = t
+        .store
+        .all_events(&root)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::NotificationDelivered { source, text } if source == "group" => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(note.len(), 1, "{note:?}");
+    assert!(
+        note[0].contains("was completed by") && note[0].contains("fixed add"),
+        "{note:?}"
+    );
+    drop(agent);
+}

@@ -280,3 +280,116 @@ pub fn leave(
     )?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use latch_engine_sdk::types::ModelProfile;
+    use latch_kernel::EventKind;
+    use latch_kernel::event::StoredEvent;
+    use latch_kernel::group::{Commit, Committed, GroupSnapshot, PendingMessage, TaskStatus};
+
+    /// The local store, reporting the leases a shared store would.
+    struct Leased {
+        store: Arc<Store>,
+        leases: Mutex<Option<Vec<MemberLease>>>,
+    }
+
+    impl GroupPort for Leased {
+        fn submit(&self, root: &str, commit: Commit) -> Result<Committed, GroupError> {
+            self.store.submit(root, commit)
+        }
+        fn deliver(&self, root: &str, to: &str) -> Result<Vec<(u64, EventKind)>, GroupError> {
+            self.store.deliver(root, to)
+        }
+        fn pending(&self, root: &str, to: &str) -> Result<Vec<PendingMessage>, GroupError> {
+            self.store.pending(root, to)
+        }
+        fn group_log(&self, root: &str, after: u64) -> Result<Vec<StoredEvent>, GroupError> {
+            self.store.group_log(root, after)
+        }
+        fn projection(&self, root: &str) -> Result<GroupSnapshot, GroupError> {
+            self.store.projection(root)
+        }
+        fn leases(&self, _: &str) -> Result<Option<Vec<MemberLease>>, GroupError> {
+            Ok(self.leases.lock().unwrap().clone())
+        }
+    }
+
+    fn lease(member: &str, expires_in_ms: i64) -> MemberLease {
+        MemberLease {
+            member: member.into(),
+            epoch: 0,
+            host: "host-b".into(),
+            pid: 9,
+            ttl_ms: 15_000,
+            expires_in_ms,
+        }
+    }
+
+    /// A child this process does not run is left alone while its lease
+    /// holds (or another process of this host drives its session), and
+    /// leaves — its claim released — once neither says it runs.
+    #[test]
+    fn reconciliation_reads_leases_before_it_evicts() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Arc::new(Store::open(dir.path().join("s.db")).unwrap());
+        let model = ModelProfile::with_defaults("openai", "m");
+        let root = store.create_session("/w", None, &model).unwrap().id;
+        let child = store.create_session("/w", Some(&root), &model).unwrap().id;
+        store
+            .append(
+                &root,
+                EventKind::ChildSpawned {
+                    child: child.clone(),
+                    role: "fixer".into(),
+                    task: "fix".into(),
+                    model: "m".into(),
+                    engine: String::new(),
+                    engine_config: String::new(),
+                },
+            )
+            .unwrap();
+        let port = Arc::new(Leased {
+            store: store.clone(),
+            leases: Mutex::new(Some(vec![lease(&child, 9_000)])),
+        });
+        ensure_group(&*port, &root).unwrap();
+        port.join(&root, &child, "fixer").unwrap();
+        let task = port
+            .commit(
+                &root,
+                GroupEvent::TaskCreated {
+                    title: "fix".into(),
+                    description: String::new(),
+                    depends_on: vec![],
+                    key: None,
+                    by: root.clone(),
+                },
+            )
+            .unwrap()
+            .seq;
+        port.claim(&root, task, &child).unwrap();
+        let tree = store.agent_tree(&root).unwrap();
+        let live = LiveGroup::new(port.clone(), &root);
+        let mut holds = BTreeMap::new();
+        let held = |port: &Leased| port.projection(&root).unwrap().tasks[&task].status;
+
+        // Driven on another host: its lease holds.
+        reconcile(&*port, &live, &tree, |_| false, |_| false, &mut holds).unwrap();
+        assert_eq!(held(&port), TaskStatus::Claimed);
+        // No lease, but another process of this host drives its session.
+        *port.leases.lock().unwrap() = None;
+        reconcile(&*port, &live, &tree, |_| false, |_| true, &mut holds).unwrap();
+        assert_eq!(held(&port), TaskStatus::Claimed);
+        // Its lease expired and nobody drives it: it leaves.
+        *port.leases.lock().unwrap() = Some(vec![lease(&child, -1)]);
+        reconcile(&*port, &live, &tree, |_| false, |_| false, &mut holds).unwrap();
+        assert_eq!(held(&port), TaskStatus::Open);
+        let state = live.with(|s| s.member(&child).map(|m| (m.active, m.left_reason.clone())));
+        assert_eq!(
+            state.unwrap(),
+            Some((false, Some("was interrupted".to_string())))
+        );
+    }
+}
