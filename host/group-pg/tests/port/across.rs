@@ -201,7 +201,7 @@ fn members_on_separate_hosts_survive_a_kill_a_silent_link_and_a_kill_during_leav
         .collect();
     assert_eq!(
         completions,
-        [b.clone()],
+        std::slice::from_ref(&b),
         "completed once, by the member that took it"
     );
     let phase3 = e.port.group_log(&e.root, 0).unwrap().last().unwrap().seq;
