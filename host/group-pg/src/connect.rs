@@ -216,3 +216,72 @@ pub(crate) async fn connect(target: &Target) -> Result<tokio_postgres::Client, P
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The test cluster's URL, or `None` (saying why) when there is none;
+    /// a failure when `LATCH_PG_TEST_REQUIRED=1`.
+    fn pg_url() -> Option<String> {
+        match std::env::var("LATCH_PG_TEST_URL") {
+            Ok(u) if !u.trim().is_empty() => Some(u),
+            _ => {
+                assert!(
+                    std::env::var("LATCH_PG_TEST_REQUIRED").as_deref() != Ok("1"),
+                    "LATCH_PG_TEST_REQUIRED=1 but LATCH_PG_TEST_URL is not set"
+                );
+                eprintln!("skipped: no PostgreSQL (set LATCH_PG_TEST_URL)");
+                None
+            }
+        }
+    }
+
+    /// A pooled connection (what commits and reads use) runs with the
+    /// server-side limits, options the URL gives kept beside them, and the
+    /// TCP keepalives and user timeout are set on every connection.
+    #[test]
+    fn every_connection_runs_with_the_server_limits_and_tcp_timeouts() {
+        let Some(url) = pg_url() else { return };
+        let sep = if url.contains("://") {
+            if url.contains('?') { '&' } else { '?' }
+        } else {
+            ' '
+        };
+        let with_option = if url.contains("://") {
+            format!("{url}{sep}options=-c%20work_mem%3D3MB")
+        } else {
+            format!("{url}{sep}options='-c work_mem=3MB'")
+        };
+        let target = Target::parse(&with_option).unwrap();
+        assert_eq!(
+            target.config.get_tcp_user_timeout(),
+            Some(&TCP_USER_TIMEOUT)
+        );
+        assert!(target.config.get_keepalives());
+        assert_eq!(target.config.get_keepalives_idle(), KEEPALIVE_IDLE);
+        assert_eq!(
+            target.config.get_keepalives_interval(),
+            Some(KEEPALIVE_INTERVAL)
+        );
+        let shared = Shared::connect(&with_option).unwrap();
+        let shown: Vec<String> = shared.rt.as_ref().unwrap().block_on(async {
+            let client = shared.pool.get().await.unwrap();
+            let mut shown = Vec::new();
+            for setting in [
+                "statement_timeout",
+                "lock_timeout",
+                "idle_in_transaction_session_timeout",
+                "work_mem",
+            ] {
+                let row = client
+                    .query_one(&format!("SHOW {setting}"), &[])
+                    .await
+                    .unwrap();
+                shown.push(row.get(0));
+            }
+            shown
+        });
+        assert_eq!(shown, ["5s", "5s", "10s", "3MB"]);
+    }
+}
