@@ -231,8 +231,14 @@ impl Committer {
         {
             self.take_lease(&tx, root, member, done.seq, spec).await?;
         }
-        let appended = swept || matches!(result, Ok(Committed { fresh: true, .. }));
-        if appended {
+        // Waiters wake on what can end a wait (a task created, closed or
+        // released, a member joined or gone, a message); a claim alone
+        // ends none, and a NOTIFY per claim would serialize contending
+        // claims on the notification queue. Views see claims at their next
+        // refresh.
+        let wakes = swept || !matches!(event, GroupEvent::TaskClaimed { .. });
+        let appended = matches!(result, Ok(Committed { fresh: true, .. }));
+        if wakes && (swept || appended) {
             tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &root])
                 .await
                 .map_err(before)?;

@@ -3,6 +3,7 @@
 
 use super::common::*;
 use latch_kernel::EventKind;
+use latch_kernel::group::GroupPort as _;
 use latch_kernel::group::{ALL, Commit, GroupError, GroupEvent, GroupRefusal, TaskStatus};
 
 fn refusal(r: Result<impl std::fmt::Debug, GroupError>) -> GroupRefusal {
@@ -613,4 +614,68 @@ fn members_carry_their_host_and_a_notify_wakes_the_recipient() {
         t0.elapsed() < std::time::Duration::from_secs(5),
         "woken promptly, not by the timeout"
     );
+}
+
+/// PostgreSQL only: a claim ends no wait, so it sends no NOTIFY (one per
+/// claim would serialize contending claims on the notification queue); a
+/// waiter that times out still reads the log and reports the claim, so the
+/// views that refresh on a timer show it. A task created wakes at once.
+#[test]
+fn a_claim_wakes_nobody_but_is_seen_when_the_wait_ends() {
+    use std::time::{Duration, Instant};
+    let Some(e) = Env::new(Backend::Postgres, 1) else {
+        return;
+    };
+    e.form_group();
+    let pg = e.pg.clone().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !pg.listening() {
+        assert!(Instant::now() < deadline, "LISTEN never came up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let task = e.task("CLAIM ME", vec![]);
+    let watermark = last_seq(&e);
+    let waiter = {
+        let (pg, root) = (pg.clone(), e.root.clone());
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let woke = pg.wait_for_log(&root, watermark, Duration::from_millis(1500), &|| false);
+            (woke.unwrap(), t0.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    e.port.claim(&e.root, task, &e.children[0]).unwrap();
+    let (woke, took) = waiter.join().unwrap();
+    assert!(woke, "the claim is reported when the wait ends");
+    assert!(
+        took >= Duration::from_millis(1400),
+        "a claim sent no wake-up, the wait ran to its end: {took:?}"
+    );
+
+    let watermark_after = last_seq(&e);
+    let waiter = {
+        let (pg, root) = (pg.clone(), e.root.clone());
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let woke = pg.wait_for_log(&root, watermark_after, Duration::from_secs(20), &|| false);
+            (woke.unwrap(), t0.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    e.task("WAKE UP", vec![]);
+    let (woke, took) = waiter.join().unwrap();
+    assert!(woke);
+    assert!(
+        took < Duration::from_secs(5),
+        "a created task wakes: {took:?}"
+    );
+}
+
+fn last_seq(e: &Env) -> u64 {
+    e.port
+        .group_log(&e.root, 0)
+        .unwrap()
+        .last()
+        .map(|ev| ev.seq)
+        .unwrap()
 }
