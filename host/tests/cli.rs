@@ -44,6 +44,14 @@
 //!   `latch trust [--revoke]`, the REPL question and the TUI modal.
 //! * [`rewind`] — checkpoints: `latch rewind` and `/rewind` put files back
 //!   to before a message as new events; outside changes are left alone.
+//! * [`git_doors`] — a repository a command creates is used only once
+//!   `latch git --adopt` says so, and its programs never run.
+//! * [`local_servers`] — against the fake playing llama.cpp's servers:
+//!   model and window discovered, each retry said once, an empty answer
+//!   said, interrupted sessions marked, `[tools]` checked.
+//! * [`local_model`] — the local tier (`#[ignore]`): a real
+//!   `llama_cpp.server` with Gemma 3 270M from PyPI, installed by
+//!   `tests/local-models/install.sh`.
 //! * [`images`] — `run --image`, `/image`, `@path`: each provider's image
 //!   format, pricing from dimensions, exact replay on resume.
 
@@ -61,6 +69,8 @@ mod cost;
 mod crash;
 #[path = "cli/first_run.rs"]
 mod first_run;
+#[path = "cli/git_doors.rs"]
+mod git_doors;
 #[path = "cli/group.rs"]
 mod group;
 #[path = "cli/group_hosts.rs"]
@@ -73,6 +83,10 @@ mod hooks;
 mod images;
 #[path = "cli/lifecycle.rs"]
 mod lifecycle;
+#[path = "cli/local_model.rs"]
+mod local_model;
+#[path = "cli/local_servers.rs"]
+mod local_servers;
 #[path = "cli/npm_registry.rs"]
 mod npm_registry;
 #[path = "cli/permissions.rs"]
@@ -93,7 +107,7 @@ mod tui;
 mod tui_screen;
 
 use latch_kernel::{EventKind, Store};
-use latch_provider::fake::{FakeServer, Script, ScriptedTurn, WireFormat};
+use latch_provider::fake::{FakeServer, Script, ScriptStep, ScriptedTurn, WireFormat};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -5,8 +5,8 @@
 //!    a fresh network namespace when the network is off (only a down
 //!    loopback is left: every connect fails) and a mount namespace when
 //!    paths must be pinned or protected;
-//! 2. binds the workspace's `.git` onto itself (so it cannot be renamed or
-//!    removed) and `.git/hooks`, `.git/config` and `.latch` read-only;
+//! 2. binds all of the workspace's `.git` and `.latch` read-only (mount
+//!    points cannot be renamed or removed either);
 //! 3. sets `no_new_privs` and restricts itself with the Landlock ruleset
 //!    built in the parent.
 //!
@@ -445,7 +445,7 @@ impl ChildSteps {
 ///
 /// # Safety
 /// Async-signal-safe; `path` and `data` must stay valid during the call.
-unsafe fn write_proc(path: &CStr, data: &[u8]) -> std::io::Result<()> {
+pub(crate) unsafe fn write_proc(path: &CStr, data: &[u8]) -> std::io::Result<()> {
     // SAFETY: see the function's contract.
     unsafe {
         let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);

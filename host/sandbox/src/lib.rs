@@ -13,6 +13,8 @@
 //!   [`std::process::Command`] before it spawns.
 //! * [`approval`] — run, ask or deny.
 //! * [`check`] — what the machine can enforce, and the self-test.
+//! * [`helper`] — [`HelperJail`]: the stricter confinement of the programs
+//!   Latch runs for its own bookkeeping (its git), never for the agent.
 //!
 //! Anything else that spawns a process for the agent (an MCP stdio server)
 //! confines it the same way: `sandbox.command(std_command)?`, then, for
@@ -40,6 +42,7 @@ pub mod check;
 pub mod env;
 mod error;
 mod exec;
+pub mod helper;
 pub mod landlock;
 pub mod mode;
 pub mod rules;
@@ -49,5 +52,6 @@ mod supervise;
 pub use approval::{Action, Verdict, decide};
 pub use error::SandboxError;
 pub use exec::{Sandbox, namespaces_available};
+pub use helper::{HelperJail, JailError};
 pub use mode::{ApprovalMode, SandboxMode, UnknownMode};
 pub use rules::SandboxPolicy;

@@ -131,7 +131,12 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX events_session_profile ON events(session, seq) WHERE kind = 'session_profile';
     "#,
-    // 5: the ids of applied group commits (exactly once: a commit retried
+    // 5: the git repository Latch's own git uses for each session, fixed
+    // when the session is created (JSON; NULL for sessions created before).
+    r#"
+    ALTER TABLE sessions ADD COLUMN git_repository TEXT;
+    "#,
+    // 6: the ids of applied group commits (exactly once: a commit retried
     // with its id returns the first result). Written with the events they
     // produced; dedup markers, not history, so a projection rebuild keeps
     // them.
