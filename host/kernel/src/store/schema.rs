@@ -3,7 +3,7 @@
 //! `latch_schema` table.
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// `PRAGMA application_id` of a Latch store ("LATC").
 pub const APPLICATION_ID: i64 = 0x4C41_5443;
