@@ -22,6 +22,9 @@
 //! * [`group_hosts`] — agent groups across hosts on PostgreSQL: `latch
 //!   group join --store`, members shown with their hosts, `[group] store`,
 //!   a resumed member back in its group, one pool per process.
+//! * [`group_ops`] — `latch group release` and `evict` recorded with who
+//!   and why; `latch group join` and a lead's `latch run` leave their
+//!   shared group cleanly on SIGTERM / SIGINT, the password never shown.
 //! * [`lifecycle`] — resume remembers the session's provider and modes, one
 //!   driver per session (a race, a SIGKILLed holder), Esc during
 //!   `wait_agents`, a child's tools spawned and resumed.
@@ -77,6 +80,8 @@ mod git_doors;
 mod group;
 #[path = "cli/group_hosts.rs"]
 mod group_hosts;
+#[path = "cli/group_ops.rs"]
+mod group_ops;
 #[path = "cli/hooks.rs"]
 mod hooks;
 #[path = "cli/images.rs"]

@@ -160,6 +160,7 @@ fn history(dir: &Path, n: usize) -> (Arc<Store>, String) {
     batch(&|i, t| GroupEvent::TaskClaimed {
         task: t,
         by: who(i),
+        epoch: None,
     });
     batch(&|i, t| GroupEvent::TaskCompleted {
         task: t,

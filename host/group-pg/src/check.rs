@@ -3,8 +3,8 @@
 //! and refusals are the SQLite store's by construction: loaded under the
 //! group lock, in the transaction that appends the event.
 
-use latch_kernel::group::check::{self, Facts};
-use latch_kernel::group::{Committed, GroupError, GroupEvent, GroupRefusal, TaskStatus};
+use latch_kernel::group::check::{self, Facts, MemberRow};
+use latch_kernel::group::{Committed, GroupEvent, GroupRefusal, TaskStatus};
 use tokio_postgres::{GenericClient, Transaction};
 
 /// A refusal or a database failure.
@@ -25,15 +25,6 @@ impl From<tokio_postgres::Error> for CheckError {
     }
 }
 
-impl CheckError {
-    pub(crate) fn into_group(self, store: &str) -> GroupError {
-        match self {
-            CheckError::Refused(r) => GroupError::Refused(r),
-            CheckError::Db(e) => crate::error::unavailable(store, &e),
-        }
-    }
-}
-
 type Checked<T> = Result<T, CheckError>;
 
 async fn members<C: GenericClient + Sync>(tx: &C, root: &str) -> Checked<Vec<(String, bool)>> {
@@ -48,13 +39,20 @@ async fn members<C: GenericClient + Sync>(tx: &C, root: &str) -> Checked<Vec<(St
         .collect())
 }
 
-/// Load what [`check::needs`] asks for checking `event`, the named task's
-/// row locked (for the transaction, or for the statement outside one). The
-/// queries are independent and go out together (pipelined on the one
-/// connection): one round trip, not one per fact. Any session id may join:
-/// the sessions of other hosts are not in this host's store.
-async fn facts<C: GenericClient + Sync>(tx: &C, root: &str, event: &GroupEvent) -> Checked<Facts> {
-    let needs = check::needs(event);
+/// Load what [`check::needs`] asks for checking `event` (made at `epoch`),
+/// the named task's row locked (for the transaction, or for the statement
+/// outside one). The queries are independent and go out together
+/// (pipelined on the one connection): one round trip, not one per fact.
+/// Any session id may join: the sessions of other hosts are not in this
+/// host's store. Also says whether the named task's holder's lease has
+/// expired on the server's clock.
+async fn facts<C: GenericClient + Sync>(
+    tx: &C,
+    root: &str,
+    event: &GroupEvent,
+    epoch: Option<u64>,
+) -> Checked<(Facts, bool)> {
+    let needs = check::needs(event, epoch);
     let created = async {
         if !needs.group {
             return Ok(None);
@@ -94,21 +92,46 @@ async fn facts<C: GenericClient + Sync>(tx: &C, root: &str, event: &GroupEvent) 
             }),
         )
     };
+    let actor = async {
+        let Some(who) = &needs.actor else {
+            return Ok(None);
+        };
+        Ok::<_, CheckError>(
+            tx.query_opt(
+                "SELECT active, joined_seq, left_reason FROM latch_group_members
+                 WHERE root = $1 AND member = $2",
+                &[&root, who],
+            )
+            .await?
+            .map(|r| MemberRow {
+                active: r.get(0),
+                epoch: r.get::<_, i64>(1) as u64,
+                left_reason: r.get(2),
+            }),
+        )
+    };
     let task = async {
         let Some(id) = needs.task else {
             return Ok(None);
         };
         Ok::<_, CheckError>(
             tx.query_opt(
-                "SELECT status, owner FROM latch_group_tasks WHERE root = $1 AND id = $2
-                 FOR UPDATE",
+                "SELECT t.status, t.owner,
+                        COALESCE(l.expires_at <= clock_timestamp(), FALSE)
+                 FROM latch_group_tasks t
+                 LEFT JOIN latch_group_leases l ON l.root = t.root AND l.member = t.owner
+                 WHERE t.root = $1 AND t.id = $2
+                 FOR UPDATE OF t",
                 &[&root, &(id as i64)],
             )
             .await?
             .map(|r| {
                 (
-                    TaskStatus::from_label(r.get(0)).unwrap_or(TaskStatus::Open),
-                    r.get::<_, Option<String>>(1),
+                    (
+                        TaskStatus::from_label(r.get(0)).unwrap_or(TaskStatus::Open),
+                        r.get::<_, Option<String>>(1),
+                    ),
+                    r.get::<_, bool>(2),
                 )
             }),
         )
@@ -148,8 +171,10 @@ async fn facts<C: GenericClient + Sync>(tx: &C, root: &str, event: &GroupEvent) 
             .collect(),
         )
     };
-    let (created, members, joining, task, keyed, waiting) =
-        tokio::try_join!(created, all, joining, task, keyed, waiting)?;
+    let (created, members, joining, actor, task, keyed, waiting) =
+        tokio::try_join!(created, all, joining, actor, task, keyed, waiting)?;
+    let holder_expired = task.as_ref().is_some_and(|(_, expired)| *expired);
+    let task = task.map(|(t, _)| t);
     let task_ids = if needs.task_ids_given(task.is_some()) {
         tx.query(
             "SELECT id FROM latch_group_tasks WHERE root = $1 ORDER BY id",
@@ -162,45 +187,56 @@ async fn facts<C: GenericClient + Sync>(tx: &C, root: &str, event: &GroupEvent) 
     } else {
         Vec::new()
     };
-    Ok(Facts {
+    let facts = Facts {
         created,
         members,
         joining,
         belongs: true,
+        actor,
         // The dependencies of a task that does not exist say nothing.
         waiting: if task.is_some() { waiting } else { Vec::new() },
         task,
         task_ids,
         keyed,
-    })
+    };
+    Ok((facts, holder_expired))
 }
 
-/// Check `event` with the kernel's one check over the facts loaded here;
-/// `Ok(Some(c))` when the log already says it.
+/// Check `event` (made at `epoch`) with the kernel's one check over the
+/// facts loaded here; `Ok(Some(c))` when the log already says it.
 pub(crate) async fn check(
     tx: &Transaction<'_>,
     root: &str,
     event: &mut GroupEvent,
+    epoch: Option<u64>,
 ) -> Checked<Option<Committed>> {
-    let facts = facts(tx, root, event).await?;
-    Ok(check::check(root, event, &facts)?)
+    let (facts, _) = facts(tx, root, event, epoch).await?;
+    Ok(check::check(root, event, epoch, &facts)?)
 }
 
 /// The refusal of a claim decided before the group lock, from committed
 /// rows (the task's row lock waits for a claim being committed): a claim
-/// that cannot succeed — held, closed, blocked, unknown, not a member —
-/// never queues behind the group's other commits. A refusal writes
-/// nothing, so it needs no place in the log's order; every refusal states
-/// a fact that held when its row was read. A claim that may succeed is
-/// checked again under the group lock before it is appended.
+/// that cannot succeed — held, closed, blocked, unknown, not a member, a
+/// stale epoch — never queues behind the group's other commits. A refusal
+/// writes nothing, so it needs no place in the log's order; every refusal
+/// states a fact that held when its row was read. A claim that may succeed
+/// is checked again under the group lock before it is appended, and so is a
+/// claim of a task whose holder's lease expired (the locked commit removes
+/// that holder first).
 pub(crate) async fn refused_claim<C: GenericClient + Sync>(
     client: &C,
     root: &str,
     event: &GroupEvent,
+    epoch: Option<u64>,
 ) -> Checked<Option<GroupRefusal>> {
     if !matches!(event, GroupEvent::TaskClaimed { .. }) {
         return Ok(None);
     }
-    let facts = facts(client, root, event).await?;
-    Ok(check::check(root, &mut event.clone(), &facts).err())
+    let (facts, holder_expired) = facts(client, root, event, epoch).await?;
+    Ok(
+        match check::check(root, &mut event.clone(), epoch, &facts).err() {
+            Some(GroupRefusal::Held { .. }) if holder_expired => None,
+            refusal => refusal,
+        },
+    )
 }

@@ -1,7 +1,11 @@
 //! The errors of the PostgreSQL group store: connecting (each names the
-//! URL, password left out) and the mapping of database failures onto
-//! [`GroupError::Unavailable`].
+//! URL, password left out, and says what to change: TLS the server
+//! requires, a certificate it did not prove, a password it refused) and the
+//! mapping of database failures onto [`GroupError::Unavailable`].
 
+use crate::connect::Target;
+use crate::conninfo;
+use crate::tls::SslMode;
 use deadpool_postgres::{Object, Pool, PoolError};
 use latch_kernel::group::GroupError;
 
@@ -41,70 +45,85 @@ pub enum PgGroupError {
         /// What failed.
         detail: String,
     },
+    /// The TLS settings cannot be used (a root file that cannot be read).
+    #[error("the TLS settings of the group store {url} cannot be used: {detail}")]
+    Tls {
+        /// The URL, password left out.
+        url: String,
+        /// What was wrong.
+        detail: String,
+    },
     /// The runtime of the connections could not start.
     #[error("cannot start the group store's runtime: {0}")]
     Runtime(String),
 }
 
-/// `url` with its password replaced by `***` (URL and key-value forms).
-pub fn redact(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://") {
-        let (auth, tail) = match rest.find('@') {
-            Some(at) => (&rest[..at], &rest[at..]),
-            None => return url.to_string(),
-        };
-        return match auth.split_once(':') {
-            Some((user, _)) => format!("{scheme}://{user}:***{tail}"),
-            None => url.to_string(),
-        };
+/// What to do about a failed connection, when the failure says it.
+fn hint(mode: SslMode, detail: &str) -> Option<&'static str> {
+    let d = detail.to_ascii_lowercase();
+    if d.contains("no encryption") || d.contains("ssl required") || d.contains("ssl off") {
+        return Some(
+            "the server accepts only TLS connections: add sslmode=require to the URL, or \
+             sslmode=verify-full with sslrootcert=<CA file> to also check its certificate",
+        );
     }
-    url.split_whitespace()
-        .map(|kv| {
-            if kv.starts_with("password=") {
-                "password=***".to_string()
-            } else {
-                kv.to_string()
+    if d.contains("server does not support tls") || d.contains("server does not support ssl") {
+        return Some(
+            "the server does not offer TLS, and sslmode asks for it: enable ssl on the server, \
+             or lower sslmode",
+        );
+    }
+    if d.contains("certificate") || d.contains("unknownissuer") || d.contains("notvalidforname") {
+        return Some(match mode {
+            SslMode::VerifyFull => {
+                "the server's TLS certificate was not accepted: with sslmode=verify-full it must \
+                 be signed by a CA in sslrootcert (or the system's roots) and name the host the \
+                 URL connects to"
             }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
+            _ => {
+                "the server's TLS certificate was not accepted: it must be signed by a CA in \
+                 sslrootcert (or the system's roots)"
+            }
+        });
+    }
+    if d.contains("password authentication failed") || d.contains("no password") {
+        return Some(
+            "the server refused the password: put it in the URL, in [group] store, or in \
+             PGPASSWORD",
+        );
+    }
+    None
 }
 
-/// `url` with its password removed (URL and key-value forms, and a
-/// `password` query parameter): what a session's durable record keeps of
-/// the store it joined. The password comes back from the configuration,
-/// `--store` or `PGPASSWORD` when the session resumes.
-pub fn without_password(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://") {
-        let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-        let (authority, tail) = rest.split_at(authority_end);
-        let authority = match authority.rsplit_once('@') {
-            Some((auth, host)) => match auth.split_once(':') {
-                Some((user, _)) => format!("{user}@{host}"),
-                None => authority.to_string(),
-            },
-            None => authority.to_string(),
-        };
-        let tail = match tail.split_once('?') {
-            Some((path, query)) => {
-                let kept: Vec<&str> = query
-                    .split('&')
-                    .filter(|kv| !kv.starts_with("password="))
-                    .collect();
-                if kept.is_empty() {
-                    path.to_string()
-                } else {
-                    format!("{path}?{}", kept.join("&"))
-                }
-            }
-            None => tail.to_string(),
-        };
-        return format!("{scheme}://{authority}{tail}");
+/// A connection to `target` that failed.
+pub(crate) fn unreachable_db(target: &Target, e: &tokio_postgres::Error) -> PgGroupError {
+    let mut text = detail(e);
+    if let Some(h) = hint(target.mode, &text) {
+        text = format!("{text}; {h}");
     }
-    url.split_whitespace()
-        .filter(|kv| !kv.starts_with("password="))
-        .collect::<Vec<_>>()
-        .join(" ")
+    PgGroupError::Unreachable {
+        url: target.shown.clone(),
+        detail: text,
+    }
+}
+
+/// `url` with its password replaced by `***`, wherever the string writes
+/// it: a URL's `user:password@`, a `?password=` (or `&password=`) query
+/// parameter, a key-value `password=…` quoted, escaped or spaced.
+pub fn redact(url: &str) -> String {
+    conninfo::replace(
+        url,
+        |p| p.key == "password",
+        |p| Some(format!("{}***", &url[p.span.start..p.value_span.start])),
+    )
+}
+
+/// `url` with its password removed (every form [`redact`] hides): what a
+/// session's durable record keeps of the store it joined. The password
+/// comes back from the configuration, `--store` or `PGPASSWORD` when the
+/// session resumes.
+pub fn without_password(url: &str) -> String {
+    conninfo::replace(url, |p| p.key == "password", |_| None)
 }
 
 /// The most telling text of a database error.
@@ -128,7 +147,7 @@ pub(crate) fn pool_detail(e: &PoolError) -> String {
         PoolError::Backend(e) => detail(e),
         PoolError::Timeout(_) => format!(
             "no connection within {} s",
-            crate::CONNECT_TIMEOUT.as_secs()
+            crate::connect::RECONNECT_TIMEOUT.as_secs()
         ),
         other => other.to_string(),
     }
@@ -171,6 +190,34 @@ mod tests {
             without_password("host=/tmp user=latch password=s3cret dbname=g"),
             "host=/tmp user=latch dbname=g"
         );
+    }
+
+    #[test]
+    fn passwords_never_show_in_any_form() {
+        for (url, shown) in [
+            (
+                "postgres://latch:s3cret@db/g?password=s3cret&sslmode=require",
+                "postgres://latch:***@db/g?password=***&sslmode=require",
+            ),
+            (
+                "postgres://db/g?password=s3cret",
+                "postgres://db/g?password=***",
+            ),
+            (
+                "postgresql://latch:s3cr@t@db/g",
+                "postgresql://latch:***@db/g",
+            ),
+            (
+                "host=db password = 's3 cret' user=latch",
+                "host=db password = *** user=latch",
+            ),
+            (r"host=db password=s3\ cret", "host=db password=***"),
+        ] {
+            assert_eq!(redact(url), shown, "{url}");
+            assert!(!redact(url).contains("s3"), "{url}");
+            assert!(!without_password(url).contains("s3"), "{url}");
+            assert!(!without_password(url).contains("password"), "{url}");
+        }
     }
 
     #[test]

@@ -1,15 +1,17 @@
 //! Wake-ups through `LISTEN/NOTIFY`: one connection per process listens on
-//! [`crate::CHANNEL`]; each notification (payload: the root session) bumps
-//! that group's generation and wakes the waiters. The connection is
+//! [`crate::CHANNEL`]; each notification (payload: the root session, sent
+//! by every commit that appends to its log) bumps that group's generation
+//! and wakes the waiters. The connection is
 //! re-established when it drops; a waiter re-reads the pending messages
 //! either way, so a notification lost with a connection delays a delivery
 //! by at most the waiter's timeout, never loses it.
 
+use crate::connect::Target;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
-use tokio_postgres::{AsyncMessage, Config, NoTls};
+use tokio_postgres::AsyncMessage;
 
 /// The generations of the groups this process heard about.
 #[derive(Default)]
@@ -20,6 +22,7 @@ pub(crate) struct Wake {
 }
 
 impl Wake {
+    /// The number of notifications heard for `root`.
     pub(crate) fn generation(&self, root: &str) -> u64 {
         let g = self.generations.lock().unwrap_or_else(|p| p.into_inner());
         g.get(root).copied().unwrap_or(0)
@@ -58,9 +61,9 @@ impl Wake {
 
 /// Listen until the runtime stops, reconnecting after a second when the
 /// connection fails.
-pub(crate) async fn run(config: Config, wake: std::sync::Arc<Wake>) {
+pub(crate) async fn run(target: Target, wake: std::sync::Arc<Wake>) {
     loop {
-        if let Ok((client, mut conn)) = config.connect(NoTls).await {
+        if let Ok((client, mut conn)) = target.config.connect(target.tls.clone()).await {
             let listen = async {
                 client
                     .batch_execute(&format!("LISTEN {}", crate::CHANNEL))

@@ -6,21 +6,24 @@
 use latch_kernel::group::{GroupEvent, GroupSnapshot, Pending, Task, TaskStatus};
 use tokio_postgres::{Client, Error, Transaction};
 
-/// Append `event` to `root`'s log and apply it; returns its sequence number.
+/// Append `event` to `root`'s log (under `commit_id` when it is the first
+/// event of a commit that has one) and apply it; returns its sequence
+/// number.
 pub(crate) async fn append(
     tx: &Transaction<'_>,
     root: &str,
     time: u64,
     host: &str,
     event: &GroupEvent,
+    commit_id: Option<&str>,
 ) -> Result<u64, Error> {
     let body = serde_json::to_string(event).expect("group events serialize");
     let time = time as i64;
     let seq: i64 = tx
         .query_one(
-            "INSERT INTO latch_group_events (root, body, time_ms, host) VALUES ($1, $2, $3, $4)
-             RETURNING seq",
-            &[&root, &body, &time, &host],
+            "INSERT INTO latch_group_events (root, body, time_ms, host, commit_id)
+             VALUES ($1, $2, $3, $4, $5) RETURNING seq",
+            &[&root, &body, &time, &host, &commit_id],
         )
         .await?
         .get(0);
@@ -58,11 +61,17 @@ pub(crate) async fn append(
             )
             .await?;
         }
-        GroupEvent::MemberLeft { member, reason } => {
+        GroupEvent::MemberLeft { member, reason, .. } => {
             tx.execute(
                 "UPDATE latch_group_members SET active = FALSE, left_reason = $3
                  WHERE root = $1 AND member = $2",
                 &[&root, member, reason],
+            )
+            .await?;
+            // A member that left holds no lease: its heartbeat finds it gone.
+            tx.execute(
+                "DELETE FROM latch_group_leases WHERE root = $1 AND member = $2",
+                &[&root, member],
             )
             .await?;
             touch(member.clone()).await?;
@@ -91,7 +100,7 @@ pub(crate) async fn append(
             }
             touch(by.clone()).await?;
         }
-        GroupEvent::TaskClaimed { task, by } => {
+        GroupEvent::TaskClaimed { task, by, .. } => {
             let task = *task as i64;
             let claimed = tx
                 .execute(

@@ -1,9 +1,10 @@
 //! The tables of the group store and the per-group lock every commit
 //! takes. Creating them is idempotent and serialized by an advisory lock,
-//! so members starting together on several hosts do not collide.
+//! so members starting together on several hosts do not collide; a store
+//! created by an earlier Latch gains the newer columns and tables the same
+//! way (the commit ids of the log, the member leases).
 
-use deadpool_postgres::Object;
-use tokio_postgres::Transaction;
+use tokio_postgres::{Client, Transaction};
 
 const TABLES: &str = "
 CREATE TABLE IF NOT EXISTS latch_group_events (
@@ -57,6 +58,20 @@ CREATE TABLE IF NOT EXISTS latch_group_claims (
     holder TEXT NOT NULL,
     PRIMARY KEY (root, task)
 );
+ALTER TABLE latch_group_events ADD COLUMN IF NOT EXISTS commit_id TEXT;
+CREATE UNIQUE INDEX IF NOT EXISTS latch_group_events_commit
+    ON latch_group_events (root, commit_id) WHERE commit_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS latch_group_leases (
+    root TEXT NOT NULL,
+    member TEXT NOT NULL,
+    epoch BIGINT NOT NULL,
+    host TEXT NOT NULL,
+    pid BIGINT NOT NULL,
+    ttl_ms BIGINT NOT NULL,
+    expires_at TIMESTAMPTZ NOT NULL,
+    PRIMARY KEY (root, member)
+);
+CREATE INDEX IF NOT EXISTS latch_group_leases_expiry ON latch_group_leases (root, expires_at);
 CREATE TABLE IF NOT EXISTS latch_group_pending (
     root TEXT NOT NULL,
     recipient TEXT NOT NULL,
@@ -68,11 +83,43 @@ CREATE TABLE IF NOT EXISTS latch_group_pending (
 ";
 
 /// Create the tables when missing.
-pub(crate) async fn ensure(client: &mut Object) -> Result<(), tokio_postgres::Error> {
+/// The version [`TABLES`] bring a store to. A store at it is left alone:
+/// the DDL's table locks would otherwise queue behind (and deadlock with)
+/// the commits of members already at work.
+const VERSION: i32 = 2;
+
+/// Create the tables when missing, or bring an older store's up to date.
+pub(crate) async fn ensure(client: &mut Client) -> Result<(), tokio_postgres::Error> {
+    let current = async |c: &Client| -> Result<bool, tokio_postgres::Error> {
+        let row = c
+            .query_one("SELECT to_regclass('latch_group_schema') IS NOT NULL", &[])
+            .await?;
+        if !row.get::<_, bool>(0) {
+            return Ok(false);
+        }
+        let v: Option<i32> = c
+            .query_opt("SELECT max(version) FROM latch_group_schema", &[])
+            .await?
+            .and_then(|r| r.get(0));
+        Ok(v.is_some_and(|v| v >= VERSION))
+    };
+    if current(client).await? {
+        return Ok(());
+    }
     let tx = client.transaction().await?;
     tx.execute("SELECT pg_advisory_xact_lock(7284001)", &[])
         .await?;
     tx.batch_execute(TABLES).await?;
+    tx.batch_execute(
+        "CREATE TABLE IF NOT EXISTS latch_group_schema (version INTEGER NOT NULL);
+         DELETE FROM latch_group_schema;",
+    )
+    .await?;
+    tx.execute(
+        "INSERT INTO latch_group_schema (version) VALUES ($1)",
+        &[&VERSION],
+    )
+    .await?;
     tx.commit().await
 }
 

@@ -43,6 +43,12 @@ pub trait Delegation: Send {
     /// wait for children — returns as soon as it is set.
     fn use_interrupt(&mut self, _interrupt: latch_tools::Cancel) {}
 
+    /// The agent's turn control (called once, when the delegation is
+    /// plugged in): a delegation that must stop the running turn for a
+    /// reason of its own (a group member whose lease was lost) cancels it
+    /// with that reason.
+    fn use_control(&mut self, _control: super::TurnControl) {}
+
     /// The user interrupted the turn (it is ending; every call is
     /// answered): e.g. cancel the children when so configured.
     fn on_interrupted(&mut self) {}
@@ -54,6 +60,7 @@ impl Agent {
     /// prefix) and deliveries happen at its safe boundaries.
     pub fn with_delegation(mut self, mut delegation: Box<dyn Delegation>) -> Agent {
         delegation.use_interrupt(self.control.tool_cancel());
+        delegation.use_control(self.control.clone());
         let schemas = delegation.schemas();
         self.all_tool_names
             .extend(schemas.iter().map(|s| s.name.clone()));

@@ -262,6 +262,7 @@ pub fn demo_tui(
         session.id, rig.provider.model
     );
     let agent = build_agent(&rig.env, session, &rig.provider, "demo")?;
+    let group = super::setup::session_group(&rig.env, agent.session())?;
     let code = super::tui_cmd::open(
         agent,
         rig.env.workspace_key(),
@@ -269,6 +270,7 @@ pub fn demo_tui(
         Some(task.to_string()),
         true,
         rig.env.config.config.price_table(),
+        group,
     )?;
     rig.io.block_on(rig.server.shutdown());
     if keep {

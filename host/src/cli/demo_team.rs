@@ -416,7 +416,10 @@ pub fn demo_team(keep: bool, store: Option<&Path>) -> anyhow::Result<i32> {
     println!("\n── agent tree ──");
     print!("{}", tree_text(&env.store, &parent_id, &tree)?);
     let root = env.store.session(&parent_id)?;
-    let group = super::group_cmd::group_text(&env.store, &root)?;
+    let group = super::group_cmd::group_text(
+        env.store.as_ref(),
+        crate::supervisor::groups::root_of(&root),
+    )?;
     let state = latch_kernel::group::GroupPort::replay(env.store.as_ref(), &parent_id)?;
     let tasks_done = state.tasks().count() == 3
         && state

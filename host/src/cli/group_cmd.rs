@@ -1,21 +1,34 @@
 //! `latch group [<session>]` and `/group`: a session's agent group —
-//! members with their state, tasks with holder, status and dependencies,
-//! pending message counts and last activity — reduced from the root
-//! session's group events by the kernel's one presentation reducer
-//! ([`latch_kernel::group::present`]), so what a live session shows and
-//! what a resumed one shows agree.
+//! members with their state (and, on a shared store, host and lease),
+//! tasks with holder, status and dependencies, pending message counts and
+//! last activity — reduced from the group's events by the kernel's one
+//! presentation reducer ([`latch_kernel::group::present`]) over the store
+//! the session's group lives in, so what a live session shows, what a
+//! resumed one shows and what another host shows agree. Also `latch group
+//! join` (a member from this host) and the lead's escape hatch, `latch
+//! group release` and `latch group evict`.
 
 use super::GlobalArgs;
 use super::setup::{self, Env};
 use crate::supervisor::groups;
 use latch_kernel::group::{GroupError, GroupEvent, GroupPort, present};
-use latch_kernel::{SessionRecord, Store};
 use std::path::Path;
+use std::sync::Arc;
 
-/// The `/group` text of the group `session` belongs to (as root or child).
-pub fn group_text(store: &Store, session: &SessionRecord) -> Result<String, GroupError> {
-    let root = groups::root_of(session);
-    Ok(present::render(&store.replay(root)?))
+/// The `/group` text of `root`'s group on `port`, each active member with
+/// its lease when the store keeps them.
+pub fn group_text(port: &dyn GroupPort, root: &str) -> Result<String, GroupError> {
+    let state = port.replay(root)?;
+    let leases = port.leases(root)?.unwrap_or_default();
+    Ok(present::text(&present::view_with_leases(&state, &leases)))
+}
+
+/// The sidebar GROUP block of `root`'s group on `port` (`None` without a
+/// group, or when the store cannot be read).
+pub fn group_block(port: &dyn GroupPort, root: &str) -> Option<latch_surface::GroupView> {
+    let state = port.replay(root).ok()?;
+    let leases = port.leases(root).ok().flatten().unwrap_or_default();
+    latch_surface::GroupView::from_present(&present::view_with_leases(&state, &leases))
 }
 
 /// The text made safe for a terminal line by line (titles, results and
@@ -24,14 +37,6 @@ pub fn printable(text: &str) -> String {
     text.lines()
         .map(|l| super::render::terminal_safe(l, 4 * super::render::MAX_PRINTED_CHARS) + "\n")
         .collect()
-}
-
-/// `latch group [<session>]` (default: the latest root session).
-pub fn group(global: &GlobalArgs, workspace: &Path, selector: Option<&str>) -> anyhow::Result<i32> {
-    let env = Env::open_existing(global, workspace)?;
-    let record = setup::select_session(&env, selector)?;
-    print!("{}", printable(&group_text(&env.store, &record)?));
-    Ok(0)
 }
 
 /// `--store` for the group commands: a `postgres://` (or
@@ -60,18 +65,26 @@ fn shared_store(env: &Env, flag: Option<&str>) -> Option<String> {
         .or_else(|| env.config.config.group.store.clone())
 }
 
+/// The shared store at `url` with this configuration's lease TTL.
+fn open_shared(env: &Env, url: &str) -> anyhow::Result<Arc<latch_group_pg::PgGroup>> {
+    Ok(groups::open_pg(
+        url,
+        env.store.clone(),
+        env.config.config.group.lease_ttl(),
+    )?)
+}
+
 /// The group `root` on the shared store at `url`, with each member's host.
 fn shared_text(env: &Env, url: &str, root: &str) -> anyhow::Result<String> {
-    let pg = groups::open_pg(url, env.store.clone())?;
-    let state = pg.replay(root)?;
-    if !state.exists() {
+    let pg = open_shared(env, url)?;
+    if !pg.projection(root)?.created {
         anyhow::bail!(
             "the group store {} has no group {root}; give the lead's session id (its `latch \
              group` shows it)",
             pg.url()
         );
     }
-    let mut text = present::render(&state);
+    let mut text = group_text(&*pg, root)?;
     text.push_str("hosts:\n");
     for m in pg.members(root)? {
         let away = if m.active { "" } else { " (left)" };
@@ -80,34 +93,156 @@ fn shared_text(env: &Env, url: &str, root: &str) -> anyhow::Result<String> {
     Ok(text)
 }
 
-/// `latch group [<session>] [--store URL]`: with a shared store, the group
-/// whose lead is `<session>` (default: the latest local session's group)
-/// with the host of every member.
+/// `latch group [<session>] [--store URL]`. With `--store`, or `[group]
+/// store` and a `<session>` that is not a session here, `<session>` is the
+/// group's id on that shared store (default: the latest local session's
+/// group). Otherwise the session's group wherever it lives: the store it
+/// joined from this host, `[group] store`, or the local store.
 pub fn group_shared(
     global: &GlobalArgs,
     workspace: &Path,
     selector: Option<&str>,
     store: Option<&str>,
 ) -> anyhow::Result<i32> {
-    let configured = match store {
-        Some(url) => Some(url.to_string()),
-        None => {
-            let ws = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
-            setup::load_config(global, &ws)?.config.group.store
-        }
-    };
-    let Some(url) = configured else {
-        return group(global, workspace, selector);
-    };
+    let ws = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.to_path_buf());
+    let configured = setup::load_config(global, &ws)?.config.group.store;
+    if store.is_none() && configured.is_none() {
+        let env = Env::open_existing(global, workspace)?;
+        let record = setup::select_session(&env, selector)?;
+        let g = setup::session_group(&env, &record)?;
+        print!("{}", printable(&group_text(&*g.port, &g.root)?));
+        return Ok(0);
+    }
     let env = Env::open(global, workspace)?;
-    let root = match selector {
-        Some(id) => id.to_string(),
-        None => {
+    let local = selector.and_then(|s| setup::select_session(&env, Some(s)).ok());
+    if store.is_none()
+        && let Some(record) = &local
+    {
+        let g = setup::session_group(&env, record)?;
+        print!("{}", printable(&group_text(&*g.port, &g.root)?));
+        return Ok(0);
+    }
+    let url = store.map(str::to_string).or(configured).unwrap_or_default();
+    let root = match (selector, local) {
+        (_, Some(record)) => groups::root_of(&record).to_string(),
+        (Some(id), None) => id.to_string(),
+        (None, None) => {
             let record = setup::select_session(&env, None)?;
             groups::root_of(&record).to_string()
         }
     };
     print!("{}", printable(&shared_text(&env, &url, &root)?));
+    Ok(0)
+}
+
+/// What the operator forces on a group.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Force {
+    /// Release this task whoever holds it.
+    Release(u64),
+    /// Remove this member (its claims released).
+    Evict(String),
+}
+
+/// Who runs this command, as the group log records the operator:
+/// `alice on host-a`.
+fn operator(host: &str) -> String {
+    let user = std::env::var("USER")
+        .or_else(|_| std::env::var("LOGNAME"))
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| "the operator".to_string());
+    format!("{user} on {host}")
+}
+
+/// `latch group release <task>` / `latch group evict <member>`: the lead's
+/// escape hatch, recorded in the group log with who did it and why. The
+/// group is `--group` (default: the latest local session's group); the
+/// store is `--store`, `[group] store`, or the local store.
+pub fn force(
+    global: &GlobalArgs,
+    workspace: &Path,
+    what: Force,
+    group: Option<&str>,
+    store: Option<&str>,
+    reason: &str,
+) -> anyhow::Result<i32> {
+    let env = Env::open(global, workspace)?;
+    if reason.trim().is_empty() {
+        anyhow::bail!("--reason needs text: it is recorded with the change");
+    }
+    let (port, root, host): (Arc<dyn GroupPort>, String, String) = match shared_store(&env, store) {
+        Some(url) => {
+            let pg = open_shared(&env, &url)?;
+            let root = match group {
+                Some(g) => g.to_string(),
+                None => groups::root_of(&setup::select_session(&env, None)?).to_string(),
+            };
+            let host = pg.host().to_string();
+            (pg, root, host)
+        }
+        None => {
+            let record = match group {
+                Some(g) => setup::select_session(&env, Some(g))?,
+                None => setup::select_session(&env, None)?,
+            };
+            let g = setup::session_group(&env, &record)?;
+            (g.port, g.root, latch_group_pg::host_name())
+        }
+    };
+    if !port.replay(&root)?.exists() {
+        anyhow::bail!(
+            "there is no agent group {root}; give the lead's session id with --group (`latch \
+             group` shows it)"
+        );
+    }
+    let who = operator(&host);
+    let event = match &what {
+        Force::Release(task) => GroupEvent::TaskReleased {
+            task: *task,
+            by: String::new(),
+            reason: reason.to_string(),
+            forced_by: Some(who.clone()),
+        },
+        Force::Evict(member) => GroupEvent::MemberLeft {
+            member: member.clone(),
+            reason: reason.to_string(),
+            forced_by: Some(who.clone()),
+        },
+    };
+    port.commit(&root, event)?;
+    let state = port.replay(&root)?;
+    match what {
+        Force::Release(task) => {
+            let holder = state
+                .task(task)
+                .map(|_| {
+                    port.group_log(&root, 0)
+                        .ok()
+                        .and_then(|log| {
+                            log.iter().rev().find_map(|e| match &e.kind {
+                                latch_kernel::EventKind::Group(GroupEvent::TaskReleased {
+                                    task: t,
+                                    by,
+                                    forced_by: Some(_),
+                                    ..
+                                }) if *t == task => Some(by.clone()),
+                                _ => None,
+                            })
+                        })
+                        .unwrap_or_default()
+                })
+                .unwrap_or_default();
+            println!(
+                "released task #{task} (held by {holder}); it is open again. Recorded in group \
+                 {root} as released by {who}: {reason}"
+            );
+        }
+        Force::Evict(member) => println!(
+            "evicted {member} from group {root}; its claims are open again and its requests \
+             are refused from now on. Recorded as evicted by {who}: {reason}"
+        ),
+    }
     Ok(0)
 }
 
@@ -130,13 +265,14 @@ pub fn member_brief(group: &str, role: &str, host: &str, task: Option<&str>) -> 
 }
 
 /// `latch group join <group-id> --store URL [--role R] [--task T]`: a new
-/// session on this host joins the group as a member and works its task
-/// list through the agent loop (claims, completions and messages through
-/// the shared store; its own events in this host's store). When its turn
-/// ends it leaves the group, releasing any claim it still holds. Its
-/// profile records the group, its role and the store (without password):
-/// `latch resume <member>` runs it as that member again. Exits non-zero
-/// when the turn fails.
+/// session on this host joins the group as a member (with a lease its
+/// process renews) and works its task list through the agent loop (claims,
+/// completions and messages through the shared store; its own events in
+/// this host's store). When its turn ends — or SIGINT/SIGTERM stops it —
+/// it leaves the group, releasing any claim it still holds. Its profile
+/// records the group, its role and the store (without password): `latch
+/// resume <member>` runs it as that member again. Exits non-zero when the
+/// turn fails (128 + the signal's number when a signal stopped it).
 pub fn join(
     global: &GlobalArgs,
     workspace: &Path,
@@ -156,7 +292,7 @@ pub fn join(
     if role.trim().is_empty() {
         anyhow::bail!("--role needs a name, e.g. --role reviewer");
     }
-    let pg = groups::open_pg(&url, env.store.clone())?;
+    let pg = open_shared(&env, &url)?;
     if !pg.projection(group_id)?.created {
         anyhow::bail!(
             "the group store {} has no group {group_id}; give the lead's session id (its `latch \
@@ -178,18 +314,6 @@ pub fn join(
     // Nobody else drives it while it runs (`latch resume` is refused).
     let _lease = setup::take_lease(&env, &record.id, "`latch group join`")?;
     let member = record.id.clone();
-    pg.commit(
-        group_id,
-        GroupEvent::MemberJoined {
-            member: member.clone(),
-            role: role.to_string(),
-        },
-    )?;
-    println!(
-        "joined group {group_id} as {member} ({role}) from host {}; group store {}",
-        pg.host(),
-        pg.url()
-    );
     let brief = member_brief(group_id, role, pg.host(), task);
     let mut agent = setup::build_joined_agent(
         &env,
@@ -202,22 +326,40 @@ pub fn join(
             role,
         },
     )?;
+    let signals = super::signals::Stop::watch(agent.control())?;
+    // Joined now, so the store answers before the turn starts; its lease
+    // is taken at its first safe boundary, before its first request.
+    pg.commit(
+        group_id,
+        GroupEvent::MemberJoined {
+            member: member.clone(),
+            role: role.to_string(),
+        },
+    )?;
+    println!(
+        "joined group {group_id} as {member} ({role}) from host {}; group store {}",
+        pg.host(),
+        pg.url()
+    );
     let mut out = super::session_cmd::printer(false);
     let outcome = agent.run_turn(&brief, &mut out);
-    // It no longer runs: it leaves, and what it still holds is released
-    // (before the agent goes, whose own leave says less).
-    let reason = if outcome.is_ok() {
-        "completed"
-    } else {
-        "failed"
+    // It no longer runs: it leaves, and what it still holds is released.
+    let reason = match (&outcome, signals.exit_code()) {
+        (_, Some(_)) => "stopped by a signal",
+        (Ok(_), None) => "completed",
+        (Err(_), None) => "failed",
     };
     if let Err(e) = groups::leave(&*pg, group_id, &member, reason) {
-        eprintln!("warning: {member} could not leave group {group_id}: {e}");
+        eprintln!(
+            "warning: {member} could not leave group {group_id} ({}); its lease expires instead",
+            printable(&e.to_string()).trim_end()
+        );
     }
     drop(agent);
-    match outcome {
-        Ok(_) => Ok(0),
-        Err(e) => {
+    match (outcome, signals.exit_code()) {
+        (_, Some(code)) => Ok(code),
+        (Ok(_), None) => Ok(0),
+        (Err(e), None) => {
             eprintln!("error: {}", printable(&e.to_string()).trim_end());
             Ok(1)
         }

@@ -24,6 +24,7 @@ pub mod serve_token;
 pub mod session_cmd;
 pub mod sessions_cmd;
 pub mod setup;
+pub mod signals;
 pub mod skills_cmd;
 pub mod trust_cmd;
 pub mod tui_approve;
@@ -210,14 +211,15 @@ pub enum Command {
     /// A session's agent group: members and their state, tasks with
     /// holder, status and dependencies, pending messages, last activity.
     #[command(
-        after_help = "Examples:\n  latch group\n  latch group 01jd2k\n  latch group 01jd2k3m4n5p6q --store postgres://latch@db/groups\n  latch group join 01jd2k3m4n5p6q --store postgres://latch@db/groups --role reviewer",
+        after_help = "Examples:\n  latch group\n  latch group 01jd2k\n  latch group 01jd2k3m4n5p6q --store 'postgres://latch@db/groups?sslmode=verify-full'\n  latch group join 01jd2k3m4n5p6q --store 'postgres://latch@db/groups?sslmode=verify-full' --role reviewer\n  latch group release 42 --reason 'its holder is stuck'\n  latch group evict 01jd2k9x --reason 'host is down'",
         args_conflicts_with_subcommands = true
     )]
     Group {
         /// Session id or prefix (the root or any child; default: the
         /// latest); with a shared store, the group's id (its lead's session).
         session: Option<String>,
-        /// Join a group from this host.
+        /// Join a group from this host, or (the lead's escape hatch)
+        /// release a task or evict a member.
         #[command(subcommand)]
         action: Option<GroupAction>,
     },
@@ -455,6 +457,30 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
                     &role,
                     task.as_deref(),
                 ),
+                Some(GroupAction::Release {
+                    task,
+                    group,
+                    reason,
+                }) => group_cmd::force(
+                    &global,
+                    &workspace,
+                    group_cmd::Force::Release(task),
+                    group.as_deref(),
+                    shared.as_deref(),
+                    &reason,
+                ),
+                Some(GroupAction::Evict {
+                    member,
+                    group,
+                    reason,
+                }) => group_cmd::force(
+                    &global,
+                    &workspace,
+                    group_cmd::Force::Evict(member),
+                    group.as_deref(),
+                    shared.as_deref(),
+                    &reason,
+                ),
                 None => group_cmd::group_shared(
                     &global,
                     &workspace,
@@ -504,5 +530,33 @@ pub enum GroupAction {
         /// More for the member to do besides the task list.
         #[arg(long, value_name = "TEXT")]
         task: Option<String>,
+    },
+    /// Release task `<task>` whoever holds it (its holder is stuck or
+    /// gone): it is open again. Recorded in the group log with who did it
+    /// and why.
+    Release {
+        /// The task's id (`latch group` lists them).
+        task: u64,
+        /// The group's id (its lead's session); default: the latest
+        /// session's group here.
+        #[arg(long, value_name = "ID")]
+        group: Option<String>,
+        /// Why (recorded).
+        #[arg(long, default_value = "released by the operator")]
+        reason: String,
+    },
+    /// Remove member `<member>` from the group (its host is down, it
+    /// hangs): its claims are released, its requests are refused from then
+    /// on, and a running member's turn stops. Recorded with who and why.
+    Evict {
+        /// The member's session id (`latch group` lists them).
+        member: String,
+        /// The group's id (its lead's session); default: the latest
+        /// session's group here.
+        #[arg(long, value_name = "ID")]
+        group: Option<String>,
+        /// Why (recorded).
+        #[arg(long, default_value = "evicted by the operator")]
+        reason: String,
     },
 }

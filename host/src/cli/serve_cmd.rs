@@ -260,6 +260,23 @@ impl Backend for AgentBackend {
         &self.workspace
     }
 
+    /// The shared store `[group] store` names (or the one a member joined
+    /// from this host); the local store when neither, or when the shared
+    /// one cannot be opened (with a warning in the log).
+    fn group_home(&self, session: &SessionRecord) -> latch_web::backend::GroupHome {
+        match setup::session_group(&self.env, session) {
+            Ok(g) => latch_web::backend::GroupHome {
+                port: g.port,
+                root: g.root,
+                shared: g.shared,
+            },
+            Err(e) => {
+                tracing::warn!("group of {}: {e:#}", session.id);
+                latch_web::backend::GroupHome::local(self.env.store.clone(), session)
+            }
+        }
+    }
+
     fn prices(&self) -> latch_surface::PriceTable {
         self.env.config.config.price_table()
     }

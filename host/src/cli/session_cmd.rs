@@ -91,10 +91,15 @@ pub fn run(
         let path = std::path::absolute(image)?;
         agent.attach_image(&path)?;
     }
+    // SIGINT/SIGTERM stop the turn; the agent's group is left as it goes.
+    let signals = super::signals::Stop::watch(agent.control())?;
     let mut out = printer(json);
-    match agent.run_turn(task, &mut out) {
-        Ok(_) => Ok(0),
-        Err(e) => {
+    let outcome = agent.run_turn(task, &mut out);
+    drop(agent);
+    match (outcome, signals.exit_code()) {
+        (_, Some(code)) => Ok(code),
+        (Ok(_), None) => Ok(0),
+        (Err(e), None) => {
             eprintln!("error: {}", safe(&e.to_string()));
             Ok(1)
         }
@@ -133,6 +138,7 @@ pub fn chat(
     }
     let provider = opened.provider;
     let mut agent = setup::build_agent(&env, opened.session, &provider, "interactive")?;
+    let group = setup::session_group(&env, agent.session())?;
     let mut out = printer(false);
     if resume.is_some() {
         let repaired = agent.resume(&mut out)?;
@@ -167,7 +173,7 @@ pub fn chat(
         if line.is_empty() {
             continue;
         }
-        let task = match slash(&mut agent, line, &commands, &prices, &mut out) {
+        let task = match slash(&mut agent, line, &commands, &prices, &group, &mut out) {
             Slash::Exit => break,
             Slash::Handled => continue,
             Slash::Task => line.to_string(),
@@ -193,6 +199,7 @@ fn slash(
     line: &str,
     commands: &latch_surface::CustomCommands,
     prices: &latch_surface::PriceTable,
+    group: &setup::SessionGroup,
     out: &mut (dyn FnMut(AgentEvent) + Send),
 ) -> Slash {
     let (cmd, rest) = line.split_once(' ').unwrap_or((line, ""));
@@ -255,7 +262,7 @@ fn slash(
             },
         },
         "/group" => {
-            match super::group_cmd::group_text(agent.store(), agent.session()) {
+            match super::group_cmd::group_text(&*group.port, &group.root) {
                 Ok(text) => print!("{}", super::group_cmd::printable(&text)),
                 Err(e) => eprintln!("error: {}", safe(&e.to_string())),
             }

@@ -447,10 +447,7 @@ fn build_with(
     // shared store `[group] store` names (unreachable: an error naming it).
     let group = match &joined {
         Some(j) => j.port.clone(),
-        None => crate::supervisor::groups::open_port(
-            env.config.config.group.store.as_deref(),
-            env.store.clone(),
-        )?,
+        None => crate::supervisor::groups::open_port(&env.config.config.group, env.store.clone())?,
     };
     let provider_client = Provider::new(provider.config.clone())?;
     let (approval, sandbox) = session_modes(env, &session.id)?;
@@ -576,7 +573,12 @@ fn rejoin(
             g.store
         );
     };
-    let port = crate::supervisor::groups::open_pg(&url, env.store.clone()).map_err(|e| {
+    let port = crate::supervisor::groups::open_pg(
+        &url,
+        env.store.clone(),
+        env.config.config.group.lease_ttl(),
+    )
+    .map_err(|e| {
         anyhow::anyhow!(
             "{e}. Session {} is member `{}` of group {} on that store, and Latch records the \
              store without its password: {how}",
@@ -586,6 +588,42 @@ fn rejoin(
         )
     })?;
     Ok(Some((port as Arc<dyn latch_kernel::group::GroupPort>, g)))
+}
+
+/// Where a session's agent group lives (see [`session_group`]).
+#[derive(Clone)]
+pub struct SessionGroup {
+    /// The store of the group.
+    pub port: Arc<dyn latch_kernel::group::GroupPort>,
+    /// The group's id: its lead's session.
+    pub root: String,
+    /// True for a shared store (the group's events are not in this host's
+    /// log, so every view reads them from the port).
+    pub shared: bool,
+}
+
+/// Where `session`'s agent group lives and its id: the shared store it
+/// joined from this host (`latch group join`, its profile records it), the
+/// shared store `[group] store` names, or the local store; the group's id
+/// is the root session's (the lead's). What `/group`, the sidebar GROUP
+/// block and the web group view read, so every view shows the group the
+/// session's tools act on.
+pub fn session_group(env: &Env, session: &SessionRecord) -> anyhow::Result<SessionGroup> {
+    if session.parent.is_none()
+        && let Some((port, g)) = rejoin(env, session)?
+    {
+        return Ok(SessionGroup {
+            port,
+            root: g.group,
+            shared: true,
+        });
+    }
+    let config = &env.config.config.group;
+    Ok(SessionGroup {
+        port: crate::supervisor::groups::open_port(config, env.store.clone())?,
+        root: crate::supervisor::groups::root_of(session).to_string(),
+        shared: config.store.is_some(),
+    })
 }
 
 /// The approval and sandbox modes `session` runs with: its latest recorded

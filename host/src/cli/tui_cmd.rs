@@ -14,7 +14,6 @@ use super::render;
 use super::setup::{self, Env};
 use super::tui_approve::TuiApprover;
 use crate::agent::{Agent, AgentError, AgentEvent, TurnControl};
-use latch_kernel::group::{GroupPort, present};
 use latch_kernel::{SessionRecord, Store, StoredEvent};
 use latch_surface::{Delta, GroupView, Surface};
 use latch_tui::{Command, Input, UiState};
@@ -37,16 +36,6 @@ pub fn catch_up(
     after: u64,
 ) -> anyhow::Result<Vec<StoredEvent>> {
     Ok(latch_surface::catch_up(store, session, workspace, after)?)
-}
-
-/// The GROUP block of a child session: its group lives in its root's log,
-/// which the child's own events do not carry. `None` for a root session
-/// (its surface reduces the block from its own events) and when the root
-/// has no group.
-pub fn child_group(store: &Store, session: &SessionRecord) -> Option<GroupView> {
-    let root = session.parent.as_deref()?;
-    let state = store.replay(root).ok()?;
-    GroupView::from_present(&present::view(&state))
 }
 
 /// The session's surface as the log says it now (nothing shown live).
@@ -90,7 +79,16 @@ pub fn chat(
         agent.engine_name()
     );
     let prices = env.config.config.price_table();
-    open(agent, env.workspace_key(), title, None, false, prices)
+    let group = setup::session_group(&env, agent.session())?;
+    open(
+        agent,
+        env.workspace_key(),
+        title,
+        None,
+        false,
+        prices,
+        group,
+    )
 }
 
 /// The trust modal (see [`latch_tui::ask_trust`]); a terminal that fails
@@ -113,8 +111,62 @@ fn ask_trust(trust: &crate::config::trust::WorkspaceTrust) -> bool {
     latch_tui::ask_trust(&question).unwrap_or(false)
 }
 
+/// The GROUP block of `agent`'s session: read from `group`'s store for a
+/// shared group or a child (whose group is its root's), `None` for a root
+/// on the local store (its surface reduces the block from its own events).
+fn group_slot(group: &setup::SessionGroup, session: &SessionRecord) -> Option<GroupView> {
+    if !group.shared && session.parent.is_none() {
+        return None;
+    }
+    super::group_cmd::group_block(&*group.port, &group.root)
+}
+
+/// While the screen is up: on a shared store, send the GROUP block again
+/// whenever the group's log moves (woken by the store's notifications),
+/// until `stop` is set or the screen is gone.
+fn watch_group(
+    group: setup::SessionGroup,
+    out: Sender<Input>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> Option<std::thread::JoinHandle<()>> {
+    if !group.shared {
+        return None;
+    }
+    std::thread::Builder::new()
+        .name("latch-group-watch".into())
+        .spawn(move || {
+            let stopped = || stop.load(std::sync::atomic::Ordering::SeqCst);
+            let mut seen = 0;
+            while !stopped() {
+                // Leases move with time: the block is refreshed every few
+                // seconds, and at once when the log moves.
+                let _ = group.port.wait_for_log(
+                    &group.root,
+                    seen,
+                    std::time::Duration::from_secs(5),
+                    &stopped,
+                );
+                if stopped() {
+                    return;
+                }
+                let Ok(log) = group.port.group_log(&group.root, seen) else {
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                    continue;
+                };
+                if let Some(last) = log.last() {
+                    seen = last.seq;
+                }
+                let block = super::group_cmd::group_block(&*group.port, &group.root);
+                if out.send(Input::Group(block)).is_err() {
+                    return;
+                }
+            }
+        })
+        .ok()
+}
+
 /// Open the screen on `agent`'s session; `first` is submitted at once;
-/// costs are computed with `prices`.
+/// costs are computed with `prices`; the GROUP block comes from `group`.
 /// Returns when the user leaves, after the agent stopped.
 pub fn open(
     mut agent: Agent,
@@ -123,11 +175,12 @@ pub fn open(
     first: Option<String>,
     quit_on_q: bool,
     prices: latch_surface::PriceTable,
+    group: setup::SessionGroup,
 ) -> anyhow::Result<i32> {
     let store = agent.store().clone();
     let session = agent.session().id.clone();
     let mut surface = surface_of(&store, &session, &workspace)?;
-    surface.set_group(child_group(&store, agent.session()));
+    surface.set_group(group_slot(&group, agent.session()));
     surface.go_live();
     let mut state = UiState::new(surface, title).with_prices(prices);
     state.quit_on_q = quit_on_q;
@@ -152,6 +205,8 @@ pub fn open(
         let _ = op_tx.send(Command::Submit(task));
     }
     let bye = goodbye(&session, &workspace);
+    let stop_watch = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let watcher = watch_group(group.clone(), in_tx.clone(), stop_watch.clone());
     let worker = std::thread::Builder::new()
         .name("latch-agent".into())
         .spawn(move || {
@@ -161,6 +216,7 @@ pub fn open(
                 workspace,
                 out: in_tx,
                 seen,
+                group,
             }
             .serve(op_rx)
         })?;
@@ -181,6 +237,10 @@ pub fn open(
     control.interrupt();
     drop(op_tx);
     let _ = worker.join();
+    stop_watch.store(true, std::sync::atomic::Ordering::SeqCst);
+    if let Some(w) = watcher {
+        let _ = w.join();
+    }
     result?;
     if !quit_on_q {
         println!("{bye}");
@@ -219,6 +279,8 @@ struct AgentThread {
     out: Sender<Input>,
     /// The last sequence number sent to the screen.
     seen: u64,
+    /// Where the session's group lives.
+    group: setup::SessionGroup,
 }
 
 impl AgentThread {
@@ -266,7 +328,7 @@ impl AgentThread {
                 Command::Sessions => self.sessions(),
                 Command::Group => {
                     let lines =
-                        match super::group_cmd::group_text(&self.store, self.agent.session()) {
+                        match super::group_cmd::group_text(&*self.group.port, &self.group.root) {
                             Ok(text) => super::group_cmd::printable(&text)
                                 .lines()
                                 .map(str::to_string)
@@ -401,8 +463,8 @@ impl AgentThread {
             self.seen = last.seq;
             self.send(Input::Events(events));
         }
-        if self.agent.session().parent.is_some() {
-            self.send(Input::Group(child_group(&self.store, self.agent.session())));
+        if self.group.shared || self.agent.session().parent.is_some() {
+            self.send(Input::Group(group_slot(&self.group, self.agent.session())));
         }
     }
 

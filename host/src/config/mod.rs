@@ -117,6 +117,30 @@ pub struct GroupConfig {
     /// store. In a workspace config it needs trust.
     #[serde(default)]
     pub store: Option<String>,
+    /// On a shared store: how long a member's lease lives without a
+    /// renewal (seconds, at least 0.5; default 15). Its heartbeat renews it
+    /// every third of that; a member whose process dies is removed, its
+    /// claims freed, once it expires.
+    #[serde(default, deserialize_with = "lease_ttl")]
+    pub lease_ttl_secs: Option<f64>,
+}
+
+fn lease_ttl<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<f64>, D::Error> {
+    let v: Option<f64> = Option::deserialize(d)?;
+    match v {
+        Some(s) if !(0.5..=86_400.0).contains(&s) => Err(serde::de::Error::custom(format!(
+            "[group] lease_ttl_secs = {s} is out of range: give seconds between 0.5 and 86400 \
+             (default 15)"
+        ))),
+        other => Ok(other),
+    }
+}
+
+impl GroupConfig {
+    /// The member lease TTL to use, when one is configured.
+    pub fn lease_ttl(&self) -> Option<std::time::Duration> {
+        self.lease_ttl_secs.map(std::time::Duration::from_secs_f64)
+    }
 }
 
 /// `[agents]`: child agents.

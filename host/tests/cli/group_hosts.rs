@@ -29,9 +29,14 @@ fn pg_url() -> Option<String> {
         Ok(u) if !u.trim().is_empty() => {
             let socket = std::env::var("LATCH_PG_TEST_SOCKET")
                 .expect("LATCH_PG_TEST_SOCKET names the cluster's socket directory");
-            let _ = u;
+            // The socket's file name carries the port.
+            let port = u
+                .split_whitespace()
+                .find_map(|kv| kv.strip_prefix("port="))
+                .map(|p| format!(":{p}"))
+                .unwrap_or_default();
             Some(format!(
-                "postgres://latch@{}/postgres",
+                "postgres://latch@{}{port}/postgres",
                 socket.replace('/', "%2F")
             ))
         }
@@ -437,7 +442,7 @@ fn resume_the_member(
             _ => None,
         })
         .collect();
-    let claimed = |e: &GroupEvent| matches!(e, GroupEvent::TaskClaimed { task: t, by } if *t == task && by == member);
+    let claimed = |e: &GroupEvent| matches!(e, GroupEvent::TaskClaimed { task: t, by, .. } if *t == task && by == member);
     assert_eq!(log.iter().filter(|e| claimed(e)).count(), 1, "{log:?}");
     let rejoined = log
         .iter()
@@ -524,7 +529,7 @@ fn the_sessions_of_one_process_share_one_group_store_pool() {
         .iter()
         .map(|d| {
             let local = Arc::new(Store::open(d.path().join("latch.db")).unwrap());
-            latch::supervisor::groups::open_pg(&url, local).unwrap()
+            latch::supervisor::groups::open_pg(&url, local, None).unwrap()
         })
         .collect();
     assert!(ports[0].shares_pool_with(&ports[1]));

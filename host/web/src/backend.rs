@@ -7,6 +7,7 @@
 
 use crate::approvals::Approvals;
 use latch_engine_sdk::types::{ContextReport, Event};
+use latch_kernel::group::GroupPort;
 use latch_kernel::{RewindPlan, SessionRecord, Store};
 use latch_surface::Delta;
 use std::sync::Arc;
@@ -51,6 +52,30 @@ pub struct Upload {
     pub bytes: Vec<u8>,
 }
 
+/// Where a session's agent group lives: what the group route, the GROUP
+/// block and the event stream's `group` wake-ups read.
+#[derive(Clone)]
+pub struct GroupHome {
+    /// The group's store.
+    pub port: Arc<dyn GroupPort>,
+    /// The group's id: its lead's session.
+    pub root: String,
+    /// True for a shared store: the group's events are not in this host's
+    /// log, so the block is read from the port (and follows its changes).
+    pub shared: bool,
+}
+
+impl GroupHome {
+    /// The local store, the group of `session`'s root.
+    pub fn local(store: Arc<Store>, session: &SessionRecord) -> GroupHome {
+        GroupHome {
+            port: store,
+            root: session.parent.clone().unwrap_or_else(|| session.id.clone()),
+            shared: false,
+        }
+    }
+}
+
 /// The sink a command reports its signals to.
 pub type Sink<'a> = &'a mut (dyn FnMut(Signal) + Send);
 
@@ -61,6 +86,10 @@ pub trait Backend: Send + Sync + 'static {
     fn store(&self) -> &Arc<Store>;
     /// The workspace key sessions are stored under.
     fn workspace(&self) -> &str;
+    /// Where `session`'s agent group lives. By default the local store.
+    fn group_home(&self, session: &SessionRecord) -> GroupHome {
+        GroupHome::local(self.store().clone(), session)
+    }
     /// Create a new root session.
     fn create_session(&self) -> Result<SessionRecord, BackendError>;
     /// Take the session to drive it from this server (blocking): refused

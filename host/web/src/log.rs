@@ -1,14 +1,16 @@
 //! What the web surface shows of a session, read from the store: the
 //! shared reducers' surface ([`latch_surface::surface_of`]) with its two
 //! extension slots filled — the GROUP block from the kernel's group
-//! presentation ([`latch_kernel::group::present`]) and the permission
-//! prompt from the request the session's live run waits on — and that
-//! request itself, which the page answers.
+//! presentation ([`latch_kernel::group::present`]) over the store the
+//! session's group lives in (a shared store's current state, with leases)
+//! and the permission prompt from the request the session's live run waits
+//! on — and that request itself, which the page answers.
 //!
 //! Every part is a function of the log up to the surface's watermark (and
 //! of whether this process drives the run), so a snapshot at a seq and the
 //! state a live page reduced to that seq agree.
 
+use crate::backend::GroupHome;
 use latch_engine_sdk::types::MediaRef;
 use latch_kernel::group::{GroupError, GroupPort, GroupState, present};
 use latch_kernel::{PermissionLog, PermissionRequest, Store, StoredEvent};
@@ -38,6 +40,7 @@ pub fn observe(
     session: &str,
     workspace: &str,
     live_since: Option<u64>,
+    group: &GroupHome,
 ) -> Result<Observed, GroupError> {
     let events = catch_up(store, session, workspace, 0)?;
     let mut surface = latch_surface::replay_live(session, &events, live_since);
@@ -47,11 +50,11 @@ pub fn observe(
     if permission.is_none() {
         surface.set_permission(None);
     }
-    let root = store
-        .session(session)?
-        .parent
-        .unwrap_or_else(|| session.to_string());
-    surface.set_group(group_block(store, &root, surface.durable().watermark)?);
+    surface.set_group(if group.shared {
+        shared_block(group)?
+    } else {
+        group_block(store, &group.root, surface.durable().watermark)?
+    });
     let images = crate::server::images::user_images(&events, session);
     Ok(Observed {
         surface,
@@ -85,6 +88,23 @@ pub fn waiting_request(
 pub fn group_state(store: &Store, root: &str, upto: u64) -> Result<GroupState, GroupError> {
     let events = store.group_log(root, 0)?;
     Ok(GroupState::replay(events.iter().filter(|e| e.seq <= upto)))
+}
+
+/// The GROUP block of a group on a shared store, as it stands (its events
+/// are not in this log, so no sequence number of it bounds them).
+fn shared_block(group: &GroupHome) -> Result<Option<GroupView>, GroupError> {
+    let state = group.port.replay(&group.root)?;
+    if !state.exists() {
+        return Ok(None);
+    }
+    let leases = group.port.leases(&group.root)?.unwrap_or_default();
+    let text = present::text(&present::view_with_leases(&state, &leases));
+    let mut lines = text.lines().map(str::to_string);
+    let title = lines.next().unwrap_or_default();
+    Ok(Some(GroupView {
+        title,
+        lines: lines.collect(),
+    }))
 }
 
 /// The GROUP block of `root`'s group as of `upto` (None without a group):

@@ -309,10 +309,13 @@ fn three_agents_work_a_task_list_with_dependencies_and_message_each_other_once()
     let live_text = live.render().unwrap();
     drop(agent);
     let reopened = Store::open(t.store.path()).unwrap();
-    let resumed = latch::cli::group_cmd::group_text(&reopened, &t.parent).unwrap();
+    let root_of =
+        |s: &latch_kernel::SessionRecord| latch::supervisor::groups::root_of(s).to_string();
+    let resumed = latch::cli::group_cmd::group_text(&reopened, &root_of(&t.parent)).unwrap();
     assert_eq!(live_text, resumed);
     let from_child =
-        latch::cli::group_cmd::group_text(&reopened, &t.store.session(&tester).unwrap()).unwrap();
+        latch::cli::group_cmd::group_text(&reopened, &root_of(&t.store.session(&tester).unwrap()))
+            .unwrap();
     assert_eq!(
         from_child, resumed,
         "a child's /group shows its root's group"

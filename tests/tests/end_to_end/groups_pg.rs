@@ -115,6 +115,50 @@ fn step(r: &CapturedRequest, scene: &Scene) -> ScriptStep {
     call("task_claim", format!(r#"{{"id":{b}}}"#))
 }
 
+/// The lead's agent on `port`: its group tools and deliveries go through
+/// it, its children (none here) would too.
+fn lead_agent(t: &super::children::Team, port: Arc<PgGroup>, root: &str) -> Agent {
+    let supervisor = Arc::new(Supervisor::from_config(&Config::default(), &t.ws).unwrap());
+    let engine = supervisor
+        .root_engine(&t.parent.id, &t.parent.model)
+        .unwrap();
+    let options = AgentOptions {
+        mode: "run".into(),
+        max_steps: Some(200),
+        ..AgentOptions::default()
+    };
+    let rt = ChildRuntime::with_settings(
+        t.store.clone(),
+        t.ws.clone(),
+        supervisor,
+        t.provider.clone(),
+        options.clone(),
+        ChildSettings {
+            group: Some(port.clone()),
+            ..ChildSettings::default()
+        },
+    );
+    let member = GroupMember::for_root(
+        Box::new(ParentAgents::new(rt.clone())),
+        t.store.clone(),
+        root,
+        rt,
+    )
+    .with_port(port);
+    let tools = latch_tools::ToolContext::new(t.store.clone(), root.to_string(), &t.ws).unwrap();
+    Agent::new(
+        t.store.clone(),
+        t.parent.clone(),
+        t.ws.clone(),
+        engine,
+        Provider::new(t.provider.config().clone()).unwrap(),
+        Box::new(StandardTools::new(tools)),
+        options,
+    )
+    .unwrap()
+    .with_delegation(Box::new(member))
+}
+
 #[test]
 fn a_lost_group_store_is_a_tool_error_and_the_turn_goes_on_without_duplicates() {
     let Some(url) = pg_url() else { return };
@@ -130,8 +174,10 @@ fn a_lost_group_store_is_a_tool_error_and_the_turn_goes_on_without_duplicates() 
     );
     let root = t.parent.id.clone();
     let relay = relay::Relay::start(socket);
+    // With a password (the server's trust authentication ignores it), so
+    // the session's log shows whether it leaks.
     let relayed = format!(
-        "host=127.0.0.1 port={} user={} dbname={}",
+        "host=127.0.0.1 port={} user={} password=hunter2 dbname={}",
         relay.port,
         kv(&url, "user").unwrap_or("postgres"),
         kv(&url, "dbname").unwrap_or("postgres"),
@@ -163,45 +209,7 @@ fn a_lost_group_store_is_a_tool_error_and_the_turn_goes_on_without_duplicates() 
         .unwrap();
 
     // The lead's agent, its group on PostgreSQL through the relay.
-    let supervisor = Arc::new(Supervisor::from_config(&Config::default(), &t.ws).unwrap());
-    let engine = supervisor
-        .root_engine(&t.parent.id, &t.parent.model)
-        .unwrap();
-    let options = AgentOptions {
-        mode: "run".into(),
-        max_steps: Some(200),
-        ..AgentOptions::default()
-    };
-    let rt = ChildRuntime::with_settings(
-        t.store.clone(),
-        t.ws.clone(),
-        supervisor,
-        t.provider.clone(),
-        options.clone(),
-        ChildSettings {
-            group: Some(session_port.clone()),
-            ..ChildSettings::default()
-        },
-    );
-    let member = GroupMember::for_root(
-        Box::new(ParentAgents::new(rt.clone())),
-        t.store.clone(),
-        &root,
-        rt,
-    )
-    .with_port(session_port.clone());
-    let tools = latch_tools::ToolContext::new(t.store.clone(), root.clone(), &t.ws).unwrap();
-    let mut agent = Agent::new(
-        t.store.clone(),
-        t.parent.clone(),
-        t.ws.clone(),
-        engine,
-        Provider::new(t.provider.config().clone()).unwrap(),
-        Box::new(StandardTools::new(tools)),
-        options,
-    )
-    .unwrap()
-    .with_delegation(Box::new(member));
+    let mut agent = lead_agent(&t, session_port.clone(), &root);
     let outcome = agent
         .run_turn("Create two tasks and claim both.", &mut |_| {})
         .unwrap();
@@ -224,10 +232,23 @@ fn a_lost_group_store_is_a_tool_error_and_the_turn_goes_on_without_duplicates() 
         .find(|(c, _)| c.contains("unavailable"))
         .unwrap_or_else(|| panic!("no claim met the lost store: {results:?}"));
     assert!(*is_error, "{lost}");
+    let shown = relayed.replace("hunter2", "***");
     assert!(
-        lost.contains(&format!("the shared group store {relayed} is unavailable")),
+        lost.contains(&format!("the shared group store {shown} is unavailable")),
         "{lost}"
     );
+    // The password is nowhere in the session's log: not in a tool result
+    // the model and provider saw, not in any other event.
+    for e in t.store.all_events(&root).unwrap() {
+        let body = serde_json::to_string(&e.kind).unwrap();
+        assert!(!body.contains("hunter2"), "event {}: {body}", e.seq);
+    }
+    for r in t.server.requests() {
+        assert!(
+            !r.body.to_string().contains("hunter2"),
+            "sent to the provider"
+        );
+    }
     assert!(
         results
             .iter()
@@ -281,4 +302,284 @@ fn a_lost_group_store_is_a_tool_error_and_the_turn_goes_on_without_duplicates() 
         direct.projection(&root).unwrap(),
         GroupState::replay(&log).snapshot()
     );
+}
+
+/// What the lead's model does in the fencing test: create a task, claim it
+/// and start a long build; after the stopped turn, claim it again.
+fn fenced_step(r: &CapturedRequest) -> ScriptStep {
+    let m = messages(r);
+    let last = last_result(r);
+    let call = |name: &str, args: String| ScriptedTurn::tool_call(name, args).into();
+    let Some(id) = created(&m).first().copied() else {
+        return call("task_create", r#"{"title":"one"}"#.into());
+    };
+    if m.contains("Try again") {
+        if last.contains(&format!("You hold task #{id}")) {
+            return ScriptedTurn::text("Claimed again.").into();
+        }
+        return call("task_claim", format!(r#"{{"id":{id}}}"#));
+    }
+    if !m.contains(&format!("You hold task #{id}")) {
+        return call("task_claim", format!(r#"{{"id":{id}}}"#));
+    }
+    if m.contains("build-started") && last.contains("after") {
+        // The build ran to its end: the turn was not stopped.
+        return ScriptedTurn::text("Build ended.").into();
+    }
+    call(
+        "shell",
+        r#"{"command":"echo started > build-started.txt; sleep 10; echo never"}"#.into(),
+    )
+}
+
+/// A member whose lease is lost (here: the operator evicts it while its
+/// build runs) has its turn stopped at once with the reason, its claim
+/// released; at its next turn it rejoins with a new epoch and can claim
+/// again.
+#[test]
+fn a_member_whose_lease_is_lost_is_stopped_and_rejoins_at_its_next_turn() {
+    let Some(url) = pg_url() else { return };
+    let t = team(
+        WireFormat::OpenAi,
+        Script::default().with_responder(fenced_step),
+    );
+    let root = t.parent.id.clone();
+    let ttl = Duration::from_millis(1500);
+    let port = Arc::new(
+        PgGroup::connect(&url, t.store.clone())
+            .unwrap()
+            .with_lease_ttl(ttl),
+    );
+    let direct = Arc::new(PgGroup::connect(&url, t.store.clone()).unwrap());
+    let mut agent = lead_agent(&t, port, &root);
+    let started = t.ws.join("build-started.txt");
+    let evictor = {
+        let (direct, root, started) = (direct.clone(), root.clone(), started.clone());
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while !started.exists() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the build never started"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            direct
+                .commit(
+                    &root,
+                    GroupEvent::MemberLeft {
+                        member: root.clone(),
+                        reason: "its host looks hung".into(),
+                        forced_by: Some("alice on host-a".into()),
+                    },
+                )
+                .unwrap();
+            std::time::Instant::now()
+        })
+    };
+    let stopped = agent.run_turn("Claim it and build.", &mut |_| {});
+    let evicted_at = evictor.join().unwrap();
+    let took = evicted_at.elapsed();
+    let Err(latch::agent::AgentError::Cancelled(reason)) = &stopped else {
+        panic!("the turn was not stopped: {stopped:?}");
+    };
+    assert!(
+        reason.contains("membership of its group ended") && reason.contains("evicted"),
+        "{reason}"
+    );
+    assert!(
+        took < ttl + Duration::from_secs(2),
+        "stopped {took:?} after the eviction; the running build was not interrupted"
+    );
+    let log = direct.group_log(&root, 0).unwrap();
+    let evicted = log
+        .iter()
+        .find(|e| {
+            matches!(
+                &e.kind,
+                EventKind::Group(GroupEvent::MemberLeft {
+                    forced_by: Some(_),
+                    ..
+                })
+            )
+        })
+        .unwrap()
+        .seq;
+    let id = created(
+        &t.store
+            .all_events(&root)
+            .unwrap()
+            .iter()
+            .map(|e| format!("{:?}", e.kind))
+            .collect::<String>(),
+    )[0];
+    assert_eq!(
+        direct.projection(&root).unwrap().tasks[&id].status,
+        latch_kernel::group::TaskStatus::Open,
+        "its claim was released"
+    );
+
+    // Its next turn: it rejoins (a new epoch) and claims again.
+    let outcome = agent.run_turn("Try again.", &mut |_| {}).unwrap();
+    assert_eq!(outcome.final_text, "Claimed again.");
+    let log = direct.group_log(&root, 0).unwrap();
+    let rejoined = log
+        .iter()
+        .find(|e| {
+            e.seq > evicted
+                && matches!(&e.kind, EventKind::Group(GroupEvent::MemberJoined { member, .. }) if *member == root)
+        })
+        .expect("rejoined")
+        .seq;
+    assert!(
+        log.iter().any(|e| matches!(&e.kind,
+            EventKind::Group(GroupEvent::TaskClaimed { task, epoch: Some(ep), .. })
+                if *task == id && *ep == rejoined)),
+        "the new claim carries the new epoch"
+    );
+    drop(agent);
+}
+
+/// When the lead's turn woke: the moment its model was asked again after
+/// the team's work moved.
+static WOKEN: std::sync::Mutex<Option<std::time::Instant>> = std::sync::Mutex::new(None);
+
+/// The lead puts a fix on the list and ends its turn; woken by the group,
+/// it says the team is done.
+fn waiting_lead(r: &CapturedRequest) -> ScriptStep {
+    let m = messages(r);
+    if m.contains("was completed by") {
+        WOKEN
+            .lock()
+            .unwrap()
+            .get_or_insert_with(std::time::Instant::now);
+        return ScriptedTurn::text("The team is done.").into();
+    }
+    if created(&m).is_empty() {
+        return ScriptedTurn::tool_call("task_create", r#"{"title":"fix"}"#).into();
+    }
+    ScriptedTurn::text("Waiting for the team.").into()
+}
+
+/// A lead whose team works elsewhere waits at the end of its turn — while
+/// a live member could take the open task — and is woken by the store's
+/// NOTIFY when the member completes it, well before its periodic
+/// re-check; the turn goes on with a note of what changed.
+#[test]
+fn the_lead_waits_for_its_team_and_wakes_on_notify() {
+    let Some(url) = pg_url() else { return };
+    let t = team(
+        WireFormat::OpenAi,
+        Script::default().with_responder(waiting_lead),
+    );
+    let root = t.parent.id.clone();
+    let port = Arc::new(PgGroup::connect(&url, t.store.clone()).unwrap());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !port.listening() {
+        assert!(std::time::Instant::now() < deadline, "LISTEN never came up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let helper_port = Arc::new(PgGroup::connect(&url, t.store.clone()).unwrap());
+    let mut agent = lead_agent(&t, port, &root);
+    let helper = {
+        let (store, root, helper_port) = (t.store.clone(), root.clone(), helper_port.clone());
+        std::thread::spawn(move || {
+            let me = format!("{root}-helper");
+            // A live member: its lease renewed by this process.
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while !helper_port
+                .projection(&root)
+                .map(|p| p.created)
+                .unwrap_or(false)
+            {
+                assert!(std::time::Instant::now() < deadline, "no group");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let held = helper_port.join(&root, &me, "fixer").unwrap();
+            // Once the lead's model ended its turn, the lead waits.
+            let waiting = || {
+                store.all_events(&root).unwrap().iter().any(|e| {
+                    matches!(&e.kind, EventKind::AssistantMessage { parts }
+                        if format!("{parts:?}").contains("Waiting for the team."))
+                })
+            };
+            while !waiting() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "the lead never waited"
+                );
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            std::thread::sleep(Duration::from_millis(200));
+            let task = *helper_port
+                .projection(&root)
+                .unwrap()
+                .tasks
+                .keys()
+                .next()
+                .unwrap();
+            let epoch = Some(held.epoch);
+            helper_port
+                .submit(
+                    &root,
+                    latch_kernel::group::Commit {
+                        event: GroupEvent::TaskClaimed {
+                            task,
+                            by: me.clone(),
+                            epoch: None,
+                        },
+                        epoch,
+                        id: None,
+                    },
+                )
+                .unwrap();
+            helper_port
+                .submit(
+                    &root,
+                    latch_kernel::group::Commit {
+                        event: GroupEvent::TaskCompleted {
+                            task,
+                            by: me.clone(),
+                            ok: true,
+                            result: "fixed add".into(),
+                        },
+                        epoch,
+                        id: None,
+                    },
+                )
+                .unwrap();
+            let done = std::time::Instant::now();
+            (done, held)
+        })
+    };
+    let outcome = agent
+        .run_turn(
+            "Put the fix on the list and wait for the team.",
+            &mut |_| {},
+        )
+        .unwrap();
+    let (completed, _held) = helper.join().unwrap();
+    assert_eq!(outcome.final_text, "The team is done.");
+    let woken = WOKEN.lock().unwrap().expect("woken");
+    let after = woken.saturating_duration_since(completed);
+    assert!(
+        after < Duration::from_millis(1500),
+        "woken {after:?} after the completion: not by NOTIFY"
+    );
+    let note: Vec<String> = t
+        .store
+        .all_events(&root)
+        .unwrap()
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::NotificationDelivered { source, text } if source == "group" => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(note.len(), 1, "{note:?}");
+    assert!(
+        note[0].contains("was completed by") && note[0].contains("fixed add"),
+        "{note:?}"
+    );
+    drop(agent);
 }

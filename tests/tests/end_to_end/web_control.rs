@@ -389,6 +389,7 @@ fn the_group_view_is_what_group_prints() {
                 GroupEvent::TaskClaimed {
                     task,
                     by: id.clone(),
+                    epoch: None,
                 },
             )
             .unwrap();

@@ -157,7 +157,7 @@ pub fn check_log(port: &dyn GroupPort, root: &str) -> Vec<(String, u64)> {
             GroupEvent::TaskCreated { .. } => {
                 holder.insert(e.seq, None);
             }
-            GroupEvent::TaskClaimed { task, by } => {
+            GroupEvent::TaskClaimed { task, by, .. } => {
                 let h = holder.get_mut(task).unwrap();
                 assert!(
                     h.is_none(),

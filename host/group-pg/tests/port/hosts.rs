@@ -7,38 +7,12 @@
 //! proof once the list unblocks it.
 
 use super::common::*;
+use super::net::Netns;
 use super::worker;
 use latch_engine_sdk::types::ModelProfile;
 use latch_kernel::Store;
 use latch_kernel::group::{GroupEvent, GroupPort, TaskStatus};
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// A network namespace deleted on drop.
-struct Netns(String);
-
-impl Netns {
-    fn create(name: String) -> Option<Netns> {
-        let ok = Command::new("ip")
-            .args(["netns", "add", &name])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        if !ok {
-            return None;
-        }
-        let _ = Command::new("ip")
-            .args(["netns", "exec", &name, "ip", "link", "set", "lo", "up"])
-            .status();
-        Some(Netns(name))
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
-    }
-}
 
 #[test]
 fn two_hosts_complete_the_team_scenario_together() {

@@ -1,8 +1,10 @@
 //! The worker side of the process tests: this test binary, run again with
 //! [`super::WORKER_ENV`] holding a JSON job, is one member on its own
 //! "host" (its own local store file, its own host name): it races for
-//! claims (`race`) or works through the tasks and its messages until it is
-//! done or killed (`script`).
+//! claims (`race`), works through the tasks and its messages until it is
+//! done or killed (`script`), or — a member with a lease — holds a claim
+//! until told to complete it (`hold`), takes a task as soon as the store
+//! lets it (`take`), or leaves right after claiming (`leave`).
 
 use super::WORKER_ENV;
 use latch_group_pg::PgGroup;
@@ -148,6 +150,10 @@ fn worker_entry() {
     let s = |k: &str| job[k].as_str().unwrap().to_string();
     let local = Arc::new(Store::open(s("path")).unwrap());
     let port = PgGroup::connect(&s("url"), local).unwrap();
+    if let Some(ms) = job["ttl_ms"].as_u64() {
+        leased(port.with_lease_ttl(Duration::from_millis(ms)), &job);
+        return;
+    }
     match job["mode"].as_str().unwrap() {
         "race" => {
             let member = s("member");
@@ -179,5 +185,106 @@ fn worker_entry() {
             std::fs::write(s("out"), format!("finished {netns}")).unwrap();
         }
         other => panic!("unknown worker mode {other}"),
+    }
+}
+
+/// Milliseconds since the Unix epoch (one clock for every process of the
+/// machine).
+pub fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
+/// The lease-holding modes. Each writes `out` as it goes (`held <epoch>`,
+/// `claimed <unix ms>`, `leaving`, `lost <reason>`, `late <outcome>`).
+fn leased(port: PgGroup, job: &Value) {
+    let s = |k: &str| job[k].as_str().unwrap().to_string();
+    let (root, me, out) = (s("root"), s("member"), s("out"));
+    let task = job["task"].as_u64().unwrap();
+    let say = |line: String| {
+        let mut all = std::fs::read_to_string(&out).unwrap_or_default();
+        all.push_str(&line);
+        all.push('\n');
+        std::fs::write(&out, all).unwrap();
+    };
+    let m = port.join(&root, &me, &s("role")).unwrap();
+    let lease = m.lease.clone().unwrap();
+    let commit = |event: GroupEvent| {
+        port.submit(
+            &root,
+            latch_kernel::group::Commit::new(event).by_epoch(m.epoch),
+        )
+    };
+    let claim = || {
+        commit(GroupEvent::TaskClaimed {
+            task,
+            by: me.clone(),
+            epoch: None,
+        })
+    };
+    match job["mode"].as_str().unwrap() {
+        "hold" => {
+            assert!(claim().unwrap().fresh);
+            say(format!("held {}", m.epoch));
+            let go = std::path::PathBuf::from(s("go"));
+            while !go.exists() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if let Some(why) = lease.lost() {
+                say(format!("lost {why}"));
+            }
+            let late = commit(GroupEvent::TaskCompleted {
+                task,
+                by: me.clone(),
+                ok: true,
+                result: "done late".into(),
+            });
+            say(format!(
+                "late {}",
+                match late {
+                    Ok(c) => format!("applied {}", c.seq),
+                    Err(e) => format!("refused {e}"),
+                }
+            ));
+        }
+        "take" => {
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                match claim() {
+                    Ok(c) if c.fresh => break,
+                    Ok(_) => panic!("held already"),
+                    Err(GroupError::Refused(GroupRefusal::Held { .. })) => {}
+                    Err(e) => eprintln!("take: {e}"),
+                }
+                assert!(Instant::now() < deadline, "never took #{task}");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            say(format!("claimed {}", unix_ms()));
+            commit(GroupEvent::TaskCompleted {
+                task,
+                by: me.clone(),
+                ok: true,
+                result: "done".into(),
+            })
+            .unwrap();
+            say("completed".into());
+        }
+        "leave" => {
+            assert!(claim().unwrap().fresh);
+            say("leaving".into());
+            let _ = port.submit(
+                &root,
+                latch_kernel::group::Commit::new(GroupEvent::MemberLeft {
+                    member: me.clone(),
+                    reason: "stopped running".into(),
+                    forced_by: None,
+                })
+                .by_epoch(m.epoch),
+            );
+            say("left".into());
+        }
+        other => panic!("unknown leased mode {other}"),
     }
 }

@@ -24,14 +24,19 @@ pub enum GroupEvent {
         /// Its role (`lead` for the root).
         role: String,
     },
-    /// A member stopped running (finished, failed, interrupted). Its claims
-    /// are released by [`GroupEvent::TaskReleased`] events in the same
-    /// transaction.
+    /// A member stopped running (finished, failed, interrupted), its lease
+    /// expired, or the lead's operator evicted it. Its claims are released
+    /// by [`GroupEvent::TaskReleased`] events in the same transaction.
     MemberLeft {
         /// The member's session id.
         member: String,
-        /// Why, e.g. `finished`, `interrupted`.
+        /// Why, e.g. `finished`, `interrupted`, `lease expired (…)`.
         reason: String,
+        /// Who removed it when it did not leave by itself (`latch group
+        /// evict`: the operator and host); `None` when it left, or its
+        /// lease expired.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        forced_by: Option<String>,
     },
     /// A task joined the list; its id is this event's sequence number.
     TaskCreated {
@@ -56,9 +61,15 @@ pub enum GroupEvent {
         task: u64,
         /// The new holder.
         by: String,
+        /// The holder's membership epoch (the sequence number of the join
+        /// that made it active): its completion or release must come from
+        /// the same membership. `None` for a claim committed without one.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        epoch: Option<u64>,
     },
-    /// A claim was given up (by its holder, or by the supervisor for a
-    /// holder that no longer runs); the task is open again.
+    /// A claim was given up (by its holder, by the supervisor for a holder
+    /// that no longer runs, or by the lead's operator); the task is open
+    /// again.
     TaskReleased {
         /// The task id.
         task: u64,
@@ -66,6 +77,11 @@ pub enum GroupEvent {
         by: String,
         /// Why.
         reason: String,
+        /// Who released it on the holder's behalf (`latch group release`:
+        /// the operator and host); `None` when the holder or its leaving
+        /// released it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        forced_by: Option<String>,
     },
     /// The holder finished a task: completed (`ok`) or failed.
     TaskCompleted {
@@ -108,12 +124,30 @@ impl GroupEvent {
         match self {
             GroupEvent::Created { lead } => format!("group of {lead} created"),
             GroupEvent::MemberJoined { member, role } => format!("{member} ({role}) joined"),
-            GroupEvent::MemberLeft { member, reason } => format!("{member} left ({reason})"),
+            GroupEvent::MemberLeft {
+                member,
+                reason,
+                forced_by: None,
+            } => format!("{member} left ({reason})"),
+            GroupEvent::MemberLeft {
+                member,
+                reason,
+                forced_by: Some(who),
+            } => format!("{member} evicted by {who} ({reason})"),
             GroupEvent::TaskCreated { title, by, .. } => format!("task created by {by}: {title}"),
-            GroupEvent::TaskClaimed { task, by } => format!("task #{task} claimed by {by}"),
-            GroupEvent::TaskReleased { task, by, reason } => {
-                format!("task #{task} released by {by} ({reason})")
-            }
+            GroupEvent::TaskClaimed { task, by, .. } => format!("task #{task} claimed by {by}"),
+            GroupEvent::TaskReleased {
+                task,
+                by,
+                reason,
+                forced_by: None,
+            } => format!("task #{task} released by {by} ({reason})"),
+            GroupEvent::TaskReleased {
+                task,
+                by,
+                reason,
+                forced_by: Some(who),
+            } => format!("task #{task} of {by} released by {who} ({reason})"),
             GroupEvent::TaskCompleted { task, by, ok, .. } => format!(
                 "task #{task} {} by {by}",
                 if *ok { "completed" } else { "failed" }

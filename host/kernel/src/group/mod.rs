@@ -3,8 +3,10 @@
 //! [`GroupSnapshot`] that the SQLite projection must equal, the
 //! presentation reducer behind `/group`, `latch group` and the sidebar
 //! GROUP block ([`present`]), the narrow store port ([`GroupPort`])
-//! through which everything reaches the store, and the one commit check
-//! every backend runs over the facts it loads ([`check`]).
+//! through which everything reaches the store, the one commit check
+//! every backend runs over the facts it loads — fencing by epoch and the
+//! removal of members whose leases expired included ([`check`]) — and
+//! member leases as data ([`lease`]).
 //!
 //! Every group fact is an event in the root session, so tasks, claims,
 //! membership and pending messages are reductions of the log: applying the
@@ -13,13 +15,17 @@
 
 pub mod check;
 mod event;
+pub mod lease;
 mod port;
 pub mod present;
 #[cfg(test)]
 mod tests;
 
 pub use event::{ALL, GroupEvent, delivery_text};
-pub use port::{Committed, GroupError, GroupPort, GroupRefusal, PendingMessage};
+pub use lease::{LeaseWatch, MemberLease, Membership};
+pub use port::{
+    Commit, Committed, GroupError, GroupPort, GroupRefusal, PendingMessage, new_commit_id,
+};
 
 use crate::event::{EventKind, StoredEvent};
 use std::collections::BTreeMap;
@@ -90,6 +96,8 @@ pub struct Member {
     pub role: String,
     /// False once it left (until it rejoins).
     pub active: bool,
+    /// Its membership epoch: the sequence number of its latest join.
+    pub epoch: u64,
     /// Why it left, while it is away.
     pub left_reason: Option<String>,
     /// Commit time of the latest group event it caused (ms since the epoch).
@@ -183,15 +191,17 @@ impl GroupState {
                     id: member.clone(),
                     role: role.clone(),
                     active: true,
+                    epoch: event.seq,
                     left_reason: None,
                     last_activity_ms: 0,
                 });
+                m.epoch = event.seq;
                 m.role = role.clone();
                 m.active = true;
                 m.left_reason = None;
                 touch(&mut self.members, member);
             }
-            GroupEvent::MemberLeft { member, reason } => {
+            GroupEvent::MemberLeft { member, reason, .. } => {
                 if let Some(m) = self.members.get_mut(member) {
                     m.active = false;
                     m.left_reason = Some(reason.clone());
@@ -223,7 +233,7 @@ impl GroupState {
                 );
                 touch(&mut self.members, by);
             }
-            GroupEvent::TaskClaimed { task, by } => {
+            GroupEvent::TaskClaimed { task, by, .. } => {
                 if let Some(t) = self.tasks.get_mut(task)
                     && t.status == TaskStatus::Open
                 {

@@ -1,9 +1,10 @@
 //! The presentation reducer of a group: what `/group`, `latch group` and
-//! the sidebar GROUP block show, reduced from [`GroupState`] alone (no
-//! terminal code, no clock), so a live session and a resumed one present
-//! the same thing.
+//! the sidebar GROUP block show, reduced from [`GroupState`] (no terminal
+//! code, no clock), so a live session and a resumed one present the same
+//! thing; on a shared store, with each member's lease as the store reports
+//! it ([`view_with_leases`]).
 
-use super::{GroupState, TaskStatus};
+use super::{GroupState, MemberLease, TaskStatus};
 
 /// One member row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -100,6 +101,23 @@ pub fn view(state: &GroupState) -> GroupView {
         delivered: state.delivered(),
         last_activity_ms: state.last_activity_ms(),
     }
+}
+
+/// [`view`], each active member's state followed by its lease (`active ·
+/// lease 12 s left (host-a pid 41)`) when `leases` has one for its epoch.
+pub fn view_with_leases(state: &GroupState, leases: &[MemberLease]) -> GroupView {
+    let mut v = view(state);
+    for m in &mut v.members {
+        let epoch = state.member(&m.id).map(|x| x.epoch);
+        if let Some(l) = leases
+            .iter()
+            .find(|l| l.member == m.id && Some(l.epoch) == epoch)
+            && m.state == "active"
+        {
+            m.state = format!("active · {}", l.describe());
+        }
+    }
+    v
 }
 
 /// `HH:MM:SS` (UTC) of a time in ms since the epoch.

@@ -49,6 +49,7 @@ fn history() -> Vec<StoredEvent> {
             GroupEvent::TaskClaimed {
                 task: 4,
                 by: "a".into(),
+                epoch: None,
             },
         ),
         // Refused by the store; the reducer ignores it the same way.
@@ -57,6 +58,7 @@ fn history() -> Vec<StoredEvent> {
             GroupEvent::TaskClaimed {
                 task: 4,
                 by: "root".into(),
+                epoch: None,
             },
         ),
         ev(
@@ -96,6 +98,7 @@ fn history() -> Vec<StoredEvent> {
             GroupEvent::MemberLeft {
                 member: "a".into(),
                 reason: "finished".into(),
+                forced_by: None,
             },
         ),
     ]

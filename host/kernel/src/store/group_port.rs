@@ -2,15 +2,19 @@
 //! kernel's one commit check ([`crate::group::check`]), and the check and
 //! the append happen in one immediate transaction, so two agents (threads or
 //! processes) racing for one task cannot both win, and a delivery appends
-//! the recipient's event and the root's marker together or not at all.
+//! the recipient's event and the root's marker together or not at all. A
+//! commit's id is recorded with its events (`group_commits`), so a retry
+//! returns the first result; members are fenced by their epoch as on any
+//! store. One machine needs no member leases: the supervisor knows which
+//! members run.
 
 use super::events::{decode, insert_in, read_event};
 use super::{Store, StoreError, group_projection, now_ms};
 use crate::event::{EventKind, StoredEvent};
-use crate::group::check::{self, Facts};
+use crate::group::check::{self, Facts, MemberRow};
 use crate::group::{
-    Committed, GroupError, GroupEvent, GroupPort, GroupSnapshot, PendingMessage, TaskStatus,
-    delivery_text,
+    Commit, Committed, GroupError, GroupEvent, GroupPort, GroupSnapshot, PendingMessage,
+    TaskStatus, delivery_text,
 };
 use rusqlite::{OptionalExtension, Transaction, TransactionBehavior, params};
 
@@ -42,8 +46,13 @@ fn task_ids(tx: &Transaction<'_>, root: &str) -> Refused<Vec<u64>> {
 /// Load what [`check::needs`] asks for checking `event` from the
 /// projection (and, for a joining member, the sessions table: members are
 /// the root and its children).
-fn facts(tx: &Transaction<'_>, root: &str, event: &GroupEvent) -> Refused<Facts> {
-    let needs = check::needs(event);
+fn facts(
+    tx: &Transaction<'_>,
+    root: &str,
+    event: &GroupEvent,
+    epoch: Option<u64>,
+) -> Refused<Facts> {
+    let needs = check::needs(event, epoch);
     let mut f = Facts::default();
     if needs.group {
         f.created = tx
@@ -71,6 +80,23 @@ fn facts(tx: &Transaction<'_>, root: &str, event: &GroupEvent) -> Refused<Facts>
                 "SELECT role, active, joined_seq FROM group_members WHERE root = ?1 AND member = ?2",
                 params![root, member],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(sql)?;
+    }
+    if let Some(actor) = &needs.actor {
+        f.actor = tx
+            .query_row(
+                "SELECT active, joined_seq, left_reason FROM group_members
+                 WHERE root = ?1 AND member = ?2",
+                params![root, actor],
+                |r| {
+                    Ok(MemberRow {
+                        active: r.get(0)?,
+                        epoch: r.get(1)?,
+                        left_reason: r.get(2)?,
+                    })
+                },
             )
             .optional()
             .map_err(sql)?;
@@ -127,19 +153,37 @@ fn facts(tx: &Transaction<'_>, root: &str, event: &GroupEvent) -> Refused<Facts>
 }
 
 impl GroupPort for Store {
-    fn commit(&self, root: &str, mut event: GroupEvent) -> Result<Committed, GroupError> {
+    fn submit(&self, root: &str, commit: Commit) -> Result<Committed, GroupError> {
+        let Commit {
+            mut event,
+            epoch,
+            id,
+        } = commit;
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql)?;
-        let facts = facts(&tx, root, &event)?;
-        if let Some(done) = check::check(root, &mut event, &facts)? {
+        if let Some(id) = &id
+            && let Some(seq) = tx
+                .query_row(
+                    "SELECT seq FROM group_commits WHERE root = ?1 AND commit_id = ?2",
+                    params![root, id],
+                    |r| r.get::<_, u64>(0),
+                )
+                .optional()
+                .map_err(sql)?
+        {
+            // Applied before: the first result, nothing appended again.
+            return Ok(Committed { seq, fresh: true });
+        }
+        let facts = facts(&tx, root, &event, epoch)?;
+        if let Some(done) = check::check(root, &mut event, epoch, &facts)? {
             return Ok(done);
         }
         let mut entries = vec![(root.to_string(), EventKind::Group(event.clone()))];
-        if let GroupEvent::MemberLeft { member, reason } = &event {
-            // The supervisor's release: the claims of a member that no
-            // longer runs go back to the list with the same commit.
+        if let GroupEvent::MemberLeft { member, .. } = &event {
+            // The claims of a member that no longer runs go back to the
+            // list with the same commit.
             let mut stmt = tx
                 .prepare_cached(
                     "SELECT id FROM group_tasks WHERE root = ?1 AND owner = ?2 AND status = 'claimed'
@@ -152,18 +196,20 @@ impl GroupPort for Store {
                 .collect::<rusqlite::Result<Vec<_>>>()
                 .map_err(sql)?;
             drop(stmt);
-            for task in held {
-                entries.push((
-                    root.to_string(),
-                    EventKind::Group(GroupEvent::TaskReleased {
-                        task,
-                        by: member.clone(),
-                        reason: format!("its holder {reason}"),
-                    }),
-                ));
-            }
+            entries.extend(
+                check::leaving(&event, &held)
+                    .into_iter()
+                    .map(|e| (root.to_string(), EventKind::Group(e))),
+            );
         }
         let seqs = insert_in(&tx, &entries, now_ms())?;
+        if let Some(id) = &id {
+            tx.execute(
+                "INSERT INTO group_commits (root, commit_id, seq) VALUES (?1, ?2, ?3)",
+                params![root, id, seqs[0]],
+            )
+            .map_err(sql)?;
+        }
         tx.commit().map_err(sql)?;
         Ok(Committed {
             seq: seqs[0],

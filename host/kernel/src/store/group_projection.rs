@@ -58,7 +58,7 @@ pub(crate) fn apply(
                 params![root, member, role, seq, time],
             )?;
         }
-        GroupEvent::MemberLeft { member, reason } => {
+        GroupEvent::MemberLeft { member, reason, .. } => {
             run(
                 tx,
                 "UPDATE group_members SET active = 0, left_reason = ?3 WHERE root = ?1 AND member = ?2",
@@ -87,7 +87,7 @@ pub(crate) fn apply(
             }
             touch(by)?;
         }
-        GroupEvent::TaskClaimed { task, by } => {
+        GroupEvent::TaskClaimed { task, by, .. } => {
             run(
                 tx,
                 "UPDATE group_tasks SET status = 'claimed', owner = ?3

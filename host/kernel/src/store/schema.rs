@@ -3,7 +3,7 @@
 //! `latch_schema` table.
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 /// `PRAGMA application_id` of a Latch store ("LATC").
 pub const APPLICATION_ID: i64 = 0x4C41_5443;
@@ -135,5 +135,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     // when the session is created (JSON; NULL for sessions created before).
     r#"
     ALTER TABLE sessions ADD COLUMN git_repository TEXT;
+    "#,
+    // 6: the ids of applied group commits (exactly once: a commit retried
+    // with its id returns the first result). Written with the events they
+    // produced; dedup markers, not history, so a projection rebuild keeps
+    // them.
+    r#"
+    CREATE TABLE group_commits (
+        root       TEXT NOT NULL,
+        commit_id  TEXT NOT NULL,
+        seq        INTEGER NOT NULL,
+        PRIMARY KEY (root, commit_id)
+    );
     "#,
 ];

@@ -106,7 +106,7 @@ pub fn check_log(store: &Store, root: &str) -> (Vec<Delivery>, BTreeSet<Delivery
             GroupEvent::TaskCreated { depends_on, .. } => {
                 status.insert(e.seq, ("open", None, depends_on.clone()));
             }
-            GroupEvent::TaskClaimed { task, by } => {
+            GroupEvent::TaskClaimed { task, by, .. } => {
                 let deps_done = status[task].2.iter().all(|d| status[d].0 == "completed");
                 let t = status.get_mut(task).unwrap();
                 assert!(

@@ -139,6 +139,7 @@ fn release_the_dead(store: &Store, root: &str, members: &[String]) {
                     GroupEvent::MemberLeft {
                         member: m.clone(),
                         reason: "was interrupted".into(),
+                        forced_by: None,
                     },
                 )
                 .unwrap();

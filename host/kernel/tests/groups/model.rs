@@ -34,6 +34,8 @@ fn name(r: &GroupRefusal) -> &'static str {
         GroupRefusal::UnknownDependency { .. } => "unknown-dependency",
         GroupRefusal::NobodyElse => "nobody-else",
         GroupRefusal::Invalid(_) => "invalid",
+        GroupRefusal::Fenced { .. } => "fenced",
+        GroupRefusal::NotClaimed { .. } => "not-claimed",
     }
 }
 
@@ -90,7 +92,7 @@ impl Model {
                 }
                 Ok(true)
             }
-            GroupEvent::TaskClaimed { task, by } => {
+            GroupEvent::TaskClaimed { task, by, .. } => {
                 if !self.active(by) {
                     return Err("not-member");
                 }
@@ -160,7 +162,7 @@ impl Model {
                     },
                 );
             }
-            GroupEvent::TaskClaimed { task, by } => {
+            GroupEvent::TaskClaimed { task, by, .. } => {
                 let t = self.tasks.get_mut(task).unwrap();
                 t.status = TaskStatus::Claimed;
                 t.owner = Some(by.clone());
@@ -252,11 +254,13 @@ fn generate(rng: &mut Rng, model: &Model, everyone: &[String], root: &str) -> Gr
         3..=6 => GroupEvent::TaskClaimed {
             task: task(rng),
             by: who,
+            epoch: None,
         },
         7 => GroupEvent::TaskReleased {
             task: task(rng),
             by: who,
             reason: "changed plans".into(),
+            forced_by: None,
         },
         8..=10 => GroupEvent::TaskCompleted {
             task: task(rng),
@@ -277,6 +281,7 @@ fn generate(rng: &mut Rng, model: &Model, everyone: &[String], root: &str) -> Gr
         13 if who != root => GroupEvent::MemberLeft {
             member: who,
             reason: "finished".into(),
+            forced_by: None,
         },
         _ => GroupEvent::MemberJoined {
             role: format!("worker-{who}").chars().take(12).collect(),

@@ -173,6 +173,7 @@ fn the_group_block_is_reduced_from_the_group_log_live_and_on_resume() {
         GroupEvent::TaskClaimed {
             task,
             by: child.clone(),
+            epoch: None,
         },
         &mut live,
     );

@@ -496,6 +496,9 @@ function onEvent(name, data) {
     running(false);
     scheduleRefresh();
     loadSessions().catch(() => {});
+  } else if (name === "group") {
+    // The shared group store moved: the GROUP block is read again.
+    scheduleRefresh();
   } else if (name === "deleted" || name === "error") {
     notice(JSON.parse(data).error);
   }

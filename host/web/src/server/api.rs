@@ -71,6 +71,20 @@ pub(crate) async fn blocking<T: Send + 'static>(
 /// The session `id` of this workspace, or 404: for an unknown session,
 /// and for one deleted from history (it or an ancestor tombstoned), which
 /// the web never serves.
+/// The session as the page sees it now ([`log::observe`]), its GROUP
+/// block read from where its group lives.
+pub(crate) fn observed(state: &AppState, id: &str) -> Result<log::Observed, ApiError> {
+    let record = state.backend.store().session(id)?;
+    let home = state.backend.group_home(&record);
+    Ok(log::observe(
+        state.backend.store(),
+        id,
+        state.backend.workspace(),
+        state.hub.live_since(id),
+        &home,
+    )?)
+}
+
 pub(crate) fn known(state: &AppState, id: &str) -> Result<SessionRecord, ApiError> {
     let not_found = || ApiError::from(BackendError::NotFound(id.to_string()));
     let store = state.backend.store();
@@ -130,12 +144,7 @@ pub async fn show(State(state): State<Arc<AppState>>, Path(id): Path<String>) ->
     let st = state.clone();
     let value = blocking(move || {
         known(&st, &id)?;
-        let observed = log::observe(
-            st.backend.store(),
-            &id,
-            st.backend.workspace(),
-            st.hub.live_since(&id),
-        )?;
+        let observed = observed(&st, &id)?;
         let driver = st.backend.store().lease_holder(&id)?.map(|h| {
             json!({
                 "pid": h.pid,

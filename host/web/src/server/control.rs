@@ -8,7 +8,6 @@
 use super::api::{ApiError, ApiResult, blocking, known};
 use super::{AppState, Running};
 use crate::approvals::Answer;
-use crate::log;
 use axum::Json;
 use axum::extract::rejection::JsonRejection;
 use axum::extract::{Path, State};
@@ -123,12 +122,7 @@ pub async fn permission(
     let (sid, rid) = (id.clone(), request.clone());
     blocking(move || {
         known(&st, &sid)?;
-        let observed = log::observe(
-            st.backend.store(),
-            &sid,
-            st.backend.workspace(),
-            st.hub.live_since(&sid),
-        )?;
+        let observed = super::api::observed(&st, &sid)?;
         match observed.permission {
             Some(waiting) if waiting.call_id == rid => Ok(()),
             Some(waiting) => Err(ApiError(

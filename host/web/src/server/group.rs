@@ -1,14 +1,16 @@
 //! `GET /api/sessions/{id}/group`: the agent group the session belongs to
-//! (as its lead or a member), reduced by the kernel's one presentation
-//! reducer ([`latch_kernel::group::present`]) — the same data `/group` and
-//! `latch group` print, as JSON and as that text.
+//! (as its lead or a member), read from the store it lives in (a shared
+//! store when `[group] store` names one, or the store a member joined
+//! from this host) and reduced by the kernel's one presentation reducer
+//! ([`latch_kernel::group::present`]) — the same data `/group` and `latch
+//! group` print, as JSON and as that text.
 
 use super::AppState;
 use super::api::{ApiResult, blocking, known};
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::response::IntoResponse;
-use latch_kernel::group::{GroupPort, present};
+use latch_kernel::group::present;
 use serde_json::json;
 use std::sync::Arc;
 
@@ -17,12 +19,15 @@ pub async fn show(State(state): State<Arc<AppState>>, Path(id): Path<String>) ->
     let st = state.clone();
     let value = blocking(move || {
         let record = known(&st, &id)?;
-        let root = record.parent.clone().unwrap_or_else(|| record.id.clone());
-        let group = st.backend.store().replay(&root)?;
-        let view = present::view(&group);
+        let home = st.backend.group_home(&record);
+        let root = home.root.clone();
+        let group = home.port.replay(&root)?;
+        let leases = home.port.leases(&root)?.unwrap_or_default();
+        let view = present::view_with_leases(&group, &leases);
         Ok(json!({
             "session": id,
             "root": root,
+            "shared": home.shared,
             "exists": group.exists(),
             "lead": view.lead,
             "members": view.members.iter().map(|m| json!({

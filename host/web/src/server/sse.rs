@@ -14,7 +14,9 @@
 //! cannot), and reconnects itself with `Last-Event-ID`. Event data goes
 //! through [`crate::redact`]: no reasoning text leaves. A session deleted
 //! from history is refused (404), and an open stream of it ends with
-//! `event: deleted`.
+//! `event: deleted`. When the session's agent group lives on a shared
+//! store, `event: group` (no id) says the group moved (woken by the
+//! store's notifications), so the page reads the GROUP block again.
 
 use super::AppState;
 use super::api::{ApiError, deleted, known};
@@ -99,6 +101,7 @@ async fn pump(
     if catch_up(&state, &id, &mut last, &tx).await.is_err() {
         return;
     }
+    watch_group(&state, &id, &tx);
     loop {
         let message = tokio::select! {
             m = rx.recv() => m,
@@ -136,6 +139,48 @@ async fn pump(
     }
 }
 
+/// On a shared group store: `event: group` each time the group's log moves,
+/// until the client goes away.
+fn watch_group(state: &Arc<AppState>, id: &str, tx: &mpsc::Sender<Event>) {
+    let (st, id, tx) = (state.clone(), id.to_string(), tx.clone());
+    tokio::task::spawn_blocking(move || {
+        let Ok(record) = st.backend.store().session(&id) else {
+            return;
+        };
+        let home = st.backend.group_home(&record);
+        if !home.shared {
+            return;
+        }
+        let last = |after: u64| {
+            home.port
+                .group_log(&home.root, after)
+                .ok()
+                .and_then(|l| l.last().map(|e| e.seq))
+        };
+        let mut seen = last(0).unwrap_or(0);
+        let closed = || tx.is_closed();
+        while !closed() {
+            match home.port.wait_for_log(
+                &home.root,
+                seen,
+                std::time::Duration::from_secs(10),
+                &closed,
+            ) {
+                Ok(true) => {
+                    seen = last(seen).unwrap_or(seen);
+                    let data = json!({ "root": home.root, "seq": seen });
+                    let event = Event::default().event("group").data(data.to_string());
+                    if tx.blocking_send(event).is_err() {
+                        return;
+                    }
+                }
+                Ok(false) => {}
+                Err(_) => std::thread::sleep(std::time::Duration::from_secs(1)),
+            }
+        }
+    });
+}
+
 /// Send what the store holds after `last`: the events, or one snapshot
 /// when there are more than the configured limit.
 async fn catch_up(
@@ -154,7 +199,14 @@ async fn catch_up(
         if events.len() <= st.config.snapshot_after {
             return Ok::<_, GroupError>(Err(events));
         }
-        Ok(Ok(log::observe(store, &sid, ws, st.hub.live_since(&sid))?))
+        let home = st.backend.group_home(&store.session(&sid)?);
+        Ok(Ok(log::observe(
+            store,
+            &sid,
+            ws,
+            st.hub.live_since(&sid),
+            &home,
+        )?))
     })
     .await;
     match read {

@@ -7,9 +7,12 @@
 //! * [`deleted`] — sessions deleted from history are not served.
 //! * [`uploads`] — a message's images, the transcript's images, rewind's
 //!   sequence numbers.
+//! * [`shared`] — a group on a shared store: the route, the GROUP block
+//!   and the stream's wake-ups follow that store.
 
 mod deleted;
 mod reasoning;
+mod shared;
 mod trust;
 mod uploads;
 
@@ -47,6 +50,10 @@ pub struct Scripted {
     interrupted: AtomicBool,
     /// Every answer a turn received.
     pub answers: Mutex<Vec<Answer>>,
+    /// A store that stands for a shared group store and the group's id
+    /// there: when set, every session's group is that one (as for a
+    /// member that joined a group whose lead runs elsewhere).
+    pub shared_group: Mutex<Option<(Arc<Store>, String)>>,
 }
 
 fn failed(e: impl std::fmt::Display) -> BackendError {
@@ -112,6 +119,17 @@ impl Backend for Scripted {
     }
     fn workspace(&self) -> &str {
         &self.workspace
+    }
+    fn group_home(&self, session: &SessionRecord) -> latch_web::backend::GroupHome {
+        let local = latch_web::backend::GroupHome::local(self.store.clone(), session);
+        match self.shared_group.lock().unwrap().clone() {
+            Some((shared, root)) => latch_web::backend::GroupHome {
+                port: shared,
+                root,
+                shared: true,
+            },
+            None => local,
+        }
     }
     fn create_session(&self) -> Result<SessionRecord, BackendError> {
         self.store
@@ -184,6 +202,7 @@ impl Server {
             approvals: Approvals::new(),
             interrupted: AtomicBool::new(false),
             answers: Mutex::new(Vec::new()),
+            shared_group: Mutex::new(None),
         });
         let mut web = WebConfig::new(TOKEN);
         config(&mut web);
