@@ -82,6 +82,42 @@ pub enum Answer {
     Always,
     /// Do not run it; the reason is for the model.
     Deny(Option<String>),
+    /// Approve the plan and act under the approval mode named (`edits`,
+    /// `on-request`, `untrusted`).
+    Approve(String),
+}
+
+/// The answers a plan offers: approve into one of three approval modes,
+/// or keep planning.
+pub const PLAN_OPTIONS: [(&str, &str); 3] = [
+    ("plan_edits", "Yes, and edit freely (commands ask)"),
+    ("plan_on-request", "Yes, and run without asking (auto)"),
+    (
+        "plan_untrusted",
+        "Yes, and ask before each edit and command",
+    ),
+];
+
+/// The options a plan request offers.
+fn plan_options() -> Vec<PermissionOption> {
+    let mut options: Vec<PermissionOption> = PLAN_OPTIONS
+        .iter()
+        .map(|(id, name)| PermissionOption {
+            option_id: (*id).into(),
+            name: (*name).into(),
+            kind: if *id == "plan_untrusted" {
+                PermissionOptionKind::AllowOnce
+            } else {
+                PermissionOptionKind::AllowAlways
+            },
+        })
+        .collect();
+    options.push(PermissionOption {
+        option_id: "reject_once".into(),
+        name: "No, keep planning".into(),
+        kind: PermissionOptionKind::RejectOnce,
+    });
+    options
 }
 
 /// Asks the editor's user about one session's tool calls.
@@ -122,11 +158,13 @@ impl Asker {
     /// call) and wait for the answer, or until `stop` says the turn was
     /// cancelled.
     pub fn ask(&self, request: &PermissionRequest, stop: &dyn Fn() -> bool) -> Answer {
-        let title = match (&request.command, &request.path, &request.mcp) {
+        let title = match (&request.command, &request.path, &request.plan) {
             (Some(command), _, _) => format!("Run `{command}`: {}", request.reason),
             (None, Some(path), _) => format!("Edit {path}: {}", request.reason),
+            (None, None, Some(plan)) => format!("Approve the plan: {}\n\n{plan}", request.reason),
             _ => format!("{}: {}", request.tool, request.reason),
         };
+        let is_plan = request.plan.is_some();
         let params = RequestPermissionRequest {
             session_id: self.session.get().cloned().unwrap_or_default(),
             tool_call: ToolCallUpdate {
@@ -135,7 +173,7 @@ impl Asker {
                 status: Some(ToolCallStatus::Pending),
                 ..ToolCallUpdate::default()
             },
-            options: options(),
+            options: if is_plan { plan_options() } else { options() },
         };
         let (id, answers) = self.channel.request("session/request_permission", params);
         loop {
@@ -165,6 +203,7 @@ fn answer_of(result: Value) -> Answer {
         Ok(RequestPermissionResponse {
             outcome: PermissionOutcome::Selected { option_id },
         }) => match option_id.as_str() {
+            plan if plan.starts_with("plan_") => Answer::Approve(plan["plan_".len()..].to_string()),
             "allow_once" => Answer::Once,
             "allow_always" => Answer::Always,
             "reject_once" | "reject_always" => Answer::Deny(None),
@@ -214,6 +253,11 @@ pub trait Sessions: Send + Sync + 'static {
     ) -> Result<TurnEnd, SessionError>;
     /// Stop session `id`'s running turn at once (not blocking).
     fn cancel(&self, id: &str);
+    /// Session `id`'s plan: the task state's actions as a checklist (none:
+    /// no plan to show).
+    fn plan(&self, _id: &str) -> Option<Vec<crate::wire::PlanEntry>> {
+        None
+    }
     /// The modes session `id` offers and the one it runs in (none: the
     /// session has no modes).
     fn modes(&self, _id: &str) -> Option<SessionModeState> {
@@ -559,9 +603,14 @@ impl Server {
                         }]
                     }
                     Live::Committed(event) => {
-                        let u = updates::live(event, streamed, &cwd);
+                        let mut u = updates::live(event, streamed, &cwd);
                         if matches!(event, EventKind::AssistantMessage { .. }) {
                             streamed = false;
+                        }
+                        if updates::changes_plan(event)
+                            && let Some(entries) = sessions.plan(&session)
+                        {
+                            u.push(SessionUpdate::Plan { entries });
                         }
                         u
                     }

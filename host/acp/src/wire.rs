@@ -434,6 +434,53 @@ pub enum SessionUpdate {
     ToolCall(ToolCall),
     /// A change to a tool call.
     ToolCallUpdate(ToolCallUpdate),
+    /// The agent's plan: every entry, each time (the task state's actions
+    /// as a checklist).
+    Plan {
+        /// The entries, in order.
+        entries: Vec<PlanEntry>,
+    },
+    /// The session's mode changed (a plan approved leaves `plan`).
+    CurrentModeUpdate {
+        /// The mode it runs in now.
+        #[serde(rename = "currentModeId")]
+        current_mode_id: String,
+    },
+}
+
+/// One entry of a `plan` update.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanEntry {
+    /// What the step is.
+    pub content: String,
+    /// How important it is (Latch's steps are all `medium`).
+    pub priority: PlanPriority,
+    /// Where it stands.
+    pub status: PlanStatus,
+}
+
+/// A plan entry's priority.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanPriority {
+    /// High.
+    High,
+    /// Medium.
+    Medium,
+    /// Low.
+    Low,
+}
+
+/// A plan entry's status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on.
+    InProgress,
+    /// Done.
+    Completed,
 }
 
 /// `session/update` parameters.

@@ -1244,6 +1244,7 @@ mod tests {
                     role: "fixer".into(),
                     store: "postgres://latch@db/groups".into(),
                 }),
+                mode: crate::profile::SessionMode::Plan,
             }),
         ];
         for (i, e) in events.iter().enumerate() {

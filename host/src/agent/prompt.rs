@@ -29,6 +29,20 @@ pub const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", ".latch/instructions.md"];
 /// Most bytes of repository instructions included.
 pub const MAX_INSTRUCTION_BYTES: usize = 32 * 1024;
 
+/// The session context's mode: the interaction mode (`interactive`, `run`,
+/// ...), and in plan mode what that means for the model.
+pub fn mode_text(interaction: &str, mode: latch_kernel::SessionMode) -> String {
+    if mode.is_plan() {
+        format!(
+            "{interaction}, plan mode (nothing may change the workspace: write_file and edit_file \
+             are refused and commands run read-only; explore, then present your plan with \
+             propose_plan for the user to approve)"
+        )
+    } else {
+        interaction.to_string()
+    }
+}
+
 /// The session context: workspace, repository instructions, mode.
 pub fn session_context(workspace: &Path, mode: &str) -> SessionContext {
     let mut instructions = String::new();

@@ -134,6 +134,7 @@ impl DemoRig {
             // The default sandbox (workspace-write) and approval (on-request).
             approval: None,
             sandbox: None,
+            plan: false,
         };
         let provider = ProviderChoice {
             kind: ProviderKind::Anthropic,

@@ -88,6 +88,10 @@ pub struct GlobalArgs {
     /// (`latch trust` records it instead).
     #[arg(long, global = true)]
     pub trust_workspace: bool,
+    /// Plan mode: nothing may change the workspace until you approve the
+    /// plan the model proposes (a resumed session in plan mode stays in it).
+    #[arg(long, global = true)]
+    pub plan: bool,
 }
 
 /// The commands.

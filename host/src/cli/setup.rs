@@ -35,6 +35,8 @@ pub struct Env {
     pub approval: Option<latch_sandbox::ApprovalMode>,
     /// `--sandbox`, over `[sandbox] mode`.
     pub sandbox: Option<latch_sandbox::SandboxMode>,
+    /// `--plan`: start (or resume) the session in plan mode.
+    pub plan: bool,
 }
 
 impl Env {
@@ -89,6 +91,7 @@ impl Env {
             max_steps,
             approval: global.approval,
             sandbox: global.sandbox,
+            plan: global.plan,
         })
     }
 
@@ -640,6 +643,11 @@ pub fn new_settings(env: &Env, provider: &ProviderChoice) -> Settings {
         approval: env.approval.unwrap_or(config.permissions.approval),
         sandbox: env.sandbox.unwrap_or(config.sandbox.mode),
         group: None,
+        mode: if env.plan {
+            latch_kernel::SessionMode::Plan
+        } else {
+            latch_kernel::SessionMode::Act
+        },
     }
 }
 

@@ -113,6 +113,7 @@ fn settings(rt: &ChildRuntime, record: &SessionRecord) -> Settings {
         approval: perms.map(|p| p.approval).unwrap_or_default(),
         sandbox: perms.map(|p| p.sandbox.mode).unwrap_or_default(),
         group: None,
+        mode: latch_kernel::SessionMode::Act,
     }
 }
 
