@@ -22,6 +22,9 @@
 //! * [`group_hosts`] — agent groups across hosts on PostgreSQL: `latch
 //!   group join --store`, members shown with their hosts, `[group] store`,
 //!   a resumed member back in its group, one pool per process.
+//! * [`instructions`] — AGENTS.md at every level, CLAUDE.md, imports, the
+//!   cap, the global file, nested files joining the session, `latch
+//!   instructions`.
 //! * [`lifecycle`] — resume remembers the session's provider and modes, one
 //!   driver per session (a race, a SIGKILLed holder), Esc during
 //!   `wait_agents`, a child's tools spawned and resumed.
@@ -72,6 +75,8 @@ mod group_hosts;
 mod hooks;
 #[path = "cli/images.rs"]
 mod images;
+#[path = "cli/instructions.rs"]
+mod instructions;
 #[path = "cli/lifecycle.rs"]
 mod lifecycle;
 #[path = "cli/local_model.rs"]

@@ -16,6 +16,7 @@ pub mod extended;
 mod guarded;
 pub mod hooks;
 pub mod images;
+pub mod instructions;
 pub mod permissions;
 pub mod plan;
 pub mod prompt;
@@ -211,6 +212,10 @@ pub struct Agent {
     pending_images: Vec<MediaRef>,
     /// Plan mode or not (see [`plan`]), as the session profile records it.
     session_mode: latch_kernel::SessionMode,
+    /// Where the session's instructions come from (see [`instructions`]).
+    instruction_source: Option<Box<dyn instructions::InstructionSource>>,
+    /// The nested directories' instructions the session carries.
+    nested: Vec<instructions::NestedInstructions>,
 }
 
 impl Agent {
@@ -288,8 +293,11 @@ impl Agent {
             workspace: workspace_root,
             pending_images: Vec::new(),
             session_mode: latch_kernel::SessionMode::Act,
+            instruction_source: None,
+            nested: Vec::new(),
         };
         agent.apply_mode(session_mode)?;
+        agent.replay_nested()?;
         Ok(agent)
     }
 

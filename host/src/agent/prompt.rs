@@ -23,12 +23,6 @@ pub fn system_prompt() -> String {
         .join("\n\n")
 }
 
-/// Files whose contents are the repository's instructions, in order.
-pub const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", ".latch/instructions.md"];
-
-/// Most bytes of repository instructions included.
-pub const MAX_INSTRUCTION_BYTES: usize = 32 * 1024;
-
 /// The session context's mode: the interaction mode (`interactive`, `run`,
 /// ...), and in plan mode what that means for the model.
 pub fn mode_text(interaction: &str, mode: latch_kernel::SessionMode) -> String {
@@ -43,28 +37,13 @@ pub fn mode_text(interaction: &str, mode: latch_kernel::SessionMode) -> String {
     }
 }
 
-/// The session context: workspace, repository instructions, mode.
+/// The session context: workspace and mode; the repository instructions
+/// come from the session's [`super::instructions::InstructionSource`]
+/// (see [`super::Agent::with_instructions`]).
 pub fn session_context(workspace: &Path, mode: &str) -> SessionContext {
-    let mut instructions = String::new();
-    for name in INSTRUCTION_FILES {
-        if let Ok(text) = std::fs::read_to_string(workspace.join(name)) {
-            if !instructions.is_empty() {
-                instructions.push_str("\n\n");
-            }
-            instructions.push_str(&format!("## {name}\n{}", text.trim()));
-        }
-    }
-    if instructions.len() > MAX_INSTRUCTION_BYTES {
-        let mut cut = MAX_INSTRUCTION_BYTES;
-        while !instructions.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        instructions.truncate(cut);
-        instructions.push_str("\n[repository instructions truncated]");
-    }
     SessionContext {
         workspace: workspace.display().to_string(),
-        repository_instructions: instructions,
+        repository_instructions: String::new(),
         mode: mode.to_string(),
     }
 }
@@ -78,14 +57,5 @@ mod tests {
         assert_eq!(system_prompt(), system_prompt());
         assert!(!system_prompt().contains("/tmp"));
         assert!(system_prompt().contains("validate"));
-    }
-
-    #[test]
-    fn repository_instructions_are_read() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("AGENTS.md"), "Use tabs.").unwrap();
-        let ctx = session_context(dir.path(), "run");
-        assert!(ctx.repository_instructions.contains("Use tabs."));
-        assert_eq!(ctx.mode, "run");
     }
 }

@@ -417,6 +417,9 @@ impl Agent {
                     result
                 };
                 self.append(EventKind::ToolResult(result.clone()), observer)?;
+                if !result.is_error {
+                    self.load_nested(call, observer)?;
+                }
                 self.post_tool_hooks(call, &result, observer)?;
             }
         }

@@ -10,6 +10,7 @@ pub mod demo_team;
 pub mod engine_cmd;
 pub mod engine_new;
 pub mod group_cmd;
+pub mod instructions_cmd;
 pub mod integrations;
 pub mod latch_dir;
 pub mod mcp_cmd;
@@ -222,6 +223,14 @@ pub enum Command {
     /// goes into its context.
     #[command(after_help = "Examples:\n  latch skills\n  latch skills --json")]
     Skills {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The instructions files (AGENTS.md, CLAUDE.md, imports) a session
+    /// here would read, in order, and where each came from.
+    #[command(after_help = "Examples:\n  latch instructions\n  latch instructions --json")]
+    Instructions {
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -460,6 +469,9 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             }
         }
         Some(Command::Skills { json }) => skills_cmd::skills(&cli.global, &workspace, json),
+        Some(Command::Instructions { json }) => {
+            instructions_cmd::run(&cli.global, &workspace, json)
+        }
         Some(Command::Mcp(McpCommand::List { json })) => {
             mcp_cmd::list(&cli.global, &workspace, json)
         }

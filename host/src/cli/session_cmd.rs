@@ -158,7 +158,7 @@ pub fn chat(
     }
     eprintln!(
         "type a task (@file.png attaches an image), or /help /context /compact /recall <query> \
-         /image <path> /rewind [seq] /group /exit"
+         /image <path> /rewind [seq] /group /plan /init /exit"
     );
     let mut input = super::repl_input::LineInput::new(commands.clone());
     while let Some(line) = input.read()? {
@@ -260,9 +260,24 @@ fn slash(
             }
             return Slash::Handled;
         }
+        "/init" => return Slash::Custom(latch_surface::slash::INIT_PROMPT.to_string()),
+        "/plan" => {
+            // Plan mode on, or off again into the approval mode it held.
+            let choice = if agent.session_mode().is_plan() {
+                crate::agent::ModeChoice::Act(agent.approval_mode())
+            } else {
+                crate::agent::ModeChoice::Plan
+            };
+            agent.switch_mode(choice, "/plan", out).map(|_| {
+                println!(
+                    "mode: {}",
+                    crate::agent::plan::mode_label(agent.session_mode(), agent.approval_mode())
+                )
+            })
+        }
         c if c.starts_with('/') => {
             eprintln!(
-                "unknown command {c}: try /help, /context, /compact, /recall <query>, /image <path>, /rewind [seq], /group, /exit"
+                "unknown command {c}: try /help, /context, /compact, /recall <query>, /image <path>, /rewind [seq], /group, /plan, /init, /exit"
             );
             return Slash::Handled;
         }

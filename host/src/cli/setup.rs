@@ -478,7 +478,10 @@ fn build_with(
         options.clone(),
     )?
     .with_extensions(extensions)
-    .with_hooks(env.config.config.hooks.commands());
+    .with_hooks(env.config.config.hooks.commands())
+    .with_instructions(Box::new(
+        crate::config::instructions::WorkspaceInstructions::new(&env.workspace),
+    ));
     if let Some(j) = joined {
         let delegation = crate::supervisor::groups::GroupMember::for_joined(
             env.store.clone(),

@@ -3,6 +3,7 @@
 //! key's name and line, so a typo is never silently ignored.
 
 pub mod hooks;
+pub mod instructions;
 mod permissions;
 pub mod prices;
 

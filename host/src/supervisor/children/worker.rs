@@ -386,6 +386,9 @@ fn run(
         Ok(a) => a
             .with_extensions(extensions)
             .with_hooks(rt.hooks.clone())
+            .with_instructions(Box::new(
+                crate::config::instructions::WorkspaceInstructions::new(&rt.workspace),
+            ))
             .with_delegation(Box::new(
                 crate::supervisor::groups::GroupMember::for_child(
                     Box::new(link),
