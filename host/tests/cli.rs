@@ -42,6 +42,8 @@
 //!   denial the model reads, trust for a workspace's hooks, the TUI row.
 //! * [`trust`] — workspace trust: `run`/`serve` refuse, `--trust-workspace`,
 //!   `latch trust [--revoke]`, the REPL question and the TUI modal.
+//! * [`plan_mode`] — plan mode in the terminal (Shift+Tab, the plan
+//!   modal, the checklist), `run --plan`, a resume that stays in it.
 //! * [`rewind`] — checkpoints: `latch rewind` and `/rewind` put files back
 //!   to before a message as new events; outside changes are left alone.
 //! * [`local_servers`] — against the fake playing llama.cpp's servers:
@@ -87,6 +89,8 @@ mod local_servers;
 mod npm_registry;
 #[path = "cli/permissions.rs"]
 mod permissions;
+#[path = "cli/plan_mode.rs"]
+mod plan_mode;
 #[path = "cli/rewind.rs"]
 mod rewind;
 #[path = "cli/safety.rs"]

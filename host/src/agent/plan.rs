@@ -103,13 +103,7 @@ impl ModeChoice {
 /// The mode's label on every surface: `plan`, or the approval mode's
 /// short name (`auto` for `on-request`, `ask` for `untrusted`).
 pub fn mode_label(mode: SessionMode, approval: ApprovalMode) -> &'static str {
-    match (mode, approval) {
-        (SessionMode::Plan, _) => "plan",
-        (SessionMode::Act, ApprovalMode::Edits) => "edits",
-        (SessionMode::Act, ApprovalMode::OnRequest) => "auto",
-        (SessionMode::Act, ApprovalMode::Untrusted) => "ask",
-        (SessionMode::Act, ApprovalMode::Never) => "never ask",
-    }
+    latch_surface::mode_label(approval.name(), mode)
 }
 
 /// The steps of a plan: its top-level list items (`- `, `* `, `+ `,

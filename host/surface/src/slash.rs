@@ -21,6 +21,10 @@ pub const SLASH_COMMANDS: &[(&str, &str)] = &[
     ),
     ("/sessions", "the workspace's sessions"),
     (
+        "/plan",
+        "plan mode on or off: nothing changes the workspace until you approve a plan",
+    ),
+    (
         "/init",
         "ask the model to write a first AGENTS.md for the repository",
     ),
@@ -54,6 +58,8 @@ pub enum Slash {
     Image(String),
     /// `/sessions`.
     Sessions,
+    /// `/plan`: plan mode on, or off again.
+    Plan,
     /// `/help`.
     Help,
     /// `/exit` (or `/quit`).
@@ -128,6 +134,7 @@ impl Slash {
             "/image" if rest.is_empty() => Err(SlashError::MissingImage),
             "/image" => Ok(Slash::Image(rest.to_string())),
             "/sessions" => Ok(Slash::Sessions),
+            "/plan" => Ok(Slash::Plan),
             "/init" => Ok(Slash::Custom(INIT_PROMPT.to_string())),
             "/help" => Ok(Slash::Help),
             "/exit" | "/quit" => Ok(Slash::Exit),

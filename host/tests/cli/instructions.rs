@@ -10,7 +10,6 @@ use super::{at, git, latch, runtime};
 use latch_kernel::{EventKind, Store};
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};
 use serde_json::Value;
-use std::path::Path;
 
 /// The text of the first user message that is the session context.
 fn session_context(body: &Value) -> String {

@@ -1,0 +1,90 @@
+//! Plan mode on the terminal: Shift+Tab enters it, the scripted model's
+//! write_file, edit_file and `echo x > f` change nothing on disk, the plan
+//! comes up as a modal to approve, `a` approves it into auto, and the same
+//! calls succeed; the plan is the sidebar's checklist. And `latch run
+//! --plan` keeps the session in plan mode, which a resume stays in.
+
+use super::acp::{PLAN, plan_script, untouched, written};
+use super::tui::{Tmux, latch_line};
+use super::{at, latch, project, runtime};
+use latch_kernel::{EventKind, PermissionKind, SessionMode, Store};
+use latch_provider::fake::FakeServer;
+
+#[test]
+fn shift_tab_enters_plan_mode_and_the_approved_plan_runs_in_the_terminal() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let server = rt.block_on(FakeServer::start(plan_script())).unwrap();
+    let ws = project();
+    let line = latch_line(ws.path(), &server, &["--approval", "on-request"]);
+    let tmux = Tmux::new();
+    tmux.start("plan", &line);
+    tmux.wait_for("plan", &["ready", "⏵ auto"]);
+    // auto → plan.
+    tmux.keys("plan", &["BTab"]);
+    tmux.wait_for("plan", &["⏵ plan"]);
+    tmux.text("plan", "make add add");
+    tmux.keys("plan", &["Enter"]);
+    let screen = tmux.wait_for("plan", &["y approve · e approve", "2. Fix the operator"]);
+    assert!(
+        untouched(ws.path()),
+        "plan mode let a write through; the screen:\n{}",
+        screen.join("\n")
+    );
+    tmux.keys("plan", &["a"]);
+    tmux.wait_for("plan", &["Done as planned.", "[x] Write new.txt", "⏵ auto"]);
+    assert!(written(ws.path()), "the approved calls did not all run");
+    tmux.keys("plan", &["C-c"]);
+}
+
+#[test]
+fn a_run_in_plan_mode_records_the_plan_and_a_resume_stays_in_plan_mode() {
+    let rt = runtime();
+    let server = rt.block_on(FakeServer::start(plan_script())).unwrap();
+    let ws = project();
+    let out = latch(ws.path())
+        .args(at(&server))
+        .args(["--plan", "run", "--json", "make add add"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Nobody can approve in `run`: every write was refused, twice over.
+    assert!(untouched(ws.path()));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("\"kind\":\"permission_requested\""),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("Fix the operator"),
+        "the plan is in the JSON: {stdout}"
+    );
+    let store = Store::open(latch_kernel::default_store_path(ws.path())).unwrap();
+    let key = ws.path().canonicalize().unwrap().display().to_string();
+    let session = store.latest_root_session(&key).unwrap().unwrap();
+    let plan = store
+        .all_events(&session.id)
+        .unwrap()
+        .into_iter()
+        .find_map(|e| match e.kind {
+            EventKind::PermissionRequested(r) if r.kind == PermissionKind::Plan => r.plan,
+            _ => None,
+        });
+    assert_eq!(plan.as_deref(), Some(PLAN));
+    let profile = store.session_profile(&session.id).unwrap().unwrap();
+    assert_eq!(profile.mode, SessionMode::Plan);
+    drop(store);
+    // The resume runs in plan mode: `/plan` leaves it.
+    let mut resume = latch(ws.path());
+    resume.args(at(&server));
+    let out = super::resume_last(resume, b"/plan\n/exit\n");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("mode: auto"), "{stdout}");
+}
