@@ -607,7 +607,7 @@ impl Server {
                         if matches!(event, EventKind::AssistantMessage { .. }) {
                             streamed = false;
                         }
-                        if updates::changes_plan(event)
+                        if latch_kernel::Checklist::may_change(event)
                             && let Some(entries) = sessions.plan(&session)
                         {
                             u.push(SessionUpdate::Plan { entries });

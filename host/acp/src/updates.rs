@@ -197,21 +197,6 @@ pub fn mode_id(p: &latch_kernel::SessionProfile) -> String {
     }
 }
 
-/// True when `event` may change the session's plan (its checklist): an
-/// action added or completed, or the result of a tool that does so (the
-/// task tools commit their state updates themselves).
-pub fn changes_plan(event: &EventKind) -> bool {
-    match event {
-        EventKind::StateUpdate(
-            latch_kernel::StateOp::AddAction { .. } | latch_kernel::StateOp::CompleteAction { .. },
-        ) => true,
-        EventKind::ToolResult(r) => {
-            !r.is_error && matches!(r.name.as_str(), "add_action" | "complete_action")
-        }
-        _ => false,
-    }
-}
-
 /// The `plan` entries of a checklist.
 pub fn plan_entries(list: &latch_kernel::Checklist) -> Vec<crate::wire::PlanEntry> {
     use crate::wire::{PlanEntry, PlanPriority, PlanStatus};

@@ -101,6 +101,22 @@ impl Checklist {
         }
     }
 
+    /// True when `event` may change a session's checklist: an action added
+    /// or completed, or the result of a task tool that does so (the task
+    /// tools commit their state updates themselves, so a surface that sees
+    /// only what the loop commits learns of them from the result).
+    pub fn may_change(event: &EventKind) -> bool {
+        match event {
+            EventKind::StateUpdate(StateOp::AddAction { .. } | StateOp::CompleteAction { .. }) => {
+                true
+            }
+            EventKind::ToolResult(r) => {
+                !r.is_error && matches!(r.name.as_str(), "add_action" | "complete_action")
+            }
+            _ => false,
+        }
+    }
+
     /// The steps, in the order they were added.
     pub fn steps(&self) -> &[Step] {
         &self.steps

@@ -91,7 +91,20 @@ pub fn run(
         let path = std::path::absolute(image)?;
         agent.attach_image(&path)?;
     }
-    let mut out = printer(json);
+    let mut print = printer(json);
+    // With --json the plan (the task state's actions as a checklist) is a
+    // line of its own whenever it may have changed.
+    let store = env.store.clone();
+    let id = agent.session().id.clone();
+    let mut out = move |e: AgentEvent| {
+        let plan = json
+            && matches!(&e, AgentEvent::Committed { event, .. } if latch_kernel::Checklist::may_change(event));
+        print(e);
+        if plan && let Ok(events) = store.all_events(&id) {
+            let list = latch_kernel::Checklist::replay(events.iter().map(|e| &e.kind));
+            println!("{}", serde_json::json!({ "plan": list.steps() }));
+        }
+    };
     match agent.run_turn(task, &mut out) {
         Ok(_) => Ok(0),
         Err(e) => {

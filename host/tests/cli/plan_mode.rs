@@ -88,3 +88,41 @@ fn a_run_in_plan_mode_records_the_plan_and_a_resume_stays_in_plan_mode() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("mode: auto"), "{stdout}");
 }
+
+#[test]
+fn run_json_carries_the_plan_as_a_checklist() {
+    use latch_provider::fake::{Script, ScriptedTurn};
+    let rt = runtime();
+    let server = rt
+        .block_on(FakeServer::start(Script::new([
+            ScriptedTurn::tool_call("add_action", r#"{"text":"read the parser"}"#),
+            ScriptedTurn::tool_call("add_action", r#"{"text":"fix the bug"}"#),
+            ScriptedTurn::tool_call("complete_action", r#"{"text":"read the parser"}"#),
+            ScriptedTurn::text("Halfway."),
+        ])))
+        .unwrap();
+    let ws = project();
+    let out = latch(ws.path())
+        .args(at(&server))
+        .args(["run", "--json", "fix it"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let plans: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v.get("plan").is_some())
+        .collect();
+    assert_eq!(plans.len(), 3, "one plan line per change: {plans:?}");
+    assert_eq!(
+        plans[2]["plan"],
+        serde_json::json!([
+            {"text": "read the parser", "status": "completed"},
+            {"text": "fix the bug", "status": "pending"}
+        ])
+    );
+}
