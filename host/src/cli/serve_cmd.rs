@@ -228,11 +228,13 @@ fn in_use(e: LeaseError) -> BackendError {
     }
 }
 
-/// A rewind that could not run: a wrong sequence number is the request's
-/// fault, anything else the store's or the disk's.
+/// A rewind that could not run: a wrong sequence number, or a session in
+/// plan mode, is the request's fault, anything else the store's or the disk's.
 fn rewind_error(e: RewindError) -> BackendError {
     match e {
-        RewindError::NotAUserMessage(_) => BackendError::BadRequest(e.to_string()),
+        RewindError::NotAUserMessage(_) | RewindError::PlanMode => {
+            BackendError::BadRequest(e.to_string())
+        }
         e => failed(e),
     }
 }

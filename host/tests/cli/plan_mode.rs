@@ -80,7 +80,22 @@ fn a_run_in_plan_mode_records_the_plan_and_a_resume_stays_in_plan_mode() {
     assert_eq!(plan.as_deref(), Some(PLAN));
     let profile = store.session_profile(&session.id).unwrap().unwrap();
     assert_eq!(profile.mode, SessionMode::Plan);
+    // Rewind changes the workspace: refused in plan mode.
+    let first_message = store
+        .all_events(&session.id)
+        .unwrap()
+        .into_iter()
+        .find(|e| matches!(e.kind, EventKind::UserMessage { .. }))
+        .unwrap()
+        .seq;
     drop(store);
+    let rewind = latch(ws.path())
+        .args(["rewind", &session.id, "--to", &first_message.to_string()])
+        .output()
+        .unwrap();
+    assert!(!rewind.status.success());
+    let err = String::from_utf8_lossy(&rewind.stderr);
+    assert!(err.contains("the session is in plan mode"), "{err}");
     // The resume runs in plan mode: `/plan` leaves it.
     let mut resume = latch(ws.path());
     resume.args(at(&server));
