@@ -34,6 +34,8 @@
 //!   figures are checked against the captured requests (the full sessions
 //!   are `#[ignore]`d: the local tier).
 //! * [`acp`] — `latch acp` driven by a scripted ACP client over stdio.
+//! * [`agents`] — agents users define: a `reviewer` file's tools and model
+//!   on the wire, `latch agents`, a bad file named with its line.
 //! * [`sandbox`] — `latch sandbox check` refuses its four probes, the
 //!   Unix-socket connect outside the workspace among them.
 //! * [`commands`] — custom slash commands: Tab, `/help` and `$ARGUMENTS`
@@ -57,6 +59,8 @@
 
 #[path = "cli/acp.rs"]
 mod acp;
+#[path = "cli/agents.rs"]
+mod agents;
 #[path = "cli/children.rs"]
 mod children;
 #[path = "cli/commands.rs"]

@@ -183,6 +183,7 @@ fn with_editor_servers(env: Arc<Env>, servers: &[McpServer]) -> Result<Arc<Env>,
         approval: env.approval,
         sandbox: env.sandbox,
         plan: env.plan,
+        trust_workspace: env.trust_workspace,
     }))
 }
 

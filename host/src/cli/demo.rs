@@ -135,6 +135,7 @@ impl DemoRig {
             approval: None,
             sandbox: None,
             plan: false,
+            trust_workspace: false,
         };
         let provider = ProviderChoice {
             kind: ProviderKind::Anthropic,

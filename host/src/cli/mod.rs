@@ -2,6 +2,7 @@
 //! points. Every command runs on the same store and configuration.
 
 pub mod acp_cmd;
+pub mod agents_cmd;
 pub mod approve;
 pub mod clipboard;
 pub mod compare_cmd;
@@ -231,6 +232,15 @@ pub enum Command {
     /// here would read, in order, and where each came from.
     #[command(after_help = "Examples:\n  latch instructions\n  latch instructions --json")]
     Instructions {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The agents users defined (`.latch/agents/NAME.md`,
+    /// `~/.config/latch/agents/NAME.md`), where each came from and what it
+    /// runs with; files that cannot be used are named with their line.
+    #[command(after_help = "Examples:\n  latch agents\n  latch agents --json")]
+    Agents {
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -472,6 +482,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Instructions { json }) => {
             instructions_cmd::run(&cli.global, &workspace, json)
         }
+        Some(Command::Agents { json }) => agents_cmd::run(&cli.global, &workspace, json),
         Some(Command::Mcp(McpCommand::List { json })) => {
             mcp_cmd::list(&cli.global, &workspace, json)
         }
