@@ -17,7 +17,7 @@
 // images (attach.js); each user message can rewind the files (rewind.js).
 "use strict";
 
-const SLASH = ["/context", "/compact", "/recall ", "/resume", "/group", "/interrupt", "/help"];
+const SLASH = ["/context", "/compact", "/recall ", "/resume", "/plan", "/agents", "/group", "/interrupt", "/help"];
 let CUSTOM = [];        // custom commands: [{usage, help}] from GET /api/commands
 const TOKEN_KEY = "latch-token";
 let current = null;     // session id
@@ -32,6 +32,7 @@ let lastTurn = "idle";  // the header's turn state
 let canStart = true;    // the server has a provider (GET /api/server)
 const DRAFT_KEY = "latch-draft";
 let imagesBySeq = {};   // the user messages' images, by seq (state.images)
+let lastDurable = null; // the durable state rendered last (its mode: /plan)
 
 // Take the token from the URL (`#token=…[&session=…]`, or an older
 // `?token=…`) into sessionStorage, and leave the address bar without it.
@@ -219,6 +220,9 @@ function render(state) {
   turnState(state.activity.kind, state.activity.label);
   running(!["idle", "interrupted"].includes(state.activity.kind));
   renderTask(d.task || {});
+  renderMode(d.mode);
+  renderChecklist(d.checklist);
+  lastDurable = d;
   const ctx = $("context");
   ctx.replaceChildren();
   const r = state.report;
@@ -333,6 +337,11 @@ function renderPermission(request, prompt) {
   if (box.dataset.request === request.call_id) return; // keep a reason being typed
   box.dataset.request = request.call_id;
   box.replaceChildren();
+  if (request.kind === "plan") {
+    renderPlanApproval(box, request);
+    box.hidden = false;
+    return;
+  }
   box.appendChild(el("div", "title", request.tool + " asks: " + prompt.subject));
   const pre = el("pre", request.kind === "edit" ? "diff" : "command");
   prompt.detail.forEach((line) => {
@@ -576,6 +585,12 @@ async function send(text) {
       panel("recall", r.events.length + " event(s) recalled for “" + arg + "”", rows);
     } else if (cmd === "/resume") {
       await api("/sessions/" + id + "/resume", { method: "POST" });
+    } else if (cmd === "/plan") {
+      await togglePlan(lastDurable);
+      return;
+    } else if (cmd === "/agents") {
+      await showAgents();
+      return;
     } else if (cmd === "/group") {
       await showGroup();
       return;
@@ -652,6 +667,7 @@ function theme(next) {
 
 async function main() {
   takeToken();
+  setupModeControl();
   try { theme(localStorage.getItem("latch-theme")); } catch (_) { /* storage off */ }
   $("theme").addEventListener("click", () => {
     const dark = document.documentElement.dataset.theme
