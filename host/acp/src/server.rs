@@ -397,6 +397,7 @@ impl Server {
             "session/new" => self.new_session(raw),
             "session/load" => self.load_session(raw),
             "session/set_mode" => self.set_mode(raw),
+            "session/set_config_option" => self.set_config_option(raw),
             "session/prompt" => match self.prompt(id.clone(), raw) {
                 // Answered by the turn's thread when it ends.
                 Ok(()) => return,
@@ -487,6 +488,7 @@ impl Server {
         );
         let mut answer = json!({"sessionId": id});
         if let Some(modes) = modes {
+            answer["configOptions"] = json!(modes.config_options());
             answer["modes"] = json!(modes);
         }
         Ok(answer)
@@ -523,13 +525,46 @@ impl Server {
             },
         );
         Ok(match modes {
-            Some(modes) => json!({ "modes": modes }),
+            Some(modes) => json!({ "modes": modes, "configOptions": modes.config_options() }),
             None => json!({}),
         })
     }
 
+    /// `session/set_config_option`: the `mode` option is the session's
+    /// mode, set as `session/set_mode` sets it; answers every option.
+    fn set_config_option(&mut self, raw: Value) -> Result<Value, RpcError> {
+        let req: SetSessionConfigOptionRequest = params(raw)?;
+        if req.config_id != MODE_CONFIG_ID {
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                format!(
+                    "session `{}` has no config option `{}`; its only option is `{MODE_CONFIG_ID}`",
+                    req.session_id, req.config_id
+                ),
+            ));
+        }
+        self.switch_mode(&req.session_id, &req.value)?;
+        let options = self
+            .sessions
+            .modes(&req.session_id)
+            .map(|m| m.config_options())
+            .unwrap_or_default();
+        Ok(json!({ "configOptions": options }))
+    }
+
     fn set_mode(&mut self, raw: Value) -> Result<Value, RpcError> {
         let req: SetSessionModeRequest = params(raw)?;
+        self.switch_mode(&req.session_id, &req.mode_id)?;
+        Ok(json!({}))
+    }
+
+    /// Switch the mode of the open session `session` (not while it runs a
+    /// turn).
+    fn switch_mode(&mut self, session: &str, mode: &str) -> Result<(), RpcError> {
+        let req = SetSessionModeRequest {
+            session_id: session.to_string(),
+            mode_id: mode.to_string(),
+        };
         match self
             .open
             .lock()
@@ -555,8 +590,7 @@ impl Server {
         }
         self.sessions
             .set_mode(&req.session_id, &req.mode_id)
-            .map_err(|e| e.rpc())?;
-        Ok(json!({}))
+            .map_err(|e| e.rpc())
     }
 
     fn prompt(&mut self, id: Value, raw: Value) -> Result<(), RpcError> {
@@ -611,6 +645,16 @@ impl Server {
                             && let Some(entries) = sessions.plan(&session)
                         {
                             u.push(SessionUpdate::Plan { entries });
+                        }
+                        // A mode change (an approved plan) is a config
+                        // option change too.
+                        if u.iter()
+                            .any(|x| matches!(x, SessionUpdate::CurrentModeUpdate { .. }))
+                            && let Some(modes) = sessions.modes(&session)
+                        {
+                            u.push(SessionUpdate::ConfigOptionUpdate {
+                                config_options: modes.config_options(),
+                            });
                         }
                         u
                     }

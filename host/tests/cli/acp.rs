@@ -650,6 +650,17 @@ pub(crate) fn written(ws: &Path) -> bool {
 
 #[test]
 fn plan_mode_over_acp_refuses_writes_until_the_plan_is_approved() {
+    plan_mode_over_acp(false);
+}
+
+/// The same, with plan mode entered through the session's `mode` config
+/// option (the protocol's preferred form), which an approved plan updates.
+#[test]
+fn plan_mode_over_acp_config_options() {
+    plan_mode_over_acp(true);
+}
+
+fn plan_mode_over_acp(via_config_option: bool) {
     let rt = runtime();
     let server = rt.block_on(FakeServer::start(plan_script())).unwrap();
     let ws = project();
@@ -668,13 +679,48 @@ fn plan_mode_over_acp_refuses_writes_until_the_plan_is_approved() {
         .collect();
     assert!(offered.contains(&"plan"), "{new}");
 
-    // The editor's mode picker enters plan mode.
-    let set = editor.request(
-        "session/set_mode",
-        json!({"sessionId": session, "modeId": "plan"}),
+    let option = &new["result"]["configOptions"][0];
+    assert_eq!(option["id"], "mode", "{new}");
+    assert_eq!(option["currentValue"], "untrusted", "{new}");
+    assert!(
+        option["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["value"] == "plan"),
+        "{new}"
     );
-    let set = editor.response(set);
-    assert!(set.get("error").is_none(), "{set}");
+    // The editor's mode picker enters plan mode.
+    if via_config_option {
+        let set = editor.request(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "mode", "value": "plan"}),
+        );
+        let set = editor.response(set);
+        assert_eq!(
+            set["result"]["configOptions"][0]["currentValue"], "plan",
+            "{set}"
+        );
+        let bad = editor.request(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "model", "value": "x"}),
+        );
+        let bad = editor.response(bad);
+        assert!(
+            bad["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no config option `model`"),
+            "{bad}"
+        );
+    } else {
+        let set = editor.request(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "plan"}),
+        );
+        let set = editor.response(set);
+        assert!(set.get("error").is_none(), "{set}");
+    }
 
     let prompt = editor.request("session/prompt", text_prompt(&session, "make add add"));
     // `untrusted` still asks before the command; allowed, it runs in the
@@ -729,6 +775,13 @@ fn plan_mode_over_acp_refuses_writes_until_the_plan_is_approved() {
             .iter()
             .any(|u| u["sessionUpdate"] == "current_mode_update"
                 && u["currentModeId"] == "on-request"),
+        "{updates:?}"
+    );
+    assert!(
+        updates
+            .iter()
+            .any(|u| u["sessionUpdate"] == "config_option_update"
+                && u["configOptions"][0]["currentValue"] == "on-request"),
         "{updates:?}"
     );
     let plans: Vec<&Value> = updates
