@@ -357,6 +357,11 @@ impl Agent {
         &self.session
     }
 
+    /// The workspace it works in.
+    pub fn workspace(&self) -> &std::path::Path {
+        &self.workspace
+    }
+
     /// The engine's name.
     pub fn engine_name(&self) -> &str {
         self.engine.name()

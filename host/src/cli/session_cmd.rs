@@ -274,6 +274,16 @@ fn slash(
             return Slash::Handled;
         }
         "/init" => return Slash::Custom(latch_surface::slash::INIT_PROMPT.to_string()),
+        "/agents" => {
+            let catalog = crate::config::agents::AgentCatalog::discover(
+                agent.workspace(),
+                crate::config::user_config_dir().as_deref(),
+            );
+            for line in catalog.listing() {
+                println!("{}", safe(&line));
+            }
+            return Slash::Handled;
+        }
         "/plan" => {
             // Plan mode on, or off again into the approval mode it held.
             let choice = if agent.session_mode().is_plan() {
@@ -290,7 +300,7 @@ fn slash(
         }
         c if c.starts_with('/') => {
             eprintln!(
-                "unknown command {c}: try /help, /context, /compact, /recall <query>, /image <path>, /rewind [seq], /group, /plan, /init, /exit"
+                "unknown command {c}: try /help, /context, /compact, /recall <query>, /image <path>, /rewind [seq], /group, /plan, /agents, /init, /exit"
             );
             return Slash::Handled;
         }

@@ -263,6 +263,16 @@ impl AgentThread {
                     Err(e) => self.notice(format!("/recall failed: {e}")),
                 },
                 Command::Sessions => self.sessions(),
+                Command::Agents => {
+                    let catalog = crate::config::agents::AgentCatalog::discover(
+                        self.agent.workspace(),
+                        crate::config::user_config_dir().as_deref(),
+                    );
+                    self.send(Input::Popup {
+                        title: "/agents (spawn_agent {agent: NAME} runs one; `latch agents` lists them too)".into(),
+                        lines: catalog.listing(),
+                    });
+                }
                 Command::CycleMode | Command::TogglePlan => {
                     let mode = self.agent.session_mode();
                     let approval = self.agent.approval_mode();

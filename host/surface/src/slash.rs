@@ -21,6 +21,10 @@ pub const SLASH_COMMANDS: &[(&str, &str)] = &[
     ),
     ("/sessions", "the workspace's sessions"),
     (
+        "/agents",
+        "the agents users defined (.latch/agents/NAME.md) and where each came from",
+    ),
+    (
         "/plan",
         "plan mode on or off: nothing changes the workspace until you approve a plan",
     ),
@@ -58,6 +62,8 @@ pub enum Slash {
     Image(String),
     /// `/sessions`.
     Sessions,
+    /// `/agents`: the agents users defined.
+    Agents,
     /// `/plan`: plan mode on, or off again.
     Plan,
     /// `/help`.
@@ -134,6 +140,7 @@ impl Slash {
             "/image" if rest.is_empty() => Err(SlashError::MissingImage),
             "/image" => Ok(Slash::Image(rest.to_string())),
             "/sessions" => Ok(Slash::Sessions),
+            "/agents" => Ok(Slash::Agents),
             "/plan" => Ok(Slash::Plan),
             "/init" => Ok(Slash::Custom(INIT_PROMPT.to_string())),
             "/help" => Ok(Slash::Help),

@@ -1,7 +1,8 @@
 //! Plan mode on the terminal: Shift+Tab enters it, the scripted model's
 //! write_file, edit_file and `echo x > f` change nothing on disk, the plan
 //! comes up as a modal to approve, `a` approves it into auto, and the same
-//! calls succeed; the plan is the sidebar's checklist. And `latch run
+//! calls succeed; the plan is the sidebar's checklist; `/agents` lists the
+//! agents users defined. And `latch run
 //! --plan` keeps the session in plan mode, which a resume stays in.
 
 use super::acp::{PLAN, plan_script, untouched, written};
@@ -19,6 +20,12 @@ fn shift_tab_enters_plan_mode_and_the_approved_plan_runs_in_the_terminal() {
         .unwrap();
     let server = rt.block_on(FakeServer::start(plan_script())).unwrap();
     let ws = project();
+    std::fs::create_dir_all(ws.path().join(".latch/agents")).unwrap();
+    std::fs::write(
+        ws.path().join(".latch/agents/reviewer.md"),
+        "---\ndescription: Reviews changes.\ntools: Read, Grep\n---\nReview.\n",
+    )
+    .unwrap();
     let line = latch_line(ws.path(), &server, &["--approval", "on-request"]);
     let tmux = Tmux::new();
     tmux.start("plan", &line);
@@ -37,6 +44,16 @@ fn shift_tab_enters_plan_mode_and_the_approved_plan_runs_in_the_terminal() {
     tmux.keys("plan", &["a"]);
     tmux.wait_for("plan", &["Done as planned.", "[x] Write new.txt", "⏵ auto"]);
     assert!(written(ws.path()), "the approved calls did not all run");
+    // `/agents` lists the agents users defined, with where each came from.
+    tmux.text("plan", "/agents");
+    tmux.keys("plan", &["Enter"]);
+    tmux.wait_for(
+        "plan",
+        &[
+            "reviewer (workspace,",
+            "tools: read_file, read_artifact, grep",
+        ],
+    );
     tmux.keys("plan", &["C-c"]);
 }
 

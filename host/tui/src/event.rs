@@ -85,6 +85,8 @@ pub enum Command {
     PasteImage,
     /// `/sessions`.
     Sessions,
+    /// `/agents`: the agents users defined.
+    Agents,
     /// Shift+Tab: the next mode (plan → edits → auto → plan).
     CycleMode,
     /// `/plan`: plan mode on, or off again.

@@ -322,6 +322,7 @@ fn submit(state: &mut UiState) -> Vec<Command> {
             Slash::Rewind(seq) => vec![Command::Rewind(seq)],
             Slash::Image(path) => vec![Command::Image(path)],
             Slash::Sessions => vec![Command::Sessions],
+            Slash::Agents => vec![Command::Agents],
             Slash::Plan => vec![Command::TogglePlan],
             Slash::Exit => {
                 state.quit = true;
