@@ -16,8 +16,8 @@
 //! with no link followed. A file that cannot be used is reported with its
 //! path and line, and left out; the others still load.
 
+use latch_kernel::beneath::{Opened, list, open_beneath, open_dir};
 use latch_sandbox::{ApprovalMode, SandboxMode};
-use latch_tools::skills::beneath::{Opened, list, open_beneath, open_dir};
 use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};

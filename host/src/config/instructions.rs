@@ -20,7 +20,7 @@
 //! says which file and where.
 
 use crate::agent::instructions::{InstructionSource, NestedInstructions};
-use latch_tools::skills::beneath::{BeneathError, Opened, open_beneath, open_dir};
+use latch_kernel::beneath::{BeneathError, Opened, open_beneath, open_dir};
 use serde::Serialize;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
@@ -220,7 +220,7 @@ fn read_file(
     let Ok(root) = open_dir(tree) else {
         return false;
     };
-    let Some((text, bytes, cut)) = read_capped(&root, rel) else {
+    let Some((text, bytes, cut)) = read_capped(tree, &root, rel) else {
         return false;
     };
     let mut budget = MAX_IMPORTS;
@@ -301,7 +301,7 @@ fn imports(
             }
             Ok(_) => {}
         }
-        let Some((body, bytes, cut)) = read_capped(&root, &resolved) else {
+        let Some((body, bytes, cut)) = read_capped(tree, &root, &resolved) else {
             refused.push(format!("{shown} not imported: it is not a readable file"));
             continue;
         };
@@ -391,15 +391,32 @@ pub fn import_targets(text: &str) -> Vec<String> {
 /// The text of `rel` beneath `root`, cut at [`MAX_FILE_BYTES`] on a
 /// character boundary, its size and whether it was cut; `None` when it is
 /// missing, a directory, a link or unreadable.
-fn read_capped(root: &std::os::fd::OwnedFd, rel: &Path) -> Option<(String, usize, bool)> {
-    let Ok(Opened::File(file)) = open_beneath(root, rel) else {
-        return None;
+fn read_capped(
+    tree: &Path,
+    root: &std::os::fd::OwnedFd,
+    rel: &Path,
+) -> Option<(String, usize, bool)> {
+    let (bytes, buf) = match open_beneath(root, rel) {
+        Ok(Opened::File(file)) => {
+            let bytes = file.metadata().ok()?.len() as usize;
+            let mut buf = Vec::new();
+            file.take(MAX_FILE_BYTES as u64 + 4)
+                .read_to_end(&mut buf)
+                .ok()?;
+            (bytes, buf)
+        }
+        // A link is followed only when it stays inside the tree
+        // (`AGENTS.md` → `docs/AGENTS.md`); one that leads out is not read.
+        Err(BeneathError::Symlink) => {
+            let buf =
+                latch_kernel::beneath::read_within(tree, rel, MAX_FILE_BYTES as u64 + 4).ok()??;
+            let bytes = std::fs::metadata(tree.join(rel))
+                .map(|m| m.len() as usize)
+                .unwrap_or(buf.len());
+            (bytes, buf)
+        }
+        _ => return None,
     };
-    let bytes = file.metadata().ok()?.len() as usize;
-    let mut buf = Vec::new();
-    file.take(MAX_FILE_BYTES as u64 + 4)
-        .read_to_end(&mut buf)
-        .ok()?;
     let cut = bytes > MAX_FILE_BYTES || buf.len() > MAX_FILE_BYTES;
     let text = String::from_utf8_lossy(&buf).into_owned();
     let text = if cut {
