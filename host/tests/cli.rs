@@ -25,6 +25,9 @@
 //! * [`group_ops`] — `latch group release` and `evict` recorded with who
 //!   and why; `latch group join` and a lead's `latch run` leave their
 //!   shared group cleanly on SIGTERM / SIGINT, the password never shown.
+//! * [`instructions`] — AGENTS.md at every level, CLAUDE.md, imports, the
+//!   cap, the global file, nested files joining the session, `latch
+//!   instructions`.
 //! * [`lifecycle`] — resume remembers the session's provider and modes, one
 //!   driver per session (a race, a SIGKILLed holder), Esc during
 //!   `wait_agents`, a child's tools spawned and resumed.
@@ -34,6 +37,8 @@
 //!   figures are checked against the captured requests (the full sessions
 //!   are `#[ignore]`d: the local tier).
 //! * [`acp`] — `latch acp` driven by a scripted ACP client over stdio.
+//! * [`agents`] — agents users define: a `reviewer` file's tools and model
+//!   on the wire, `latch agents`, a bad file named with its line.
 //! * [`sandbox`] — `latch sandbox check` refuses its seven probes, the
 //!   Unix-socket connect, TIOCSTI and a setsid survivor among them.
 //! * [`terminal`] — a command never reaches the terminal: keys pushed
@@ -44,6 +49,8 @@
 //!   denial the model reads, trust for a workspace's hooks, the TUI row.
 //! * [`trust`] — workspace trust: `run`/`serve` refuse, `--trust-workspace`,
 //!   `latch trust [--revoke]`, the REPL question and the TUI modal.
+//! * [`plan_mode`] — plan mode in the terminal (Shift+Tab, the plan
+//!   modal, the checklist), `run --plan`, a resume that stays in it.
 //! * [`trust_doors`] — trust covers what it runs: a trusted server's
 //!   script rewritten asks again, the config dir is hidden from commands
 //!   wherever it is, a shipped store's endpoint never gets the key unasked.
@@ -62,6 +69,8 @@
 
 #[path = "cli/acp.rs"]
 mod acp;
+#[path = "cli/agents.rs"]
+mod agents;
 #[path = "cli/children.rs"]
 mod children;
 #[path = "cli/commands.rs"]
@@ -86,6 +95,8 @@ mod group_ops;
 mod hooks;
 #[path = "cli/images.rs"]
 mod images;
+#[path = "cli/instructions.rs"]
+mod instructions;
 #[path = "cli/lifecycle.rs"]
 mod lifecycle;
 #[path = "cli/local_model.rs"]
@@ -96,6 +107,8 @@ mod local_servers;
 mod npm_registry;
 #[path = "cli/permissions.rs"]
 mod permissions;
+#[path = "cli/plan_mode.rs"]
+mod plan_mode;
 #[path = "cli/rewind.rs"]
 mod rewind;
 #[path = "cli/safety.rs"]

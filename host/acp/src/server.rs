@@ -82,6 +82,42 @@ pub enum Answer {
     Always,
     /// Do not run it; the reason is for the model.
     Deny(Option<String>),
+    /// Approve the plan and act under the approval mode named (`edits`,
+    /// `on-request`, `untrusted`).
+    Approve(String),
+}
+
+/// The answers a plan offers: approve into one of three approval modes,
+/// or keep planning.
+pub const PLAN_OPTIONS: [(&str, &str); 3] = [
+    ("plan_edits", "Yes, and edit freely (commands ask)"),
+    ("plan_on-request", "Yes, and run without asking (auto)"),
+    (
+        "plan_untrusted",
+        "Yes, and ask before each edit and command",
+    ),
+];
+
+/// The options a plan request offers.
+fn plan_options() -> Vec<PermissionOption> {
+    let mut options: Vec<PermissionOption> = PLAN_OPTIONS
+        .iter()
+        .map(|(id, name)| PermissionOption {
+            option_id: (*id).into(),
+            name: (*name).into(),
+            kind: if *id == "plan_untrusted" {
+                PermissionOptionKind::AllowOnce
+            } else {
+                PermissionOptionKind::AllowAlways
+            },
+        })
+        .collect();
+    options.push(PermissionOption {
+        option_id: "reject_once".into(),
+        name: "No, keep planning".into(),
+        kind: PermissionOptionKind::RejectOnce,
+    });
+    options
 }
 
 /// Asks the editor's user about one session's tool calls.
@@ -122,11 +158,13 @@ impl Asker {
     /// call) and wait for the answer, or until `stop` says the turn was
     /// cancelled.
     pub fn ask(&self, request: &PermissionRequest, stop: &dyn Fn() -> bool) -> Answer {
-        let title = match (&request.command, &request.path, &request.mcp) {
+        let title = match (&request.command, &request.path, &request.plan) {
             (Some(command), _, _) => format!("Run `{command}`: {}", request.reason),
             (None, Some(path), _) => format!("Edit {path}: {}", request.reason),
+            (None, None, Some(plan)) => format!("Approve the plan: {}\n\n{plan}", request.reason),
             _ => format!("{}: {}", request.tool, request.reason),
         };
+        let is_plan = request.plan.is_some();
         let params = RequestPermissionRequest {
             session_id: self.session.get().cloned().unwrap_or_default(),
             tool_call: ToolCallUpdate {
@@ -135,7 +173,7 @@ impl Asker {
                 status: Some(ToolCallStatus::Pending),
                 ..ToolCallUpdate::default()
             },
-            options: options(),
+            options: if is_plan { plan_options() } else { options() },
         };
         let (id, answers) = self.channel.request("session/request_permission", params);
         loop {
@@ -165,6 +203,7 @@ fn answer_of(result: Value) -> Answer {
         Ok(RequestPermissionResponse {
             outcome: PermissionOutcome::Selected { option_id },
         }) => match option_id.as_str() {
+            plan if plan.starts_with("plan_") => Answer::Approve(plan["plan_".len()..].to_string()),
             "allow_once" => Answer::Once,
             "allow_always" => Answer::Always,
             "reject_once" | "reject_always" => Answer::Deny(None),
@@ -214,6 +253,11 @@ pub trait Sessions: Send + Sync + 'static {
     ) -> Result<TurnEnd, SessionError>;
     /// Stop session `id`'s running turn at once (not blocking).
     fn cancel(&self, id: &str);
+    /// Session `id`'s plan: the task state's actions as a checklist (none:
+    /// no plan to show).
+    fn plan(&self, _id: &str) -> Option<Vec<crate::wire::PlanEntry>> {
+        None
+    }
     /// The modes session `id` offers and the one it runs in (none: the
     /// session has no modes).
     fn modes(&self, _id: &str) -> Option<SessionModeState> {
@@ -353,6 +397,7 @@ impl Server {
             "session/new" => self.new_session(raw),
             "session/load" => self.load_session(raw),
             "session/set_mode" => self.set_mode(raw),
+            "session/set_config_option" => self.set_config_option(raw),
             "session/prompt" => match self.prompt(id.clone(), raw) {
                 // Answered by the turn's thread when it ends.
                 Ok(()) => return,
@@ -443,6 +488,7 @@ impl Server {
         );
         let mut answer = json!({"sessionId": id});
         if let Some(modes) = modes {
+            answer["configOptions"] = json!(modes.config_options());
             answer["modes"] = json!(modes);
         }
         Ok(answer)
@@ -479,13 +525,46 @@ impl Server {
             },
         );
         Ok(match modes {
-            Some(modes) => json!({ "modes": modes }),
+            Some(modes) => json!({ "modes": modes, "configOptions": modes.config_options() }),
             None => json!({}),
         })
     }
 
+    /// `session/set_config_option`: the `mode` option is the session's
+    /// mode, set as `session/set_mode` sets it; answers every option.
+    fn set_config_option(&mut self, raw: Value) -> Result<Value, RpcError> {
+        let req: SetSessionConfigOptionRequest = params(raw)?;
+        if req.config_id != MODE_CONFIG_ID {
+            return Err(RpcError::new(
+                INVALID_PARAMS,
+                format!(
+                    "session `{}` has no config option `{}`; its only option is `{MODE_CONFIG_ID}`",
+                    req.session_id, req.config_id
+                ),
+            ));
+        }
+        self.switch_mode(&req.session_id, &req.value)?;
+        let options = self
+            .sessions
+            .modes(&req.session_id)
+            .map(|m| m.config_options())
+            .unwrap_or_default();
+        Ok(json!({ "configOptions": options }))
+    }
+
     fn set_mode(&mut self, raw: Value) -> Result<Value, RpcError> {
         let req: SetSessionModeRequest = params(raw)?;
+        self.switch_mode(&req.session_id, &req.mode_id)?;
+        Ok(json!({}))
+    }
+
+    /// Switch the mode of the open session `session` (not while it runs a
+    /// turn).
+    fn switch_mode(&mut self, session: &str, mode: &str) -> Result<(), RpcError> {
+        let req = SetSessionModeRequest {
+            session_id: session.to_string(),
+            mode_id: mode.to_string(),
+        };
         match self
             .open
             .lock()
@@ -511,8 +590,7 @@ impl Server {
         }
         self.sessions
             .set_mode(&req.session_id, &req.mode_id)
-            .map_err(|e| e.rpc())?;
-        Ok(json!({}))
+            .map_err(|e| e.rpc())
     }
 
     fn prompt(&mut self, id: Value, raw: Value) -> Result<(), RpcError> {
@@ -559,9 +637,24 @@ impl Server {
                         }]
                     }
                     Live::Committed(event) => {
-                        let u = updates::live(event, streamed, &cwd);
+                        let mut u = updates::live(event, streamed, &cwd);
                         if matches!(event, EventKind::AssistantMessage { .. }) {
                             streamed = false;
+                        }
+                        if latch_kernel::Checklist::may_change(event)
+                            && let Some(entries) = sessions.plan(&session)
+                        {
+                            u.push(SessionUpdate::Plan { entries });
+                        }
+                        // A mode change (an approved plan) is a config
+                        // option change too.
+                        if u.iter()
+                            .any(|x| matches!(x, SessionUpdate::CurrentModeUpdate { .. }))
+                            && let Some(modes) = sessions.modes(&session)
+                        {
+                            u.push(SessionUpdate::ConfigOptionUpdate {
+                                config_options: modes.config_options(),
+                            });
                         }
                         u
                     }

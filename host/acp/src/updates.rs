@@ -167,6 +167,15 @@ pub fn live(event: &EventKind, streamed: bool, workspace: &Path) -> Vec<SessionU
             })
             .collect(),
         EventKind::ToolResult(result) => vec![tool_result(result)],
+        EventKind::SessionProfile(p)
+            if p.changes
+                .iter()
+                .any(|c| c.setting == "mode" || c.setting == "approval") =>
+        {
+            vec![SessionUpdate::CurrentModeUpdate {
+                current_mode_id: mode_id(p),
+            }]
+        }
         EventKind::PermissionGranted { call_id, .. } => {
             vec![SessionUpdate::ToolCallUpdate(ToolCallUpdate {
                 tool_call_id: call_id.clone(),
@@ -178,15 +187,44 @@ pub fn live(event: &EventKind, streamed: bool, workspace: &Path) -> Vec<SessionU
     }
 }
 
+/// The ACP mode id of a session profile: `plan` in plan mode, else its
+/// approval mode.
+pub fn mode_id(p: &latch_kernel::SessionProfile) -> String {
+    if p.mode.is_plan() {
+        "plan".to_string()
+    } else {
+        p.approval.clone()
+    }
+}
+
+/// The `plan` entries of a checklist.
+pub fn plan_entries(list: &latch_kernel::Checklist) -> Vec<crate::wire::PlanEntry> {
+    use crate::wire::{PlanEntry, PlanPriority, PlanStatus};
+    list.steps()
+        .iter()
+        .map(|s| PlanEntry {
+            content: s.text.clone(),
+            priority: PlanPriority::Medium,
+            status: match s.status {
+                latch_kernel::StepStatus::Pending => PlanStatus::Pending,
+                latch_kernel::StepStatus::Completed => PlanStatus::Completed,
+            },
+        })
+        .collect()
+}
+
 /// The updates that replay a session's conversation for `session/load`:
 /// the user's messages, the agent's answers and every tool call with its
-/// outcome, in the order they were committed.
+/// outcome, in the order they were committed, then the plan (when the
+/// session has one).
 pub fn replay<'a>(
     events: impl IntoIterator<Item = &'a EventKind>,
     workspace: &Path,
 ) -> Vec<SessionUpdate> {
     let mut updates = Vec::new();
-    for event in events {
+    let events: Vec<&EventKind> = events.into_iter().collect();
+    let events_for_plan = events.iter().copied();
+    for event in events.iter().copied() {
         match event {
             EventKind::UserMessage { parts } => {
                 updates.extend(parts.iter().filter_map(|part| match part {
@@ -202,6 +240,12 @@ pub fn replay<'a>(
             EventKind::ToolResult(result) => updates.push(tool_result(result)),
             _ => {}
         }
+    }
+    let list = latch_kernel::Checklist::replay(events_for_plan);
+    if !list.is_empty() {
+        updates.push(SessionUpdate::Plan {
+            entries: plan_entries(&list),
+        });
     }
     updates
 }

@@ -221,6 +221,84 @@ pub struct SessionModeState {
     pub available_modes: Vec<SessionMode>,
 }
 
+impl SessionModeState {
+    /// The same modes as session config options (the protocol's preferred
+    /// form): one `select` option, id `mode`, category `mode`.
+    pub fn config_options(&self) -> Vec<SessionConfigOption> {
+        vec![SessionConfigOption {
+            id: MODE_CONFIG_ID.into(),
+            name: "Mode".into(),
+            description: Some(
+                "Plan changes nothing in the workspace until you approve the plan; the others \
+                 say when Latch asks before acting"
+                    .into(),
+            ),
+            category: Some("mode".into()),
+            kind: "select".into(),
+            current_value: self.current_mode_id.clone(),
+            options: self
+                .available_modes
+                .iter()
+                .map(|m| SessionConfigSelectOption {
+                    value: m.id.clone(),
+                    name: m.name.clone(),
+                    description: Some(m.description.clone()),
+                })
+                .collect(),
+        }]
+    }
+}
+
+/// The id of the mode's config option.
+pub const MODE_CONFIG_ID: &str = "mode";
+
+/// A session config option (a `select`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionConfigOption {
+    /// Its id, used to set it.
+    pub id: String,
+    /// What the editor shows.
+    pub name: String,
+    /// What it controls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `mode`, `model`, `thought_level`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    /// `select`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The value in force.
+    pub current_value: String,
+    /// The values it takes.
+    pub options: Vec<SessionConfigSelectOption>,
+}
+
+/// One value of a `select` config option.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionConfigSelectOption {
+    /// The value sent to set it.
+    pub value: String,
+    /// What the editor shows.
+    pub name: String,
+    /// What it means.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// `session/set_config_option` parameters.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetSessionConfigOptionRequest {
+    /// The session.
+    pub session_id: String,
+    /// The option's id.
+    pub config_id: String,
+    /// Its new value.
+    pub value: String,
+}
+
 /// `session/cancel` parameters.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -434,6 +512,59 @@ pub enum SessionUpdate {
     ToolCall(ToolCall),
     /// A change to a tool call.
     ToolCallUpdate(ToolCallUpdate),
+    /// The agent's plan: every entry, each time (the task state's actions
+    /// as a checklist).
+    Plan {
+        /// The entries, in order.
+        entries: Vec<PlanEntry>,
+    },
+    /// The session's mode changed (a plan approved leaves `plan`).
+    CurrentModeUpdate {
+        /// The mode it runs in now.
+        #[serde(rename = "currentModeId")]
+        current_mode_id: String,
+    },
+    /// The session's config options changed (the mode's value).
+    ConfigOptionUpdate {
+        /// Every option, with its value now.
+        #[serde(rename = "configOptions")]
+        config_options: Vec<SessionConfigOption>,
+    },
+}
+
+/// One entry of a `plan` update.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanEntry {
+    /// What the step is.
+    pub content: String,
+    /// How important it is (Latch's steps are all `medium`).
+    pub priority: PlanPriority,
+    /// Where it stands.
+    pub status: PlanStatus,
+}
+
+/// A plan entry's priority.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanPriority {
+    /// High.
+    High,
+    /// Medium.
+    Medium,
+    /// Low.
+    Low,
+}
+
+/// A plan entry's status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanStatus {
+    /// Not started.
+    Pending,
+    /// Being worked on.
+    InProgress,
+    /// Done.
+    Completed,
 }
 
 /// `session/update` parameters.

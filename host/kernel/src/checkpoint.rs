@@ -51,6 +51,12 @@ pub enum RewindError {
         /// The artifact.
         sha256: String,
     },
+    /// The session is in plan mode, where nothing may change the workspace.
+    #[error(
+        "the session is in plan mode, where nothing may change the workspace: leave it first \
+         (Shift+Tab or /plan, or approve the plan), then rewind"
+    )]
+    PlanMode,
     /// A recorded path would leave the workspace.
     #[error("the checkpoint path `{0}` is not inside the workspace")]
     BadPath(String),
@@ -329,6 +335,12 @@ pub fn plan_rewind(
     root: &Path,
     to_seq: u64,
 ) -> Result<RewindPlan, RewindError> {
+    if store
+        .session_profile(session)?
+        .is_some_and(|p| p.mode.is_plan())
+    {
+        return Err(RewindError::PlanMode);
+    }
     let events = store.all_events(session)?;
     if !events
         .iter()

@@ -613,6 +613,18 @@ pub enum EventKind {
     /// it, with the changes. Hidden from engines: host bookkeeping that
     /// surfaces show (see [`crate::profile`]).
     SessionProfile(crate::profile::SessionProfile),
+    /// The instructions of a directory below the workspace joined the
+    /// session, when the model first read or edited a file there. The
+    /// session's later requests carry its text; a resume reads it back from
+    /// here.
+    InstructionsLoaded {
+        /// The directory, relative to the workspace.
+        dir: String,
+        /// The files read (`lib/AGENTS.md`, and what it imports).
+        files: Vec<String>,
+        /// Their sections, as the requests carry them.
+        text: String,
+    },
 }
 
 /// What a command left at a checkpointed path (see [`EventKind::Checkpoint`]).
@@ -704,6 +716,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "checkpoint",
     "rewound",
     "mutation_pending",
+    "instructions_loaded",
 ];
 
 /// The kinds hidden from engines, from recent context, from recall and from
@@ -789,6 +802,7 @@ impl EventKind {
             EventKind::Reground { .. } => "reground",
             EventKind::ToolDenied { .. } => "tool_denied",
             EventKind::HookRan { .. } => "hook_ran",
+            EventKind::InstructionsLoaded { .. } => "instructions_loaded",
             EventKind::ProviderUsage { .. } => "provider_usage",
             EventKind::ChildSpawned { .. } => "child_spawned",
             EventKind::AgentResumed { .. } => "agent_resumed",
@@ -1046,6 +1060,14 @@ impl EventKind {
             EventKind::Reground { reason, .. } => {
                 note(KernelNoteKind::Reground, reason.clone(), vec![])
             }
+            EventKind::InstructionsLoaded { dir, files, .. } => note(
+                KernelNoteKind::Other,
+                format!(
+                    "the instructions of {dir}/ joined the session: {}",
+                    files.join(", ")
+                ),
+                files.clone(),
+            ),
             EventKind::ToolDenied { tool, reason, .. } => note(
                 KernelNoteKind::Failure,
                 format!("{tool} denied: {reason}"),
@@ -1236,6 +1258,11 @@ mod tests {
                 unchanged: false,
             },
             EventKind::ManualCompact,
+            EventKind::InstructionsLoaded {
+                dir: "lib".into(),
+                files: vec!["lib/AGENTS.md".into()],
+                text: "## lib/AGENTS.md\nNo unsafe.".into(),
+            },
             EventKind::SessionProfile(crate::profile::SessionProfile {
                 provider: "openai-compatible".into(),
                 base_url: Some("http://127.0.0.1:9/v1".into()),
@@ -1248,6 +1275,7 @@ mod tests {
                     role: "fixer".into(),
                     store: "postgres://latch@db/groups".into(),
                 }),
+                mode: crate::profile::SessionMode::Plan,
             }),
         ];
         for (i, e) in events.iter().enumerate() {

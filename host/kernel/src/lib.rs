@@ -24,13 +24,16 @@
 //! * [`beneath`] — file I/O beneath the workspace that never follows a
 //!   link, for every read and write Latch does on the user's behalf.
 //! * [`profile`] — the session profile (provider, model, approval and
-//!   sandbox modes) that resume continues with.
+//!   sandbox modes, plan mode) that resume continues with.
+//! * [`checklist`] — the task state's actions as a checklist (the plan
+//!   every surface shows).
 
 #![warn(missing_docs)]
 
 pub mod agents;
 pub mod beneath;
 pub mod bounds;
+pub mod checklist;
 pub mod checkpoint;
 pub mod event;
 pub mod fingerprint;
@@ -49,6 +52,7 @@ pub use bounds::{
     FILE_HASH_MAX_BYTES, READ_MAX_BYTES, READ_MAX_TOKENS, bound_head, bound_tool_output,
     bound_tool_output_stored, fits_tool_output,
 };
+pub use checklist::{Checklist, Step, StepStatus};
 pub use checkpoint::{
     FileAction, RewindError, RewindPlan, RewindPoint, apply_rewind, plan_rewind, record_checkpoint,
     record_command_checkpoints, rewind_points, rewound_summary,
@@ -65,7 +69,7 @@ pub use ops::{
 pub use permission::{
     DecidedBy, GrantScope, McpToolCall, PermissionKind, PermissionLog, PermissionRequest,
 };
-pub use profile::{JoinedGroup, ProfileChange, SessionProfile};
+pub use profile::{JoinedGroup, ProfileChange, SessionMode, SessionProfile};
 pub use state::{
     Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, PendingMutation,
     REFUSALS_IN_A_ROW, RegroundDue, Unfinished, lineage_label, operation_of,

@@ -23,6 +23,9 @@ pub enum PermissionKind {
     Edit,
     /// Call an MCP server's tool that is not annotated read-only.
     McpTool,
+    /// Approve the plan the model proposed in plan mode (`propose_plan`):
+    /// approving leaves plan mode.
+    Plan,
 }
 
 /// The MCP call a [`PermissionKind::McpTool`] request asks about.
@@ -106,6 +109,9 @@ pub struct PermissionRequest {
     /// The MCP server, tool and arguments, for an MCP call.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp: Option<McpToolCall>,
+    /// The plan to approve (Markdown, as the model wrote it), for a plan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
 }
 
 impl PermissionRequest {
@@ -120,6 +126,8 @@ impl PermissionRequest {
                 format!("escalation:{}", self.command.as_deref().unwrap_or(""))
             }
             PermissionKind::Edit => format!("edit:{}", self.path.as_deref().unwrap_or("")),
+            // A plan is approved once: no grant remembers it.
+            PermissionKind::Plan => String::new(),
             // An "always" covers the tool, whatever its arguments.
             PermissionKind::McpTool => match &self.mcp {
                 Some(m) => format!("mcp:{}/{}", m.server, m.tool),
@@ -133,6 +141,9 @@ impl PermissionRequest {
     pub fn subject(&self) -> String {
         if let Some(m) = &self.mcp {
             return format!("{}/{}", m.server, m.tool);
+        }
+        if self.kind == PermissionKind::Plan {
+            return "the plan".to_string();
         }
         match (&self.command, &self.path) {
             (Some(c), _) => c.clone(),
@@ -214,6 +225,7 @@ mod tests {
             approval: "untrusted".into(),
             sandbox: "workspace-write".into(),
             mcp: None,
+            plan: None,
         }
     }
 

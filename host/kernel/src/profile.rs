@@ -36,6 +36,50 @@ pub struct SessionProfile {
     /// (`latch group join`), which a resume joins again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub group: Option<JoinedGroup>,
+    /// The session's mode beside its approval mode: `plan` while nothing
+    /// may change the workspace (absent: the session acts).
+    #[serde(default, skip_serializing_if = "SessionMode::is_act")]
+    pub mode: SessionMode,
+}
+
+/// What a session may do to the workspace, beside when it asks
+/// ([`SessionProfile::approval`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionMode {
+    /// The session acts as its approval and sandbox modes allow.
+    #[default]
+    Act,
+    /// Plan mode: nothing may change the workspace (file writes, edits and
+    /// rewind are refused, every command runs in the read-only sandbox)
+    /// until the user approves a plan the model proposed.
+    Plan,
+}
+
+impl SessionMode {
+    /// The name used in profiles, flags and surfaces (`act`, `plan`).
+    pub fn name(self) -> &'static str {
+        match self {
+            SessionMode::Act => "act",
+            SessionMode::Plan => "plan",
+        }
+    }
+
+    /// True for [`SessionMode::Act`] (the default, left out of a profile).
+    pub fn is_act(&self) -> bool {
+        *self == SessionMode::Act
+    }
+
+    /// True for [`SessionMode::Plan`].
+    pub fn is_plan(self) -> bool {
+        self == SessionMode::Plan
+    }
+}
+
+impl std::fmt::Display for SessionMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// The agent group a session joined from this host: a resume rebuilds it
@@ -54,8 +98,8 @@ pub struct JoinedGroup {
 /// One setting that changed from the previously recorded profile.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProfileChange {
-    /// Which setting: `provider`, `base_url`, `model`, `approval` or
-    /// `sandbox`.
+    /// Which setting: `provider`, `base_url`, `model`, `approval`,
+    /// `sandbox` or `mode`.
     pub setting: String,
     /// The value recorded before (empty when there was none).
     pub from: String,
@@ -166,6 +210,7 @@ mod tests {
                 looser: true,
             }],
             group: None,
+            mode: SessionMode::Act,
         };
         assert!(p.loosens());
         assert_eq!(

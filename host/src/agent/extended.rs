@@ -182,6 +182,14 @@ impl Agent {
     /// priced into the budget's `extension-tokens`. Call before the first
     /// request.
     pub fn with_extensions(mut self, sources: Vec<ExtensionSource>) -> Agent {
+        self.set_extensions(sources);
+        // The nested directories' instructions stay.
+        self.refresh_nested_source();
+        self
+    }
+
+    /// Replace the extension sources, priced into the budget.
+    pub(crate) fn set_extensions(&mut self, sources: Vec<ExtensionSource>) {
         self.extension_tokens = sources
             .iter()
             .map(|s| {
@@ -191,7 +199,6 @@ impl Agent {
             })
             .sum();
         self.extensions = sources;
-        self
     }
 
     /// The extension sources every request carries.

@@ -16,7 +16,9 @@ pub mod extended;
 mod guarded;
 pub mod hooks;
 pub mod images;
+pub mod instructions;
 pub mod permissions;
+pub mod plan;
 pub mod prompt;
 pub mod provider_io;
 pub mod recall;
@@ -32,6 +34,7 @@ pub use children::Delegation;
 pub use control::TurnControl;
 pub use error::AgentError;
 pub use permissions::{Decision, DecisionPort, Permissions};
+pub use plan::ModeChoice;
 pub use provider_io::ProviderFigures;
 pub use tool_filter::ToolFilter;
 
@@ -207,6 +210,12 @@ pub struct Agent {
     workspace: PathBuf,
     /// Images attached for the next user message (see [`Agent::attach_image`]).
     pending_images: Vec<MediaRef>,
+    /// Plan mode or not (see [`plan`]), as the session profile records it.
+    session_mode: latch_kernel::SessionMode,
+    /// Where the session's instructions come from (see [`instructions`]).
+    instruction_source: Option<Box<dyn instructions::InstructionSource>>,
+    /// The nested directories' instructions the session carries.
+    nested: Vec<instructions::NestedInstructions>,
 }
 
 impl Agent {
@@ -237,11 +246,19 @@ impl Agent {
         {
             schemas.push(recall::schema());
         }
+        if !schemas.iter().any(|s| s.name == plan::PROPOSE_PLAN) {
+            schemas.push(plan::schema());
+        }
         let all_tool_names = schemas.iter().map(|s| s.name.clone()).collect();
         let schemas = options.tools.apply(schemas);
         let schemas_json = serde_json::to_string(&schemas).unwrap_or_default();
         let tools_tokens = estimate(session.model.estimator, &schemas_json) as u64;
-        let current_context = prompt::session_context(&workspace, &options.mode);
+        let session_mode = store
+            .session_profile(&session.id)?
+            .map(|p| p.mode)
+            .unwrap_or_default();
+        let current_context =
+            prompt::session_context(&workspace, &prompt::mode_text(&options.mode, session_mode));
         let workspace_root = workspace.clone();
         let recorded = store.session_contexts(&session.id)?;
         let context_recorded = recorded.is_some();
@@ -249,7 +266,7 @@ impl Agent {
             Some((first, latest)) => (first, latest),
             None => (current_context.clone(), current_context.clone()),
         };
-        Ok(Agent {
+        let mut agent = Agent {
             store,
             all_tool_names,
             schemas,
@@ -275,7 +292,13 @@ impl Agent {
             session_started: false,
             workspace: workspace_root,
             pending_images: Vec::new(),
-        })
+            session_mode: latch_kernel::SessionMode::Act,
+            instruction_source: None,
+            nested: Vec::new(),
+        };
+        agent.apply_mode(session_mode)?;
+        agent.replay_nested()?;
+        Ok(agent)
     }
 
     /// The session context every request carries (the session's first).
@@ -332,6 +355,11 @@ impl Agent {
     /// The session this agent serves.
     pub fn session(&self) -> &SessionRecord {
         &self.session
+    }
+
+    /// The workspace it works in.
+    pub fn workspace(&self) -> &std::path::Path {
+        &self.workspace
     }
 
     /// The engine's name.

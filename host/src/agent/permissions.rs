@@ -40,6 +40,9 @@ pub enum Decision {
     Session,
     /// Do not run it; the optional text is the user's reason for the model.
     Deny(Option<String>),
+    /// Approve the plan (a request of kind `plan`) and act under this
+    /// approval mode from now on; for any other request, as [`Decision::Once`].
+    Approve(ApprovalMode),
 }
 
 /// A surface that asks the user and waits for the answer (the plain REPL,
@@ -172,6 +175,7 @@ fn classify(
         approval: perms.approval.name().into(),
         sandbox: sandbox.name().into(),
         mcp: None,
+        plan: None,
     };
     Some(Classified {
         request,
@@ -253,6 +257,7 @@ fn classify_mcp(call: &ToolCall, mcp: McpCall, perms: &Permissions) -> Option<Cl
             tool: mcp.tool.clone(),
             arguments,
         }),
+        plan: None,
     };
     Some(Classified {
         request,
@@ -301,9 +306,13 @@ impl Agent {
         call: &ToolCall,
         observer: &mut (dyn FnMut(AgentEvent) + Send),
     ) -> Result<Permit, AgentError> {
-        let Some(perms) = self.options.permissions.clone() else {
+        let Some(mut perms) = self.options.permissions.clone() else {
             return Ok(Permit::Run);
         };
+        // Plan mode runs every command in the read-only sandbox.
+        if self.session_mode.is_plan() {
+            perms.sandbox.mode = SandboxMode::ReadOnly;
+        }
         let classified = match self.tools.mcp_call(call) {
             Some(mcp) => classify_mcp(call, mcp, &perms),
             None => match self.tools.preview(call) {
@@ -392,7 +401,7 @@ impl Agent {
             key,
         };
         match decision {
-            Decision::Once => {
+            Decision::Once | Decision::Approve(_) => {
                 let e = decided(DecidedBy::User, GrantScope::Once, String::new());
                 self.commit_permission(vec![e], observer)?;
                 Ok(granted)

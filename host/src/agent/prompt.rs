@@ -23,7 +23,22 @@ pub fn system_prompt() -> String {
         .join("\n\n")
 }
 
-/// Files whose contents are the repository's instructions, in order.
+/// The session context's mode: the interaction mode (`interactive`, `run`,
+/// ...), and in plan mode what that means for the model.
+pub fn mode_text(interaction: &str, mode: latch_kernel::SessionMode) -> String {
+    if mode.is_plan() {
+        format!(
+            "{interaction}, plan mode (nothing may change the workspace: write_file and edit_file \
+             are refused and commands run read-only; explore, then present your plan with \
+             propose_plan for the user to approve)"
+        )
+    } else {
+        interaction.to_string()
+    }
+}
+
+/// The workspace's own instructions files [`repository_instructions`]
+/// checks, in order.
 pub const INSTRUCTION_FILES: &[&str] = &["AGENTS.md", ".latch/instructions.md"];
 
 /// Most bytes of repository instructions included.
@@ -72,12 +87,14 @@ pub fn repository_instructions(workspace: &Path) -> (String, Vec<String>) {
     (instructions, warnings)
 }
 
-/// The session context: workspace, repository instructions (see
-/// [`repository_instructions`]), mode.
+/// The session context: workspace and mode; the repository instructions
+/// ([`repository_instructions`] reads the workspace's own two files only
+/// for the warnings a session starts with) come from the session's [`super::instructions::InstructionSource`]
+/// (see [`super::Agent::with_instructions`]).
 pub fn session_context(workspace: &Path, mode: &str) -> SessionContext {
     SessionContext {
         workspace: workspace.display().to_string(),
-        repository_instructions: repository_instructions(workspace).0,
+        repository_instructions: String::new(),
         mode: mode.to_string(),
     }
 }
@@ -97,9 +114,7 @@ mod tests {
     fn repository_instructions_are_read() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("AGENTS.md"), "Use tabs.").unwrap();
-        let ctx = session_context(dir.path(), "run");
-        assert!(ctx.repository_instructions.contains("Use tabs."));
-        assert_eq!(ctx.mode, "run");
+        assert!(repository_instructions(dir.path()).0.contains("Use tabs."));
     }
 
     #[test]
@@ -114,14 +129,11 @@ mod tests {
         std::fs::write(ws.join("docs/instructions.md"), "Run make check.").unwrap();
         std::os::unix::fs::symlink("../docs/instructions.md", ws.join(".latch/instructions.md"))
             .unwrap();
-        let ctx = session_context(&ws, "run");
-        assert!(!ctx.repository_instructions.contains("PRIVATE KEY"));
-        assert!(
-            ctx.repository_instructions
-                .contains("[AGENTS.md was not read")
-        );
+        let (text, _) = repository_instructions(&ws);
+        assert!(!text.contains("PRIVATE KEY"));
+        assert!(text.contains("[AGENTS.md was not read"));
         // A link that stays inside the workspace is followed.
-        assert!(ctx.repository_instructions.contains("Run make check."));
+        assert!(text.contains("Run make check."));
         let (_, warnings) = repository_instructions(&ws);
         assert_eq!(warnings.len(), 1, "{warnings:?}");
         assert!(warnings[0].starts_with("AGENTS.md is or passes through a symbolic link"));
@@ -132,7 +144,6 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("evil")).unwrap();
         std::fs::write(dir.path().join("evil/instructions.md"), "SECRET").unwrap();
         std::os::unix::fs::symlink(dir.path().join("evil"), ws.join(".latch")).unwrap();
-        let ctx = session_context(&ws, "run");
-        assert!(!ctx.repository_instructions.contains("SECRET"));
+        assert!(!repository_instructions(&ws).0.contains("SECRET"));
     }
 }

@@ -29,6 +29,25 @@ impl ToolFilter {
         ToolFilter { allow, deny }
     }
 
+    /// This filter narrowed by a defined agent: only what `allow` names
+    /// (when given) of what this filter offers, and nothing `deny` names.
+    /// It never offers a tool this filter does not.
+    pub fn narrowed(&self, allow: Option<&[String]>, deny: &[String]) -> ToolFilter {
+        let allow = match (allow, &self.allow) {
+            (None, mine) => mine.clone(),
+            (Some(theirs), None) => Some(theirs.to_vec()),
+            (Some(theirs), Some(_)) => {
+                Some(theirs.iter().filter(|t| self.offers(t)).cloned().collect())
+            }
+        };
+        let mut denied = self.deny.clone();
+        denied.extend(deny.iter().cloned());
+        ToolFilter {
+            allow,
+            deny: denied,
+        }
+    }
+
     /// True when nothing is filtered.
     pub fn is_open(&self) -> bool {
         self.allow.is_none() && self.deny.is_empty()

@@ -383,11 +383,23 @@ impl Agent {
                     self.append(EventKind::ToolResult(denied), observer)?;
                     continue;
                 }
+                // Plan mode: nothing that changes the workspace runs.
+                if let Some(refused) = self.plan_gate(call) {
+                    self.append(EventKind::ToolResult(refused), observer)?;
+                    continue;
+                }
                 if self.delegated_call(call, observer)? {
                     continue;
                 }
+                let planning = self.session_mode().is_plan();
                 let result = if call.name == latch_engine_sdk::RECALL_TOOL {
                     self.recall_tool(call)
+                } else if call.name == super::plan::PROPOSE_PLAN {
+                    match self.propose_plan(call, observer)? {
+                        Some(result) => result,
+                        // Its result is committed with the decision.
+                        None => continue,
+                    }
                 } else {
                     match self.permit(call, observer)? {
                         Permit::Run => self.tools.execute(call),
@@ -396,7 +408,18 @@ impl Agent {
                         Permit::Denied => continue,
                     }
                 };
+                let result = if planning && call.name == "shell" {
+                    ToolResult {
+                        content: format!("{}\n{}", result.content, super::plan::READ_ONLY_NOTE),
+                        ..result
+                    }
+                } else {
+                    result
+                };
                 self.append(EventKind::ToolResult(result.clone()), observer)?;
+                if !result.is_error {
+                    self.load_nested(call, observer)?;
+                }
                 self.post_tool_hooks(call, &result, observer)?;
             }
         }

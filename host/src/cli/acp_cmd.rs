@@ -17,7 +17,6 @@
 use super::GlobalArgs;
 use super::setup::{self, Env};
 use crate::agent::{Agent, AgentError, AgentEvent, Decision, DecisionPort, TurnControl};
-use crate::supervisor::profile::{self, Settings};
 use latch_acp::wire::{McpServer, NameValue, SessionMode, SessionModeState};
 use latch_acp::{
     ACP_SURFACE, AgentInfo, Answer, Asker, Live, SessionError, Sessions, TurnEnd, UserPrompt,
@@ -62,6 +61,12 @@ impl DecisionPort for EditorApprover {
             Answer::Once => Decision::Once,
             Answer::Always => Decision::Session,
             Answer::Deny(reason) => Decision::Deny(reason),
+            Answer::Approve(mode) => match mode.parse::<ApprovalMode>() {
+                Ok(mode) => Decision::Approve(mode),
+                Err(e) => Decision::Deny(Some(format!(
+                    "the editor answered with an approval mode Latch does not know ({e})"
+                ))),
+            },
         }
     }
 }
@@ -177,6 +182,8 @@ fn with_editor_servers(env: Arc<Env>, servers: &[McpServer]) -> Result<Arc<Env>,
         max_steps: env.max_steps,
         approval: env.approval,
         sandbox: env.sandbox,
+        plan: env.plan,
+        trust_workspace: env.trust_workspace,
     }))
 }
 
@@ -338,61 +345,61 @@ impl Sessions for EditorSessions {
     fn modes(&self, id: &str) -> Option<SessionModeState> {
         let env = self.driven_env(id)?;
         let (approval, _) = setup::session_modes(&env, id).ok()?;
+        let planning = env
+            .store
+            .session_profile(id)
+            .ok()
+            .flatten()
+            .is_some_and(|p| p.mode.is_plan());
+        let mut available: Vec<SessionMode> = ApprovalMode::ALL
+            .into_iter()
+            .map(|mode| SessionMode {
+                id: mode.name().to_string(),
+                name: mode_name(mode).to_string(),
+                description: mode_description(mode).to_string(),
+            })
+            .collect();
+        available.push(SessionMode {
+            id: "plan".into(),
+            name: "Plan".into(),
+            description: "plan: nothing may change the workspace until you approve the plan the \
+                          model proposes"
+                .into(),
+        });
         Some(SessionModeState {
-            current_mode_id: approval.name().to_string(),
-            available_modes: ApprovalMode::ALL
-                .into_iter()
-                .map(|mode| SessionMode {
-                    id: mode.name().to_string(),
-                    name: mode_name(mode).to_string(),
-                    description: mode_description(mode).to_string(),
-                })
-                .collect(),
+            current_mode_id: if planning {
+                "plan".to_string()
+            } else {
+                approval.name().to_string()
+            },
+            available_modes: available,
         })
     }
 
+    fn plan(&self, id: &str) -> Option<Vec<latch_acp::wire::PlanEntry>> {
+        let env = self.driven_env(id)?;
+        let events = env.store.all_events(id).ok()?;
+        let list = latch_kernel::Checklist::replay(events.iter().map(|e| &e.kind));
+        Some(latch_acp::updates::plan_entries(&list))
+    }
+
     fn set_mode(&self, id: &str, mode: &str) -> Result<(), SessionError> {
-        let approval: ApprovalMode = mode.parse().map_err(|e| {
+        let choice = crate::agent::ModeChoice::parse(mode).map_err(|e| {
             SessionError::BadRequest(format!("{e} (the modes session/new offered)"))
         })?;
-        let (agent, env) = {
+        let agent = {
             let driven = self.driven.lock().unwrap_or_else(|p| p.into_inner());
             let d = driven
                 .get(id)
                 .ok_or_else(|| SessionError::NotFound(format!("session `{id}` is not open")))?;
-            (d.agent.clone(), d.env.clone())
+            d.agent.clone()
         };
         let mut agent = agent.lock().unwrap_or_else(|p| p.into_inner());
-        let recorded = env.store.session_profile(id).map_err(failed)?;
-        let (current, sandbox) = setup::session_modes(&env, id).map_err(anyhow_failed)?;
-        if current == approval {
-            return Ok(());
-        }
-        let settings = match recorded {
-            Some(p) => Settings {
-                provider: p.provider,
-                base_url: p.base_url,
-                model: p.model,
-                approval,
-                sandbox,
-                group: p.group,
-            },
-            None => Settings {
-                approval,
-                ..setup::new_settings(
-                    &env,
-                    &setup::choose_provider(&self.global, &env.config.config)
-                        .map_err(anyhow_failed)?,
-                )
-            },
-        };
         // Durable first: the transcript shows the change and a resume runs
         // with it.
-        profile::record(&env.store, id, &settings, |_| {
-            "the editor (session/set_mode)".to_string()
-        })
-        .map_err(failed)?;
-        agent.set_approval(approval);
+        agent
+            .switch_mode(choice, "the editor (session/set_mode)", &mut |_| {})
+            .map_err(failed)?;
         Ok(())
     }
 

@@ -44,6 +44,17 @@ pub fn prompt_text(request: &PermissionRequest) -> String {
                 }
             }
         }
+        PermissionKind::Plan => {
+            out.push_str("\n  ? the model proposes this plan (approving it leaves plan mode):\n");
+            for line in request.plan.as_deref().unwrap_or("").lines() {
+                out.push_str(&format!("    {}\n", safe(line)));
+            }
+            out.push_str(&format!(
+                "    approve? [y]es, approval mode `{}` / [e]dit freely / [a]uto (on-request) / [n]o, keep planning (feedback may follow): ",
+                request.approval
+            ));
+            return out;
+        }
         PermissionKind::McpTool => {
             let (server, tool, args) = match &request.mcp {
                 Some(m) => (m.server.as_str(), m.tool.as_str(), m.arguments.as_str()),
@@ -63,6 +74,22 @@ pub fn prompt_text(request: &PermissionRequest) -> String {
     out.push_str(&format!("    asked because {}\n", request.reason));
     out.push_str("    allow? [y]es / [n]o (a reason may follow) / [a]lways this session: ");
     out
+}
+
+/// Parse an answer to a plan: `y` keeps the approval mode, `e` edits
+/// freely, `a` runs on its own (on-request), `n` keeps planning; `None`
+/// asks again.
+pub fn parse_plan_answer(line: &str) -> Option<Decision> {
+    let trimmed = line.trim();
+    let word = trimmed.split_whitespace().next().unwrap_or("");
+    match word.to_ascii_lowercase().as_str() {
+        "e" | "edits" => Some(Decision::Approve(latch_sandbox::ApprovalMode::Edits)),
+        "a" | "auto" => Some(Decision::Approve(latch_sandbox::ApprovalMode::OnRequest)),
+        _ => parse_answer(line).map(|d| match d {
+            Decision::Session => Decision::Once,
+            d => d,
+        }),
+    }
 }
 
 /// Parse an answer; `None` asks again.
@@ -93,10 +120,19 @@ impl DecisionPort for TerminalApprover {
                     return Decision::Deny(Some("no answer: the input ended".into()));
                 }
             };
-            if let Some(d) = parse_answer(&line) {
+            let parsed = if request.kind == PermissionKind::Plan {
+                parse_plan_answer(&line)
+            } else {
+                parse_answer(&line)
+            };
+            if let Some(d) = parsed {
                 return d;
             }
-            println!("    answer y, n or a");
+            if request.kind == PermissionKind::Plan {
+                println!("    answer y, e, a or n");
+            } else {
+                println!("    answer y, n or a");
+            }
         }
     }
 }
@@ -131,6 +167,7 @@ mod tests {
             approval: "untrusted".into(),
             sandbox: "workspace-write".into(),
             mcp: None,
+            plan: None,
         };
         let t = prompt_text(&r);
         assert!(

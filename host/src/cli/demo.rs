@@ -134,6 +134,8 @@ impl DemoRig {
             // The default sandbox (workspace-write) and approval (on-request).
             approval: None,
             sandbox: None,
+            plan: false,
+            trust_workspace: false,
         };
         let provider = ProviderChoice {
             kind: ProviderKind::Anthropic,

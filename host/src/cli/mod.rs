@@ -2,6 +2,7 @@
 //! points. Every command runs on the same store and configuration.
 
 pub mod acp_cmd;
+pub mod agents_cmd;
 pub mod approve;
 pub mod clipboard;
 pub mod compare_cmd;
@@ -11,6 +12,7 @@ pub mod engine_cmd;
 pub mod engine_new;
 pub mod git_cmd;
 pub mod group_cmd;
+pub mod instructions_cmd;
 pub mod integrations;
 pub mod latch_dir;
 pub mod mcp_cmd;
@@ -90,6 +92,10 @@ pub struct GlobalArgs {
     /// (`latch trust` records it instead).
     #[arg(long, global = true)]
     pub trust_workspace: bool,
+    /// Plan mode: nothing may change the workspace until you approve the
+    /// plan the model proposes (a resumed session in plan mode stays in it).
+    #[arg(long, global = true)]
+    pub plan: bool,
 }
 
 /// The commands.
@@ -227,6 +233,23 @@ pub enum Command {
     /// goes into its context.
     #[command(after_help = "Examples:\n  latch skills\n  latch skills --json")]
     Skills {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The instructions files (AGENTS.md, CLAUDE.md, imports) a session
+    /// here would read, in order, and where each came from.
+    #[command(after_help = "Examples:\n  latch instructions\n  latch instructions --json")]
+    Instructions {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// The agents users defined (`.latch/agents/NAME.md`,
+    /// `~/.config/latch/agents/NAME.md`), where each came from and what it
+    /// runs with; files that cannot be used are named with their line.
+    #[command(after_help = "Examples:\n  latch agents\n  latch agents --json")]
+    Agents {
         /// Print JSON.
         #[arg(long)]
         json: bool,
@@ -490,6 +513,10 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             }
         }
         Some(Command::Skills { json }) => skills_cmd::skills(&cli.global, &workspace, json),
+        Some(Command::Instructions { json }) => {
+            instructions_cmd::run(&cli.global, &workspace, json)
+        }
+        Some(Command::Agents { json }) => agents_cmd::run(&cli.global, &workspace, json),
         Some(Command::Mcp(McpCommand::List { json })) => {
             mcp_cmd::list(&cli.global, &workspace, json)
         }

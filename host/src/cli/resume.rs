@@ -336,6 +336,16 @@ pub fn resolve_asking(
             }
             _ => g,
         });
+    // Plan mode holds across a resume; `--plan` enters it.
+    let recorded_mode = recorded.as_ref().map(|p| p.mode).unwrap_or_default();
+    let mode = if env.plan {
+        if !recorded_mode.is_plan() {
+            sources.insert("mode", "--plan".to_string());
+        }
+        latch_kernel::SessionMode::Plan
+    } else {
+        recorded_mode
+    };
     let settings = Settings {
         provider: kind.name().to_string(),
         base_url: provider_config.base_url.clone(),
@@ -343,6 +353,7 @@ pub fn resolve_asking(
         approval,
         sandbox,
         group,
+        mode,
     };
     Ok(Resumed {
         record,

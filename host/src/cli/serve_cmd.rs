@@ -104,6 +104,12 @@ impl DecisionPort for WebApprover {
             Some(Answer::Allow) => Decision::Once,
             Some(Answer::Always) => Decision::Session,
             Some(Answer::Deny(reason)) => Decision::Deny(reason),
+            Some(Answer::Approve(mode)) => match mode.parse::<latch_sandbox::ApprovalMode>() {
+                Ok(mode) => Decision::Approve(mode),
+                // The page sends the names it offers; anything else keeps
+                // planning, with the reason for the model.
+                Err(e) => Decision::Deny(Some(format!("the plan was not approved: {e}"))),
+            },
             None => Decision::Deny(Some(INTERRUPTED_WAIT.into())),
         }
     }
@@ -229,11 +235,13 @@ fn in_use(e: LeaseError) -> BackendError {
     }
 }
 
-/// A rewind that could not run: a wrong sequence number is the request's
-/// fault, anything else the store's or the disk's.
+/// A rewind that could not run: a wrong sequence number, or a session in
+/// plan mode, is the request's fault, anything else the store's or the disk's.
 fn rewind_error(e: RewindError) -> BackendError {
     match e {
-        RewindError::NotAUserMessage(_) => BackendError::BadRequest(e.to_string()),
+        RewindError::NotAUserMessage(_) | RewindError::PlanMode => {
+            BackendError::BadRequest(e.to_string())
+        }
         e => failed(e),
     }
 }
@@ -360,6 +368,24 @@ impl Backend for AgentBackend {
                 .rewind(to_seq, &mut observer(on))
                 .map_err(rewind_error)
         })
+    }
+
+    fn switch_mode(&self, session: &str, mode: &str, on: Sink<'_>) -> Result<String, BackendError> {
+        let choice = crate::agent::ModeChoice::parse(mode)
+            .map_err(|e| BackendError::BadRequest(format!("mode `{mode}`: {e}")))?;
+        self.with_agent(session, on, |agent, on| {
+            agent
+                .switch_mode(choice, "the page", &mut observer(on))
+                .map_err(failed)?;
+            Ok(
+                crate::agent::plan::mode_label(agent.session_mode(), agent.approval_mode())
+                    .to_string(),
+            )
+        })
+    }
+
+    fn agents(&self) -> Vec<String> {
+        self.env.agents().listing()
     }
 
     fn resume(&self, session: &str, on: Sink<'_>) -> Result<usize, BackendError> {

@@ -93,7 +93,20 @@ pub fn run(
     }
     // SIGINT/SIGTERM stop the turn; the agent's group is left as it goes.
     let signals = super::signals::Stop::watch(agent.control())?;
-    let mut out = printer(json);
+    let mut print = printer(json);
+    // With --json the plan (the task state's actions as a checklist) is a
+    // line of its own whenever it may have changed.
+    let store = env.store.clone();
+    let id = agent.session().id.clone();
+    let mut out = move |e: AgentEvent| {
+        let plan = json
+            && matches!(&e, AgentEvent::Committed { event, .. } if latch_kernel::Checklist::may_change(event));
+        print(e);
+        if plan && let Ok(events) = store.all_events(&id) {
+            let list = latch_kernel::Checklist::replay(events.iter().map(|e| &e.kind));
+            println!("{}", serde_json::json!({ "plan": list.steps() }));
+        }
+    };
     let outcome = agent.run_turn(task, &mut out);
     drop(agent);
     match (outcome, signals.exit_code()) {
@@ -165,7 +178,7 @@ pub fn chat(
     }
     eprintln!(
         "type a task (@file.png attaches an image), or /help /context /compact /recall <query> \
-         /image <path> /rewind [seq] /group /exit"
+         /image <path> /rewind [seq] /group /plan /init /exit"
     );
     let mut input = super::repl_input::LineInput::new(commands.clone());
     while let Some(line) = input.read()? {
@@ -268,9 +281,34 @@ fn slash(
             }
             return Slash::Handled;
         }
+        "/init" => return Slash::Custom(latch_surface::slash::INIT_PROMPT.to_string()),
+        "/agents" => {
+            let catalog = crate::config::agents::AgentCatalog::discover(
+                agent.workspace(),
+                crate::config::user_config_dir().as_deref(),
+            );
+            for line in catalog.listing() {
+                println!("{}", safe(&line));
+            }
+            return Slash::Handled;
+        }
+        "/plan" => {
+            // Plan mode on, or off again into the approval mode it held.
+            let choice = if agent.session_mode().is_plan() {
+                crate::agent::ModeChoice::Act(agent.approval_mode())
+            } else {
+                crate::agent::ModeChoice::Plan
+            };
+            agent.switch_mode(choice, "/plan", out).map(|_| {
+                println!(
+                    "mode: {}",
+                    crate::agent::plan::mode_label(agent.session_mode(), agent.approval_mode())
+                )
+            })
+        }
         c if c.starts_with('/') => {
             eprintln!(
-                "unknown command {c}: try /help, /context, /compact, /recall <query>, /image <path>, /rewind [seq], /group, /exit"
+                "unknown command {c}: try /help, /context, /compact, /recall <query>, /image <path>, /rewind [seq], /group, /plan, /agents, /init, /exit"
             );
             return Slash::Handled;
         }

@@ -6,7 +6,9 @@ use super::GlobalArgs;
 use super::approve::TerminalApprover;
 use super::integrations::ConfiguredTools;
 use crate::agent::{Agent, AgentOptions, DecisionPort, Permissions};
-use crate::config::trust::{TrustGrant, WorkspaceTrust};
+use crate::config::agents::AgentCatalog;
+use crate::config::trust::{TrustGrant, TrustState, TrustStore, WorkspaceTrust};
+use crate::config::user_config_dir;
 use crate::config::{Config, LoadedConfig};
 use crate::supervisor::Supervisor;
 use crate::supervisor::children::{
@@ -35,6 +37,10 @@ pub struct Env {
     pub approval: Option<latch_sandbox::ApprovalMode>,
     /// `--sandbox`, over `[sandbox] mode`.
     pub sandbox: Option<latch_sandbox::SandboxMode>,
+    /// `--plan`: start (or resume) the session in plan mode.
+    pub plan: bool,
+    /// `--trust-workspace`: the workspace is trusted for this run.
+    pub trust_workspace: bool,
 }
 
 impl Env {
@@ -89,7 +95,36 @@ impl Env {
             max_steps,
             approval: global.approval,
             sandbox: global.sandbox,
+            plan: global.plan,
+            trust_workspace: global.trust_workspace,
         })
+    }
+
+    /// The agents users defined for this workspace (the workspace's and
+    /// the user's; the files that failed are named on stderr).
+    pub fn agents(&self) -> AgentCatalog {
+        let catalog = AgentCatalog::discover(&self.workspace, user_config_dir().as_deref());
+        for e in &catalog.errors {
+            eprintln!(
+                "warning: agent file left out: {}",
+                super::render::terminal_safe(&e.to_string(), 2_000)
+            );
+        }
+        catalog
+    }
+
+    /// True when the workspace is trusted: `--trust-workspace`, or the
+    /// user's recorded trust (`latch trust`).
+    pub fn workspace_trusted(&self) -> bool {
+        self.trust_workspace
+            || matches!(
+                self.config.trust.state,
+                TrustState::Recorded | TrustState::ThisRun
+            )
+            || TrustStore::user()
+                .ok()
+                .and_then(|s| s.get(&self.workspace).ok().flatten())
+                .is_some()
     }
 
     /// The workspace as stored with sessions.
@@ -483,7 +518,10 @@ fn build_with(
         options.clone(),
     )?
     .with_extensions(extensions)
-    .with_hooks(env.config.config.hooks.commands());
+    .with_hooks(env.config.config.hooks.commands())
+    .with_instructions(Box::new(
+        crate::config::instructions::WorkspaceInstructions::new(&env.workspace),
+    ));
     if let Some(j) = joined {
         let delegation = crate::supervisor::groups::GroupMember::for_joined(
             env.store.clone(),
@@ -525,6 +563,8 @@ fn build_with(
             observer,
             tools: Some(Arc::new(ConfiguredTools::new(env, false))),
             group: Some(group.clone()),
+            agents: env.agents(),
+            workspace_trusted: env.workspace_trusted(),
             ..ChildSettings::from_config(&env.config.config)
         },
     );
@@ -689,6 +729,11 @@ pub fn new_settings(env: &Env, provider: &ProviderChoice) -> Settings {
         approval: env.approval.unwrap_or(config.permissions.approval),
         sandbox: env.sandbox.unwrap_or(config.sandbox.mode),
         group: None,
+        mode: if env.plan {
+            latch_kernel::SessionMode::Plan
+        } else {
+            latch_kernel::SessionMode::Act
+        },
     }
 }
 

@@ -54,6 +54,10 @@ pub fn decision(answer: PermissionAnswer) -> Decision {
         PermissionAnswer::Allow => Decision::Once,
         PermissionAnswer::Always => Decision::Session,
         PermissionAnswer::Deny(reason) => Decision::Deny(reason),
+        PermissionAnswer::Approve(mode) => match mode.parse() {
+            Ok(mode) => Decision::Approve(mode),
+            Err(e) => Decision::Deny(Some(format!("the screen answered with {e}"))),
+        },
     }
 }
 

@@ -13,7 +13,7 @@ use super::GlobalArgs;
 use super::render;
 use super::setup::{self, Env};
 use super::tui_approve::TuiApprover;
-use crate::agent::{Agent, AgentError, AgentEvent, TurnControl};
+use crate::agent::{Agent, AgentError, AgentEvent, ModeChoice, TurnControl};
 use latch_kernel::{SessionRecord, Store, StoredEvent};
 use latch_surface::{Delta, GroupView, Surface};
 use latch_tui::{Command, Input, UiState};
@@ -326,6 +326,39 @@ impl AgentThread {
                     Err(e) => self.notice(format!("/recall failed: {e}")),
                 },
                 Command::Sessions => self.sessions(),
+                Command::Agents => {
+                    let catalog = crate::config::agents::AgentCatalog::discover(
+                        self.agent.workspace(),
+                        crate::config::user_config_dir().as_deref(),
+                    );
+                    self.send(Input::Popup {
+                        title: "/agents (spawn_agent {agent: NAME} runs one; `latch agents` lists them too)".into(),
+                        lines: catalog.listing(),
+                    });
+                }
+                Command::CycleMode | Command::TogglePlan => {
+                    let mode = self.agent.session_mode();
+                    let approval = self.agent.approval_mode();
+                    let (choice, by) = if matches!(op, Command::CycleMode) {
+                        (ModeChoice::cycle(mode, approval), "Shift+Tab")
+                    } else if mode.is_plan() {
+                        (ModeChoice::Act(approval), "/plan")
+                    } else {
+                        (ModeChoice::Plan, "/plan")
+                    };
+                    let result = self.agent.switch_mode(choice, by, &mut |_: AgentEvent| {});
+                    self.flush();
+                    match result {
+                        Ok(_) => self.notice(format!(
+                            "mode: {}",
+                            crate::agent::plan::mode_label(
+                                self.agent.session_mode(),
+                                self.agent.approval_mode()
+                            )
+                        )),
+                        Err(e) => self.notice(format!("the mode did not change: {e}")),
+                    }
+                }
                 Command::Group => {
                     let lines =
                         match super::group_cmd::group_text(&*self.group.port, &self.group.root) {

@@ -2,7 +2,9 @@
 //! the user's `latch/config.toml`. Every table refuses unknown keys with the
 //! key's name and line, so a typo is never silently ignored.
 
+pub mod agents;
 pub mod hooks;
+pub mod instructions;
 mod permissions;
 pub mod prices;
 

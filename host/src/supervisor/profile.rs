@@ -8,7 +8,9 @@
 //! sandbox crate defines.
 
 use latch_kernel::profile::without_credentials;
-use latch_kernel::{EventKind, JoinedGroup, ProfileChange, SessionProfile, Store, StoreError};
+use latch_kernel::{
+    EventKind, JoinedGroup, ProfileChange, SessionMode, SessionProfile, Store, StoreError,
+};
 use latch_sandbox::{ApprovalMode, SandboxMode};
 
 /// What a session runs with in this process.
@@ -26,6 +28,8 @@ pub struct Settings {
     pub sandbox: SandboxMode,
     /// The agent group the session joined from this host, if any.
     pub group: Option<JoinedGroup>,
+    /// Plan mode or not.
+    pub mode: SessionMode,
 }
 
 impl Settings {
@@ -43,6 +47,7 @@ impl Settings {
                 store: latch_group_pg::without_password(&g.store),
                 ..g
             }),
+            mode: self.mode,
         }
     }
 }
@@ -90,6 +95,12 @@ pub fn profile_to_record(
             looser_sandbox(&prev.sandbox),
         ),
         ("group_store", &group_store(prev), group_store(&next), false),
+        (
+            "mode",
+            &prev.mode.name().to_string(),
+            next.mode.name().to_string(),
+            prev.mode.is_plan() && !now.mode.is_plan(),
+        ),
     ];
     for (setting, from, to, looser) in pairs {
         if *from != to {
@@ -141,6 +152,7 @@ mod tests {
             approval,
             sandbox,
             group: None,
+            mode: SessionMode::Act,
         }
     }
 

@@ -52,7 +52,7 @@ pub use commands::{CommandFileError, CustomCommand, CustomCommands};
 pub use pricing::{ModelPrice, PriceTable, SessionCost};
 pub use slash::{SLASH_COMMANDS, Slash, SlashError, complete as complete_slash};
 pub use slots::{GroupView, PermissionPrompt};
-pub use surface::{Durable, Surface};
+pub use surface::{Durable, Surface, mode_label};
 pub use transcript::{
     DiffLine, DividerKind, Item, ToolRow, ToolStatus, Transcript, hook_text, reground_text,
 };

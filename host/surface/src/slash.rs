@@ -20,9 +20,30 @@ pub const SLASH_COMMANDS: &[(&str, &str)] = &[
         "/image <path>: attach an image to the next message",
     ),
     ("/sessions", "the workspace's sessions"),
+    (
+        "/agents",
+        "the agents users defined (.latch/agents/NAME.md) and where each came from",
+    ),
+    (
+        "/plan",
+        "plan mode on or off: nothing changes the workspace until you approve a plan",
+    ),
+    (
+        "/init",
+        "ask the model to write a first AGENTS.md for the repository",
+    ),
     ("/help", "keys and commands"),
     ("/exit", "leave Latch (the session stays resumable)"),
 ];
+
+/// What `/init` asks the model.
+pub const INIT_PROMPT: &str = "Write a first AGENTS.md for this repository, at its root: the \
+instructions a coding agent needs to work here. Explore first (list_files, read the README, the \
+build and test configuration, a few central source files). Then write, concisely: what the \
+project is; how to build it, run the tests and run one test; the code style and conventions the \
+code actually follows; where things live; and anything that surprises a newcomer. If an \
+AGENTS.md or CLAUDE.md exists, read it and improve it instead of starting over. Keep it short: \
+every line should save a future session a mistake.";
 
 /// A parsed slash command.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -41,6 +62,10 @@ pub enum Slash {
     Image(String),
     /// `/sessions`.
     Sessions,
+    /// `/agents`: the agents users defined.
+    Agents,
+    /// `/plan`: plan mode on, or off again.
+    Plan,
     /// `/help`.
     Help,
     /// `/exit` (or `/quit`).
@@ -115,6 +140,9 @@ impl Slash {
             "/image" if rest.is_empty() => Err(SlashError::MissingImage),
             "/image" => Ok(Slash::Image(rest.to_string())),
             "/sessions" => Ok(Slash::Sessions),
+            "/agents" => Ok(Slash::Agents),
+            "/plan" => Ok(Slash::Plan),
+            "/init" => Ok(Slash::Custom(INIT_PROMPT.to_string())),
             "/help" => Ok(Slash::Help),
             "/exit" | "/quit" => Ok(Slash::Exit),
             _ if let Some(prompt) = custom.expand_line(line) => Ok(Slash::Custom(prompt)),
@@ -155,5 +183,9 @@ mod tests {
         );
         assert_eq!(complete("/co"), vec!["/context", "/compact"]);
         assert_eq!(complete("/recall x"), Vec::<&str>::new());
+        assert_eq!(
+            Slash::parse("/init"),
+            Some(Ok(Slash::Custom(INIT_PROMPT.to_string())))
+        );
     }
 }

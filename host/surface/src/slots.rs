@@ -133,6 +133,7 @@ impl PermissionPrompt {
                 r.tool, r.sandbox
             ),
             PermissionKind::Edit => format!("{} wants to change:", r.tool),
+            PermissionKind::Plan => "the plan to approve (approving leaves plan mode):".to_string(),
             PermissionKind::McpTool => match &r.mcp {
                 Some(m) => format!("MCP server `{}` wants to run its tool:", m.server),
                 None => format!("{} wants to run:", r.tool),
@@ -140,6 +141,9 @@ impl PermissionPrompt {
         };
         if let Some(m) = &r.mcp {
             detail.insert(0, format!("arguments: {}", m.arguments));
+        }
+        if let Some(plan) = &r.plan {
+            detail = plan.lines().map(str::to_string).collect();
         }
         PermissionPrompt {
             tool: r.tool.clone(),

@@ -51,6 +51,28 @@ pub struct Durable {
     /// `permission_requested` event until its decision or the call's
     /// result commits.
     pub permission: Option<PermissionPrompt>,
+    /// The task state's actions as a checklist (the plan).
+    pub checklist: latch_kernel::Checklist,
+    /// The session's mode as its latest profile records it: `plan`, or the
+    /// approval mode's short name (`edits`, `auto`, `ask`, `never ask`);
+    /// empty before a profile.
+    pub mode: String,
+}
+
+/// The label of a session's mode on every surface: `plan` in plan mode,
+/// else the approval mode's short name (`auto` for `on-request`, `ask`
+/// for `untrusted`).
+pub fn mode_label(approval: &str, mode: latch_kernel::SessionMode) -> &'static str {
+    if mode.is_plan() {
+        return "plan";
+    }
+    match approval {
+        "edits" => "edits",
+        "on-request" => "auto",
+        "untrusted" => "ask",
+        "never" => "never ask",
+        _ => "",
+    }
 }
 
 /// The shared semantic reducer of one session.
@@ -86,6 +108,8 @@ impl Surface {
                 children: Children::default(),
                 group: None,
                 permission: None,
+                checklist: latch_kernel::Checklist::default(),
+                mode: String::new(),
             },
             kernel,
             groups: GroupState::default(),
@@ -131,6 +155,10 @@ impl Surface {
             d.children.apply_parent(e.seq, &e.kind);
             phase(d, e.seq, &e.kind);
             permission(d, e.seq, &e.kind);
+            d.checklist.apply(&e.kind);
+            if let EventKind::SessionProfile(p) = &e.kind {
+                d.mode = mode_label(&p.approval, p.mode).to_string();
+            }
             if let EventKind::Group(_) = &e.kind {
                 self.groups.apply(e);
                 d.group = GroupView::from_present(&present::view(&self.groups));

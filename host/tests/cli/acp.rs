@@ -216,7 +216,10 @@ fn an_editor_drives_a_durable_session_over_acp() {
         .iter()
         .map(|m| m["id"].as_str().unwrap())
         .collect();
-    assert_eq!(offered, ["never", "on-request", "untrusted", "edits"]);
+    assert_eq!(
+        offered,
+        ["never", "on-request", "untrusted", "edits", "plan"]
+    );
 
     // 1. A turn with a read, an edit (allowed by `edits`) and a command the
     // editor's user allows.
@@ -589,4 +592,232 @@ fn an_image_in_the_prompt_reaches_the_model_and_a_bad_one_is_refused() {
     let log = events(ws.path(), &session);
     assert!(log.iter().any(|e| matches!(e, EventKind::UserMessage { parts }
         if parts.iter().any(|p| matches!(p, latch_engine_sdk::types::Part::Image(m) if m.width == Some(2))))));
+}
+
+/// The calls plan mode must refuse, then (after the plan is approved) run:
+/// a new file, an edit and a command that writes.
+pub(crate) const WRITES: [(&str, &str); 3] = [
+    ("write_file", r#"{"path":"new.txt","content":"x\n"}"#),
+    (
+        "edit_file",
+        r#"{"path":"src/math.sh","old_string":"$1 - $2","new_string":"$1 + $2"}"#,
+    ),
+    ("shell", r#"{"command":"echo x > f"}"#),
+];
+
+/// The plan the scripted model proposes.
+pub(crate) const PLAN: &str =
+    "Make add add.\n\n1. Write new.txt\n2. Fix the operator in src/math.sh\n3. Write f";
+
+/// A model that reads, tries the three writes, proposes the plan and, once
+/// it is approved, makes the same three calls and ticks the first step.
+pub(crate) fn plan_script() -> Script {
+    let mut turns = vec![ScriptedTurn::tool_call(
+        "read_file",
+        r#"{"path":"src/math.sh"}"#,
+    )];
+    turns.extend(WRITES.iter().map(|(t, a)| ScriptedTurn::tool_call(*t, *a)));
+    turns.push(ScriptedTurn::tool_call(
+        "propose_plan",
+        json!({ "plan": PLAN }).to_string(),
+    ));
+    turns.extend(WRITES.iter().map(|(t, a)| ScriptedTurn::tool_call(*t, *a)));
+    turns.push(ScriptedTurn::tool_call(
+        "complete_action",
+        r#"{"text":"Write new.txt"}"#,
+    ));
+    turns.push(ScriptedTurn::text("Done as planned."));
+    Script::new(turns).with_responder(|_| ScriptStep::Turn(ScriptedTurn::text("Nothing else.")))
+}
+
+/// True when the workspace is as `project()` made it (plus Latch's own
+/// directory).
+pub(crate) fn untouched(ws: &Path) -> bool {
+    !ws.join("new.txt").exists()
+        && !ws.join("f").exists()
+        && std::fs::read_to_string(ws.join("src/math.sh")).unwrap()
+            == "add() {\n  echo $(( $1 - $2 ))\n}\n"
+}
+
+/// True when the three writes happened.
+pub(crate) fn written(ws: &Path) -> bool {
+    std::fs::read_to_string(ws.join("new.txt")).ok().as_deref() == Some("x\n")
+        && std::fs::read_to_string(ws.join("f")).ok().as_deref() == Some("x\n")
+        && std::fs::read_to_string(ws.join("src/math.sh"))
+            .unwrap()
+            .contains("$1 + $2")
+}
+
+#[test]
+fn plan_mode_over_acp_refuses_writes_until_the_plan_is_approved() {
+    plan_mode_over_acp(false);
+}
+
+/// The same, with plan mode entered through the session's `mode` config
+/// option (the protocol's preferred form), which an approved plan updates.
+#[test]
+fn plan_mode_over_acp_config_options() {
+    plan_mode_over_acp(true);
+}
+
+fn plan_mode_over_acp(via_config_option: bool) {
+    let rt = runtime();
+    let server = rt.block_on(FakeServer::start(plan_script())).unwrap();
+    let ws = project();
+    let cwd = ws.path().canonicalize().unwrap();
+    let mut editor = Editor::start_with(ws.path(), &server, "untrusted");
+    let init = editor.request("initialize", json!({"protocolVersion":1}));
+    editor.response(init);
+    let new = editor.request("session/new", json!({"cwd": cwd, "mcpServers": []}));
+    let new = editor.response(new);
+    let session = new["result"]["sessionId"].as_str().unwrap().to_string();
+    let offered: Vec<&str> = new["result"]["modes"]["availableModes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(offered.contains(&"plan"), "{new}");
+
+    let option = &new["result"]["configOptions"][0];
+    assert_eq!(option["id"], "mode", "{new}");
+    assert_eq!(option["currentValue"], "untrusted", "{new}");
+    assert!(
+        option["options"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["value"] == "plan"),
+        "{new}"
+    );
+    // The editor's mode picker enters plan mode.
+    if via_config_option {
+        let set = editor.request(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "mode", "value": "plan"}),
+        );
+        let set = editor.response(set);
+        assert_eq!(
+            set["result"]["configOptions"][0]["currentValue"], "plan",
+            "{set}"
+        );
+        let bad = editor.request(
+            "session/set_config_option",
+            json!({"sessionId": session, "configId": "model", "value": "x"}),
+        );
+        let bad = editor.response(bad);
+        assert!(
+            bad["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("no config option `model`"),
+            "{bad}"
+        );
+    } else {
+        let set = editor.request(
+            "session/set_mode",
+            json!({"sessionId": session, "modeId": "plan"}),
+        );
+        let set = editor.response(set);
+        assert!(set.get("error").is_none(), "{set}");
+    }
+
+    let prompt = editor.request("session/prompt", text_prompt(&session, "make add add"));
+    // `untrusted` still asks before the command; allowed, it runs in the
+    // read-only sandbox and writes nothing.
+    let ask = editor.permission_request();
+    let title = ask["params"]["toolCall"]["title"].as_str().unwrap();
+    assert!(title.contains("echo x > f"), "{ask}");
+    assert!(untouched(ws.path()));
+    editor.answer(&ask, "allow_once");
+    // The plan comes as a request to approve; nothing was written before.
+    let ask = editor.permission_request();
+    assert!(
+        untouched(ws.path()),
+        "plan mode let a write through before the plan was approved"
+    );
+    let title = ask["params"]["toolCall"]["title"].as_str().unwrap();
+    assert!(title.contains("2. Fix the operator"), "{ask}");
+    let options: Vec<&str> = ask["params"]["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["optionId"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        options,
+        [
+            "plan_edits",
+            "plan_on-request",
+            "plan_untrusted",
+            "reject_once"
+        ]
+    );
+    // The three refused calls failed, each telling the model why.
+    let refused: Vec<Value> = editor
+        .updates()
+        .into_iter()
+        .filter(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "failed")
+        .collect();
+    assert_eq!(
+        refused.len(),
+        3,
+        "write_file, edit_file and the command: {refused:?}"
+    );
+    editor.answer(&ask, "plan_on-request");
+    let done = editor.response(prompt);
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    assert!(written(ws.path()), "the approved calls did not all run");
+
+    let updates = editor.updates();
+    assert!(
+        updates
+            .iter()
+            .any(|u| u["sessionUpdate"] == "current_mode_update"
+                && u["currentModeId"] == "on-request"),
+        "{updates:?}"
+    );
+    assert!(
+        updates
+            .iter()
+            .any(|u| u["sessionUpdate"] == "config_option_update"
+                && u["configOptions"][0]["currentValue"] == "on-request"),
+        "{updates:?}"
+    );
+    let plans: Vec<&Value> = updates
+        .iter()
+        .filter(|u| u["sessionUpdate"] == "plan")
+        .collect();
+    let last = plans
+        .last()
+        .unwrap_or_else(|| panic!("no plan update: {updates:?}"));
+    let entries: Vec<(&str, &str)> = last["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["content"].as_str().unwrap(),
+                e["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        entries,
+        [
+            ("Write new.txt", "completed"),
+            ("Fix the operator in src/math.sh", "pending"),
+            ("Write f", "pending")
+        ]
+    );
+    // What the model read: the refusals and the read-only note.
+    let requests = server.requests();
+    let seen = serde_json::to_string(&requests.last().unwrap().body).unwrap();
+    assert!(
+        seen.contains("[plan mode] `write_file` was not run"),
+        "{seen}"
+    );
+    assert!(seen.contains("read-only sandbox"), "{seen}");
+    assert!(seen.contains("The user approved the plan"), "{seen}");
+    editor.close();
 }

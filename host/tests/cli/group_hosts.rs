@@ -570,6 +570,7 @@ fn a_resumed_member_without_a_usable_store_says_how_to_give_it() {
                 role: "fixer".into(),
                 store: recorded.into(),
             }),
+            mode: Default::default(),
         };
         store
             .append(&id, EventKind::SessionProfile(profile))

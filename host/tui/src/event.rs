@@ -55,6 +55,9 @@ pub enum PermissionAnswer {
     /// Allow this and the same command (or path) for the rest of the
     /// session (`a`).
     Always,
+    /// Approve the plan and act under the approval mode named (`e`:
+    /// `edits`, `a`: `on-request`); `y` approves keeping the session's.
+    Approve(String),
 }
 
 /// What the screen asks of the session.
@@ -82,6 +85,12 @@ pub enum Command {
     PasteImage,
     /// `/sessions`.
     Sessions,
+    /// `/agents`: the agents users defined.
+    Agents,
+    /// Shift+Tab: the next mode (plan → edits → auto → plan).
+    CycleMode,
+    /// `/plan`: plan mode on, or off again.
+    TogglePlan,
     /// Answer the permission prompt of a tool call.
     Permission {
         /// The call the prompt is about (an answer for another call is

@@ -33,7 +33,10 @@ pub const SCRIPTED: &str = "The demo's model is scripted: it played its one task
      ANTHROPIC_API_KEY or OPENAI_API_KEY, or --base-url for a local server) to work on your \
      own tasks. q quits.";
 
-/// The permission modal's keys (see [`MODAL_HELP`]).
+/// The plan modal's keys (a plan to approve, from `propose_plan`).
+pub const PLAN_HELP: &str = "y approve · e approve, edit freely · a approve, auto · n keep planning · r keep planning, say why";
+
+/// The permission modal's keys.
 pub const MODAL_HELP: &str =
     "y allow once · a always (this session) · n deny · r deny with a reason";
 
@@ -109,6 +112,12 @@ fn modal_key(state: &mut UiState, call_id: String, code: KeyCode) -> Vec<Command
             KeyCode::PageDown | KeyCode::Down => {
                 state.popup_scroll = (state.popup_scroll + 1).min(state.popup_max.get());
                 None
+            }
+            KeyCode::Char('e') if state.modal_is_plan() => {
+                Some(PermissionAnswer::Approve("edits".into()))
+            }
+            KeyCode::Char('a') if state.modal_is_plan() => {
+                Some(PermissionAnswer::Approve("on-request".into()))
             }
             KeyCode::Char('y') => Some(PermissionAnswer::Allow),
             KeyCode::Char('a') => Some(PermissionAnswer::Always),
@@ -192,6 +201,14 @@ pub fn on_key(state: &mut UiState, key: KeyEvent) -> Vec<Command> {
             state.composer.insert("\n")
         }
         KeyCode::Enter => return submit(state),
+        KeyCode::BackTab => {
+            state.notice = Some(if state.running {
+                "the mode changes when the turn ends".into()
+            } else {
+                "changing the mode…".into()
+            });
+            return vec![Command::CycleMode];
+        }
         KeyCode::Tab => {
             let text = state.composer.text().to_string();
             let found = state.commands.complete(&text);
@@ -305,6 +322,8 @@ fn submit(state: &mut UiState) -> Vec<Command> {
             Slash::Rewind(seq) => vec![Command::Rewind(seq)],
             Slash::Image(path) => vec![Command::Image(path)],
             Slash::Sessions => vec![Command::Sessions],
+            Slash::Agents => vec![Command::Agents],
+            Slash::Plan => vec![Command::TogglePlan],
             Slash::Exit => {
                 state.quit = true;
                 vec![Command::Exit]

@@ -7,6 +7,9 @@ use latch_surface::{PermissionPrompt, Surface};
 use std::cell::Cell;
 use std::time::Instant;
 
+/// The tool whose permission prompt is a plan to approve.
+pub const PLAN_TOOL: &str = "propose_plan";
+
 /// Terminals narrower than this drop the sidebar behind a key.
 pub const SIDEBAR_MIN_WIDTH: u16 = 100;
 
@@ -205,6 +208,11 @@ impl UiState {
         self.surface
             .live_permission()
             .filter(|p| self.answered.as_deref() != Some(p.call_id.as_str()))
+    }
+
+    /// True when the modal shows a plan to approve (`propose_plan`).
+    pub fn modal_is_plan(&self) -> bool {
+        self.modal().is_some_and(|p| p.tool == PLAN_TOOL)
     }
 
     /// True when the sidebar shows beside the transcript at `width`.

@@ -27,13 +27,34 @@ pub enum Answer {
     Always,
     /// Do not run it; the optional reason is for the model.
     Deny(Option<String>),
+    /// Approve the proposed plan and act under this approval mode from
+    /// now on (its name: `edits`, `on-request`, `untrusted`, `never`).
+    Approve(String),
 }
 
 impl Answer {
     /// Parse the `decision` of an answer (`allow`, `deny`, `always`) with
     /// the optional reason a denial carries.
     pub fn parse(decision: &str, reason: Option<String>) -> Result<Answer, String> {
+        Answer::parse_with_mode(decision, reason, None)
+    }
+
+    /// [`Answer::parse`], and `approve` with the approval mode the
+    /// approved plan runs under (`mode`).
+    pub fn parse_with_mode(
+        decision: &str,
+        reason: Option<String>,
+        mode: Option<String>,
+    ) -> Result<Answer, String> {
         match decision.trim().to_ascii_lowercase().as_str() {
+            "approve" => match mode.map(|m| m.trim().to_string()).filter(|m| !m.is_empty()) {
+                Some(mode) => Ok(Answer::Approve(mode)),
+                None => Err(
+                    "decision `approve` needs `mode`: the approval mode the plan runs under \
+                     (`edits`, `on-request`, `untrusted` or `never`)"
+                        .into(),
+                ),
+            },
             "allow" => Ok(Answer::Allow),
             "always" => Ok(Answer::Always),
             "deny" => Ok(Answer::Deny(
@@ -42,7 +63,8 @@ impl Answer {
                     .filter(|r| !r.is_empty()),
             )),
             other => Err(format!(
-                "decision must be `allow`, `deny` or `always`, not `{other}`"
+                "decision must be `allow`, `deny`, `always` or `approve` (a plan, with `mode`), \
+                 not `{other}`"
             )),
         }
     }
@@ -137,7 +159,13 @@ mod tests {
             Ok(Answer::Deny(None))
         );
         let err = Answer::parse("maybe", None).unwrap_err();
-        assert!(err.contains("`allow`, `deny` or `always`") && err.contains("maybe"));
+        assert!(err.contains("`allow`, `deny`, `always` or `approve`") && err.contains("maybe"));
+        assert_eq!(
+            Answer::parse_with_mode("approve", None, Some(" edits ".into())),
+            Ok(Answer::Approve("edits".into()))
+        );
+        let err = Answer::parse_with_mode("approve", None, None).unwrap_err();
+        assert!(err.contains("needs `mode`"), "{err}");
     }
 
     #[test]

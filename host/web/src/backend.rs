@@ -152,6 +152,25 @@ pub trait Backend: Send + Sync + 'static {
             "this server cannot rewind files; use `latch rewind`".into(),
         ))
     }
+    /// Switch the session's mode (`plan`, or an approval mode's name:
+    /// `edits`, `on-request`, `untrusted`, `never`) as Shift+Tab and
+    /// `/plan` do: the agent records it first. Returns the mode's label
+    /// (`plan`, `edits`, `auto`, ...). By default the mode cannot change.
+    fn switch_mode(
+        &self,
+        _session: &str,
+        _mode: &str,
+        _on: Sink<'_>,
+    ) -> Result<String, BackendError> {
+        Err(BackendError::BadRequest(
+            "this server cannot switch modes; use the terminal's Shift+Tab or /plan".into(),
+        ))
+    }
+    /// The agents users defined, as the lines `latch agents` prints. None
+    /// by default.
+    fn agents(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Resume the session in this process: settle what an earlier process
     /// left and mark an interrupted run interrupted. Returns the repair
     /// events appended.

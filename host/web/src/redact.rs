@@ -57,6 +57,9 @@ pub const SENT_AS_STORED: &[&str] = &[
     "checkpoint",
     // The user message rewound before and the files restored or removed.
     "rewound",
+    // A nested directory's instructions files (workspace text the model
+    // reads, as a `read_file` result carries it).
+    "instructions_loaded",
     // The source and command about to run, and a git tree id: like `mutation`.
     "mutation_pending",
 ];

@@ -65,6 +65,11 @@ pub fn durable(d: &Durable, prices: &PriceTable) -> Value {
             "last_report": c.last_report,
         })).collect::<Vec<_>>(),
         "group": d.group.as_ref().map(|g| json!({"title": g.title, "lines": g.lines})),
+        "mode": d.mode,
+        "checklist": d.checklist.steps().iter().map(|s| json!({
+            "text": s.text,
+            "done": s.status == latch_kernel::StepStatus::Completed,
+        })).collect::<Vec<_>>(),
         "permission": d.permission.as_ref().map(|p| json!({
             "tool": p.tool, "subject": p.subject, "detail": p.detail, "reason": p.reason,
             "call_id": p.call_id, "seq": p.seq, "action": p.action,

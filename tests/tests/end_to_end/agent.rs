@@ -147,6 +147,7 @@ fn assert_provider_saw_exactly_the_views(h: &Harness) {
         })
         .collect();
     tools.push(latch::agent::recall::schema());
+    tools.push(latch::agent::plan::schema());
     for (i, (captured, view)) in requests.iter().zip(views.iter()).enumerate() {
         let request = ProviderRequest {
             model: "test-model".into(),

@@ -399,6 +399,7 @@ fn a_request_left_waiting_is_answered_as_denied_on_resume() {
         approval: "untrusted".into(),
         sandbox: "workspace-write".into(),
         mcp: None,
+        plan: None,
     };
     r.store
         .append_batch(

@@ -16,6 +16,8 @@
 //!   session between the page, a parent agent and the terminal.
 //! * [`media`] — images uploaded from the page, rewind from the page, the
 //!   sidebar's cost.
+//! * [`plan`] — plan mode from the header's control, the plan dialog
+//!   approved into auto, the checklist, `/agents`.
 //! * [`page`] — the page as a daily tool: sessions started from a task,
 //!   queued messages, wrapping, panels, restarts, themes, no provider.
 
@@ -33,6 +35,8 @@ mod lifecycle;
 mod media;
 #[path = "web_page.rs"]
 mod page;
+#[path = "web_plan.rs"]
+mod plan;
 
 use latch_kernel::Store;
 use latch_provider::fake::{FakeServer, Script, ScriptedTurn};

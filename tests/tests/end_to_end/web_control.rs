@@ -231,7 +231,7 @@ fn a_permission_request_waits_for_the_page_and_is_answered_over_http() {
             .post(&answer(&call), json!({"decision": "maybe"}))
             .await;
         assert_eq!(status, 400, "{body}");
-        assert!(body["error"].as_str().unwrap().contains("`allow`, `deny` or `always`"));
+        assert!(body["error"].as_str().unwrap().contains("`allow`, `deny`, `always` or `approve`"));
         let (status, body) = served.post(&answer(&call), json!({"yes": 1})).await;
         assert_eq!(status, 400, "{body}");
         let (status, body) = served

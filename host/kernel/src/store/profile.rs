@@ -52,6 +52,7 @@ mod tests {
             sandbox: "read-only".into(),
             changes: vec![],
             group: None,
+            mode: Default::default(),
         };
         store
             .append(&id, EventKind::SessionProfile(first.clone()))

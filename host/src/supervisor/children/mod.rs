@@ -35,6 +35,7 @@ pub use worker::{
 use super::Supervisor;
 use crate::agent::hooks::HookCommands;
 use crate::agent::{AgentOptions, TurnControl};
+use crate::config::agents::AgentCatalog;
 use crate::config::{ChildrenOnInterrupt, Config};
 use latch_kernel::group::GroupPort;
 use latch_kernel::{EventKind, Store};
@@ -120,6 +121,11 @@ pub struct ChildSettings {
     /// Where the root's agent group lives (`[group] store`); `None`: the
     /// local store.
     pub group: Option<Arc<dyn GroupPort>>,
+    /// The agents users defined, which `spawn_agent {agent}` runs.
+    pub agents: AgentCatalog,
+    /// True when the workspace is trusted, so a workspace agent may
+    /// loosen its child's sandbox or approval, or name an engine.
+    pub workspace_trusted: bool,
 }
 
 impl Default for ChildSettings {
@@ -132,6 +138,8 @@ impl Default for ChildSettings {
             on_interrupt: ChildrenOnInterrupt::default(),
             hooks: HookCommands::default(),
             group: None,
+            agents: AgentCatalog::default(),
+            workspace_trusted: false,
         }
     }
 }
@@ -165,6 +173,8 @@ pub struct ChildRuntime {
     on_interrupt: ChildrenOnInterrupt,
     hooks: HookCommands,
     group: Arc<dyn GroupPort>,
+    agents: AgentCatalog,
+    workspace_trusted: bool,
     shared: Mutex<Shared>,
     changed: Condvar,
     /// Set when a child finished: a report may wait for delivery.
@@ -219,6 +229,8 @@ impl ChildRuntime {
             on_interrupt: settings.on_interrupt,
             hooks: settings.hooks,
             group,
+            agents: settings.agents,
+            workspace_trusted: settings.workspace_trusted,
             shared: Mutex::new(Shared::default()),
             changed: Condvar::new(),
             finished: AtomicBool::new(true),
@@ -232,6 +244,11 @@ impl ChildRuntime {
     /// The store.
     pub fn store(&self) -> &Arc<Store> {
         &self.store
+    }
+
+    /// The agents users defined.
+    pub fn agents(&self) -> &AgentCatalog {
+        &self.agents
     }
 
     /// Where the root's agent group lives.

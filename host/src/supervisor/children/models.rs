@@ -74,6 +74,33 @@ impl ChildModels {
         })
     }
 
+    /// True when `[models.<name>]` is configured.
+    pub fn is_configured(&self, name: &str) -> bool {
+        self.configured.contains_key(name)
+    }
+
+    /// The model `name` a user's agent file names: as [`Self::resolve`],
+    /// but a name without `[models.<name>]` runs with the defaults on the
+    /// parent's provider (the user chose it; the model did not).
+    pub fn resolve_defined(
+        &self,
+        parent: &ModelProfile,
+        name: &str,
+        default_max_tokens: u32,
+    ) -> Result<ChildModel, String> {
+        if name == parent.model || self.is_configured(name) {
+            return self.resolve(parent, Some(name), default_max_tokens);
+        }
+        let max_tokens = self.max_tokens(name, default_max_tokens);
+        let profile = Config::default()
+            .model_profile(&parent.provider, name, max_tokens)
+            .map_err(|e| format!("spawn_agent: model `{name}` is misconfigured: {e}"))?;
+        Ok(ChildModel {
+            profile,
+            max_tokens,
+        })
+    }
+
     fn unknown(&self, name: &str, parent: &str) -> String {
         let others: Vec<&str> = self
             .configured

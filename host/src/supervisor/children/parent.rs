@@ -73,14 +73,18 @@ impl ParentAgents {
                 task,
                 context,
                 model,
+                agent,
             } => {
                 let id = worker::spawn(
                     &self.rt,
                     parent,
-                    &role,
-                    &task,
-                    context.as_deref(),
-                    model.as_deref(),
+                    worker::Spawn {
+                        role: &role,
+                        task: &task,
+                        context: context.as_deref(),
+                        model: model.as_deref(),
+                        agent: agent.as_deref(),
+                    },
                 )?;
                 Ok(Answer::text(format!(
                     "Spawned child agent {id} ({role}). It works concurrently; its report \
@@ -307,7 +311,13 @@ impl Answer {
 
 impl Delegation for ParentAgents {
     fn schemas(&self) -> Vec<ToolSchema> {
-        schemas::schemas()
+        let agents: Vec<(&str, &str)> = self
+            .rt
+            .agents
+            .agents()
+            .map(|a| (a.name.as_str(), a.description.as_str()))
+            .collect();
+        schemas::schemas_with(&agents)
     }
 
     fn execute(&mut self, session: &SessionRecord, call: &ToolCall) -> Option<Vec<EventKind>> {

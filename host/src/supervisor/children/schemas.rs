@@ -21,29 +21,46 @@ pub const DEFAULT_WAIT_S: u64 = 600;
 /// The longest `wait_agents` timeout, seconds.
 pub const MAX_WAIT_S: u64 = 3_600;
 
-/// The five schemas, in their fixed order.
+/// The five schemas, in their fixed order, with no agents defined.
 pub fn schemas() -> Vec<ToolSchema> {
+    schemas_with(&[])
+}
+
+/// The five schemas, in their fixed order; `spawn_agent`'s description
+/// lists the `agents` defined (name and description), so the model knows
+/// what `agent` may name. Byte-stable for the same agents.
+pub fn schemas_with(agents: &[(&str, &str)]) -> Vec<ToolSchema> {
     let tool = |name: &str, description: &str, input_schema: Value| ToolSchema {
         name: name.to_string(),
         description: description.to_string(),
         input_schema,
     };
+    let mut spawn = "Start a child agent on a delegated task; returns its id at once while it \
+                     works concurrently in the same workspace. It starts from a brief (role, \
+                     task and the context you pass), never from your history. Its report \
+                     reaches you when it finishes (or call wait_agents)."
+        .to_string();
+    if !agents.is_empty() {
+        spawn.push_str(" Agents defined here (pass one as `agent`):");
+        for (name, description) in agents {
+            let first = description.lines().next().unwrap_or("");
+            spawn.push_str(&format!("\n- {name}: {first}"));
+        }
+    }
     vec![
         tool(
             SPAWN,
-            "Start a child agent on a delegated task; returns its id at once while it works \
-             concurrently in the same workspace. It starts from a brief (role, task and the \
-             context you pass), never from your history. Its report reaches you when it \
-             finishes (or call wait_agents).",
+            &spawn,
             json!({
                 "type": "object",
                 "properties": {
-                    "role": {"type": "string", "description": "Short role, e.g. `tester`."},
+                    "role": {"type": "string", "description": "Short role, e.g. `tester`; default: the agent's name."},
                     "task": {"type": "string", "description": "The complete, actionable task."},
                     "context": {"type": "string", "description": "What the child needs to know from you (files, findings, constraints)."},
-                    "model": {"type": "string", "description": "Model for the child; default: yours."}
+                    "model": {"type": "string", "description": "Model for the child; default: the agent's, else yours."},
+                    "agent": {"type": "string", "description": "A defined agent to run the task as: its prompt, tools, model and sandbox."}
                 },
-                "required": ["role", "task"],
+                "required": ["task"],
                 "additionalProperties": false
             }),
         ),
@@ -99,7 +116,7 @@ pub fn schemas() -> Vec<ToolSchema> {
 pub enum AgentCall {
     /// `spawn_agent`.
     Spawn {
-        /// Role.
+        /// Role (the agent's name when only `agent` was given).
         role: String,
         /// Task.
         task: String,
@@ -107,6 +124,8 @@ pub enum AgentCall {
         context: Option<String>,
         /// Model override.
         model: Option<String>,
+        /// The defined agent it runs as.
+        agent: Option<String>,
     },
     /// `wait_agents`.
     Wait {
@@ -184,12 +203,23 @@ pub fn parse(name: &str, arguments_json: &str) -> Option<Result<AgentCall, Strin
         let m = object(name, arguments_json)?;
         Ok(match name {
             SPAWN => {
-                check_keys(name, &m, &["role", "task", "context", "model"])?;
+                check_keys(name, &m, &["role", "task", "context", "model", "agent"])?;
+                let agent = text(name, &m, "agent")?;
+                let role = match (text(name, &m, "role")?, &agent) {
+                    (Some(role), _) => role,
+                    (None, Some(agent)) => agent.clone(),
+                    (None, None) => {
+                        return Err(format!(
+                            "{name}: `role` is required (or `agent`, a defined agent's name)"
+                        ));
+                    }
+                };
                 AgentCall::Spawn {
-                    role: required(name, &m, "role")?,
+                    role,
                     task: required(name, &m, "task")?,
                     context: text(name, &m, "context")?,
                     model: text(name, &m, "model")?,
+                    agent,
                 }
             }
             WAIT => {
@@ -259,7 +289,7 @@ mod tests {
         assert_eq!(&digest[..16], SCHEMA_DIGEST, "{digest}");
     }
 
-    const SCHEMA_DIGEST: &str = "c812eda4ff0062d5";
+    const SCHEMA_DIGEST: &str = "6173c1ebebbb6843";
 
     #[test]
     fn calls_parse_with_clear_errors() {
@@ -269,9 +299,22 @@ mod tests {
                 role: "tester".into(),
                 task: "run tests".into(),
                 context: None,
-                model: None
+                model: None,
+                agent: None
             }))
         );
+        assert_eq!(
+            parse(SPAWN, r#"{"agent":"reviewer","task":"review"}"#),
+            Some(Ok(AgentCall::Spawn {
+                role: "reviewer".into(),
+                task: "review".into(),
+                context: None,
+                model: None,
+                agent: Some("reviewer".into())
+            }))
+        );
+        let err = parse(SPAWN, r#"{"task":"x"}"#).unwrap().unwrap_err();
+        assert!(err.contains("`role` is required (or `agent`"), "{err}");
         assert_eq!(
             parse(WAIT, "{}"),
             Some(Ok(AgentCall::Wait {

@@ -8,6 +8,7 @@
 
 use super::{ChildRuntime, Live};
 use crate::agent::{Agent, AgentError, AgentEvent, AgentOptions, Delegation};
+use crate::config::agents::{AgentDef, AgentScope};
 use crate::engine::ContextEngine;
 use crate::engine::policy::Brief;
 use crate::supervisor::profile::{self, Settings};
@@ -66,6 +67,32 @@ fn child_engine(
         .map_err(|e| e.to_string())
 }
 
+/// The engine a defined agent names (`builtin:NAME` or a component path),
+/// loaded through the supervisor as a recorded engine is.
+fn agent_engine(
+    supervisor: &Supervisor,
+    child: &str,
+    parent: &SessionRecord,
+    role: &str,
+    task: &str,
+    model: &latch_engine_sdk::types::ModelProfile,
+    engine: &str,
+) -> Result<Box<dyn ContextEngine>, String> {
+    let brief = Brief {
+        parent_session: parent.id.clone(),
+        role: role.to_string(),
+        task: task.to_string(),
+        child_model: model.clone(),
+    };
+    let recorded = RecordedEngine {
+        engine: engine.to_string(),
+        config: String::new(),
+    };
+    supervisor
+        .rebuild_child_engine(child, &parent.model, &brief, &recorded)
+        .map_err(|e| format!("spawn_agent: the agent's engine `{engine}` could not start: {e}"))
+}
+
 /// The engine of the child session `record`, rebuilt through the
 /// supervisor from its durable profile: its model from its session, its
 /// engine and engine configuration as its spawn (in its parent's log)
@@ -102,10 +129,10 @@ pub fn child_engine_from_profile(
         .map_err(|e| e.to_string())
 }
 
-/// What a child runs with in this process: its parent's provider and
-/// safety modes, its own model.
-fn settings(rt: &ChildRuntime, record: &SessionRecord) -> Settings {
-    let perms = rt.options.permissions.as_ref();
+/// What a child runs with in this process: its parent's provider, the
+/// safety modes of `options`, its own model.
+fn settings(options: &AgentOptions, rt: &ChildRuntime, record: &SessionRecord) -> Settings {
+    let perms = options.permissions.as_ref();
     Settings {
         provider: rt.provider.kind().name().to_string(),
         base_url: rt.provider.config().base_url.clone(),
@@ -113,7 +140,98 @@ fn settings(rt: &ChildRuntime, record: &SessionRecord) -> Settings {
         approval: perms.map(|p| p.approval).unwrap_or_default(),
         sandbox: perms.map(|p| p.sandbox.mode).unwrap_or_default(),
         group: None,
+        mode: latch_kernel::SessionMode::Act,
     }
+}
+
+/// What `spawn_agent` asked for.
+pub(super) struct Spawn<'a> {
+    /// The child's role.
+    pub role: &'a str,
+    /// Its task.
+    pub task: &'a str,
+    /// What the parent handed over.
+    pub context: Option<&'a str>,
+    /// The model the call named.
+    pub model: Option<&'a str>,
+    /// The defined agent it runs as.
+    pub agent: Option<&'a str>,
+}
+
+/// The defined agent `name`, or the error the model reads (naming those
+/// there are).
+fn defined_agent<'a>(rt: &'a ChildRuntime, name: &str) -> Result<&'a AgentDef, String> {
+    rt.agents.get(name).ok_or_else(|| {
+        let names: Vec<&str> = rt.agents.agents().map(|a| a.name.as_str()).collect();
+        format!(
+            "spawn_agent: no agent `{name}` is defined ({}); call spawn_agent with one of \
+             those, or with a `role` and no `agent`",
+            if names.is_empty() {
+                "none is: the user defines them in .latch/agents/NAME.md".to_string()
+            } else {
+                format!("defined: {}", names.join(", "))
+            }
+        )
+    })
+}
+
+/// The options a child running as `agent` gets from its parent's: the
+/// agent's tools within the parent's, its sandbox and approval. A workspace
+/// agent that loosens the sandbox or approval, or names an engine, needs a
+/// trusted workspace.
+fn agent_options(rt: &ChildRuntime, agent: &AgentDef) -> Result<AgentOptions, String> {
+    let mut options = rt.options.clone();
+    options.tools = options.tools.narrowed(agent.tools.as_deref(), &agent.deny);
+    let untrusted = agent.scope == AgentScope::Workspace && !rt.workspace_trusted;
+    let needs_trust = |what: String| {
+        format!(
+            "spawn_agent: agent `{}` ({}) {what}; a workspace agent may do that only in a \
+             trusted workspace. Tell the user: `latch trust` (or --trust-workspace) allows it, \
+             or spawn it without that key",
+            agent.name,
+            agent.path.display()
+        )
+    };
+    if untrusted && let Some(engine) = &agent.engine {
+        return Err(needs_trust(format!("names the engine `{engine}`")));
+    }
+    if let Some(p) = options.permissions.as_mut() {
+        if let Some(sandbox) = agent.sandbox {
+            if untrusted && sandbox.is_looser_than(p.sandbox.mode) {
+                return Err(needs_trust(format!(
+                    "asks for the sandbox `{}`, looser than this session's `{}`",
+                    sandbox.name(),
+                    p.sandbox.mode.name()
+                )));
+            }
+            p.sandbox.mode = sandbox;
+        }
+        if let Some(approval) = agent.approval {
+            if untrusted && approval.is_looser_than(p.approval) {
+                return Err(needs_trust(format!(
+                    "asks for the approval mode `{}`, looser than this session's `{}`",
+                    approval.name(),
+                    p.approval.name()
+                )));
+            }
+            p.approval = approval;
+        }
+    }
+    Ok(options)
+}
+
+/// The child's first input when it runs as `agent`: the agent's prompt
+/// ahead of the delegation brief.
+fn agent_brief(agent: &AgentDef, brief: String) -> String {
+    if agent.prompt.trim().is_empty() {
+        return brief;
+    }
+    format!(
+        "[Latch] You run as the agent `{}` ({}). Its instructions:\n\n{}\n\n---\n\n{brief}",
+        agent.name,
+        agent.path.display(),
+        agent.prompt
+    )
 }
 
 /// Spawn a child of `parent`: its session, its engine, its profile event
@@ -122,20 +240,52 @@ fn settings(rt: &ChildRuntime, record: &SessionRecord) -> Settings {
 pub(super) fn spawn(
     rt: &Arc<ChildRuntime>,
     parent: &SessionRecord,
-    role: &str,
-    task: &str,
-    context: Option<&str>,
-    model: Option<&str>,
+    call: Spawn<'_>,
 ) -> Result<String, String> {
-    let chosen = rt
-        .models
-        .resolve(&parent.model, model, rt.options.max_tokens)?;
+    let Spawn {
+        role,
+        task,
+        context,
+        model,
+        agent,
+    } = call;
+    let agent = agent.map(|name| defined_agent(rt, name)).transpose()?;
+    let options = match agent {
+        Some(a) => agent_options(rt, a)?,
+        None => rt.options.clone(),
+    };
+    let chosen = match (model, agent) {
+        (None, Some(a)) => match a.model_for(&|m| rt.models.is_configured(m)) {
+            // The user named it in the file: no `[models.<name>]` needed.
+            Some(name) => rt
+                .models
+                .resolve_defined(&parent.model, name, rt.options.max_tokens)?,
+            None => rt
+                .models
+                .resolve(&parent.model, None, rt.options.max_tokens)?,
+        },
+        (model, _) => rt
+            .models
+            .resolve(&parent.model, model, rt.options.max_tokens)?,
+    };
     let profile = chosen.profile;
     let record = rt
         .store
         .create_session(&parent.workspace, Some(&parent.id), &profile)
         .map_err(|e| e.to_string())?;
-    let mut engine = match child_engine(&rt.supervisor, &record.id, parent, role, task, &profile) {
+    let built = match agent.and_then(|a| a.engine.as_deref()) {
+        Some(engine) => agent_engine(
+            &rt.supervisor,
+            &record.id,
+            parent,
+            role,
+            task,
+            &profile,
+            engine,
+        ),
+        None => child_engine(&rt.supervisor, &record.id, parent, role, task, &profile),
+    };
+    let mut engine = match built {
         Ok(engine) => engine,
         Err(e) => {
             // The session never ran: hide it from history; its record stays.
@@ -159,11 +309,21 @@ pub(super) fn spawn(
             },
         )
         .map_err(|e| e.to_string())?;
-    profile::record(&rt.store, &record.id, &settings(rt, &record), |_| {
-        "its parent's run".into()
-    })
+    profile::record(
+        &rt.store,
+        &record.id,
+        &settings(&options, rt, &record),
+        |_| match agent {
+            Some(a) => format!("its parent's run, as the agent {}", a.name),
+            None => "its parent's run".into(),
+        },
+    )
     .map_err(|e| e.to_string())?;
-    let input = delegation_brief(&parent.id, role, task, context);
+    let brief = delegation_brief(&parent.id, role, task, context);
+    let input = match agent {
+        Some(a) => agent_brief(a, brief),
+        None => brief,
+    };
     let id = record.id.clone();
     start(
         rt,
@@ -175,6 +335,7 @@ pub(super) fn spawn(
             max_tokens: chosen.max_tokens,
             resumed: false,
             lease,
+            options,
         },
     )?;
     Ok(id)
@@ -235,9 +396,12 @@ pub fn resume(
         .map_err(|e| e.to_string())?;
     // It runs with its parent's provider and safety modes now: a change
     // from what it ran with is recorded (and shown).
-    profile::record(&rt.store, &record.id, &settings(rt, &record), |_| {
-        format!("its parent's run (session {})", parent.id)
-    })
+    profile::record(
+        &rt.store,
+        &record.id,
+        &settings(&rt.options, rt, &record),
+        |_| format!("its parent's run (session {})", parent.id),
+    )
     .map_err(|e| e.to_string())?;
     start(
         rt,
@@ -249,6 +413,7 @@ pub fn resume(
             max_tokens,
             resumed: true,
             lease,
+            options: rt.options.clone(),
         },
     )?;
     Ok(())
@@ -264,6 +429,8 @@ struct Started {
     resumed: bool,
     /// Held until its report is committed.
     lease: SessionLease,
+    /// What it runs with (its parent's, narrowed by a defined agent).
+    options: AgentOptions,
 }
 
 fn start(rt: &Arc<ChildRuntime>, started: Started) -> Result<(), String> {
@@ -281,6 +448,7 @@ fn start(rt: &Arc<ChildRuntime>, started: Started) -> Result<(), String> {
                 max_tokens,
                 resumed,
                 lease,
+                options,
             } = started;
             let id = record.id.clone();
             let run_with = Run {
@@ -288,6 +456,7 @@ fn start(rt: &Arc<ChildRuntime>, started: Started) -> Result<(), String> {
                 input: &input,
                 max_tokens,
                 resumed,
+                options: &options,
             };
             let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 run(&rt2, record, engine, live, &run_with)
@@ -330,6 +499,7 @@ struct Run<'a> {
     input: &'a str,
     max_tokens: u32,
     resumed: bool,
+    options: &'a AgentOptions,
 }
 
 /// One run of a child on its worker; `None` when it was cancelled before
@@ -346,7 +516,7 @@ fn run(
     }
     // The same tools a child the user resumes gets (skills, MCP servers),
     // its commands in its parent's sandbox.
-    let sandbox = rt
+    let sandbox = run
         .options
         .permissions
         .as_ref()
@@ -377,7 +547,7 @@ fn run(
         tools,
         AgentOptions {
             max_tokens: run.max_tokens,
-            ..rt.options.clone()
+            ..run.options.clone()
         },
     );
     let mut agent = match agent {
@@ -385,6 +555,9 @@ fn run(
         Ok(a) => a
             .with_extensions(extensions)
             .with_hooks(rt.hooks.clone())
+            .with_instructions(Box::new(
+                crate::config::instructions::WorkspaceInstructions::new(&rt.workspace),
+            ))
             .with_delegation(Box::new(
                 crate::supervisor::groups::GroupMember::for_child(
                     Box::new(link),

@@ -280,6 +280,7 @@ fn a_profile_change_is_a_transcript_line_and_the_first_profile_is_not() {
         sandbox: "read-only".into(),
         changes: vec![],
         group: None,
+        mode: Default::default(),
     };
     store
         .append(&id, EventKind::SessionProfile(first.clone()))

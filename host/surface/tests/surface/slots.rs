@@ -31,6 +31,7 @@ fn edit_request(call: &str) -> EventKind {
         approval: "untrusted".into(),
         sandbox: "workspace-write".into(),
         mcp: None,
+        plan: None,
     })
 }
 
@@ -252,6 +253,7 @@ fn an_mcp_request_shows_its_server_tool_and_arguments() {
             tool: "write_file".into(),
             arguments: r#"{"path":"notes.txt","content":"x"}"#.into(),
         }),
+        plan: None,
     };
     let prompt = latch_surface::PermissionPrompt::from_request(7, &request);
     assert_eq!(prompt.action, "MCP server `fs` wants to run its tool:");

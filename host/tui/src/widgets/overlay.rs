@@ -54,11 +54,20 @@ pub fn render(frame: &mut Frame, area: Rect, state: &UiState) {
                 ),
             ],
             None => vec![Line::styled(
-                crate::keys::MODAL_HELP,
+                if state.modal_is_plan() {
+                    crate::keys::PLAN_HELP
+                } else {
+                    crate::keys::MODAL_HELP
+                },
                 Style::new().fg(Color::Yellow),
             )],
         };
-        boxed(frame, area, " permission ", lines, keys, state);
+        let title = if state.modal_is_plan() {
+            " plan "
+        } else {
+            " permission "
+        };
+        boxed(frame, area, title, lines, keys, state);
     } else if let Some(p) = &state.popup {
         let lines: Vec<Line> = p.lines.iter().map(|l| Line::raw(l.clone())).collect();
         let keys = vec![Line::styled(

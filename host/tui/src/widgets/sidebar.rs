@@ -84,6 +84,24 @@ pub fn lines(state: &UiState, width: usize) -> Vec<Line<'static>> {
     let plain = Style::new();
     let dim = Style::new().fg(Color::DarkGray);
 
+    if !d.checklist.is_empty() {
+        heading(&mut out, "PLAN", width);
+        for step in d.checklist.steps() {
+            let done = step.status == latch_kernel::StepStatus::Completed;
+            let style = if done {
+                dim.add_modifier(Modifier::CROSSED_OUT)
+            } else {
+                plain
+            };
+            entry(
+                &mut out,
+                if done { "[x]" } else { "[ ]" },
+                &step.text,
+                style,
+                width,
+            );
+        }
+    }
     heading(&mut out, "TASK", width);
     match &t.goal {
         Some(g) => entry(&mut out, "goal", &g.text, plain, width),

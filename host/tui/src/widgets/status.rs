@@ -118,7 +118,12 @@ pub fn status_text(state: &UiState) -> (String, Color) {
 /// Draw the status line.
 pub fn render_status(frame: &mut Frame, area: Rect, state: &UiState) {
     let (text, color) = status_text(state);
-    let right = format!(" {} ", state.title);
+    let mode = &state.surface.durable().mode;
+    let right = if mode.is_empty() {
+        format!(" {} ", state.title)
+    } else {
+        format!(" ⏵ {mode} (Shift+Tab) · {} ", state.title)
+    };
     let keys = if state.scroll > 0 {
         " ↑ scrolled back · End returns to live "
     } else if state.quit_on_q && !state.running {

@@ -19,7 +19,7 @@
 // images (attach.js); each user message can rewind the files (rewind.js).
 "use strict";
 
-const SLASH = ["/context", "/compact", "/recall ", "/resume", "/group", "/interrupt", "/help"];
+const SLASH = ["/context", "/compact", "/recall ", "/resume", "/plan", "/agents", "/group", "/interrupt", "/help"];
 let CUSTOM = [];        // custom commands: [{usage, help}] from GET /api/commands
 const TOKEN_KEY = "latch-token";
 let current = null;     // session id
@@ -34,6 +34,7 @@ let lastTurn = "idle";  // the header's turn state
 let canStart = true;    // the server has a provider (GET /api/server)
 const DRAFT_KEY = "latch-draft";
 let imagesBySeq = {};   // the user messages' images, by seq (state.images)
+let lastDurable = null; // the durable state rendered last (its mode: /plan)
 let linkRefused = false; // the URL's link was used already (its notice stays)
 
 // Take the link's code from the URL (`#token=…[&session=…]`, or an older
@@ -246,6 +247,9 @@ function render(state) {
   turnState(state.activity.kind, state.activity.label);
   running(!["idle", "interrupted"].includes(state.activity.kind));
   renderTask(d.task || {});
+  renderMode(d.mode);
+  renderChecklist(d.checklist);
+  lastDurable = d;
   const ctx = $("context");
   ctx.replaceChildren();
   const r = state.report;
@@ -360,6 +364,11 @@ function renderPermission(request, prompt) {
   if (box.dataset.request === request.call_id) return; // keep a reason being typed
   box.dataset.request = request.call_id;
   box.replaceChildren();
+  if (request.kind === "plan") {
+    renderPlanApproval(box, request);
+    box.hidden = false;
+    return;
+  }
   box.appendChild(el("div", "title", request.tool + " asks: " + prompt.subject));
   const pre = el("pre", request.kind === "edit" ? "diff" : "command");
   prompt.detail.forEach((line) => {
@@ -606,6 +615,12 @@ async function send(text) {
       panel("recall", r.events.length + " event(s) recalled for “" + arg + "”", rows);
     } else if (cmd === "/resume") {
       await api("/sessions/" + id + "/resume", { method: "POST" });
+    } else if (cmd === "/plan") {
+      await togglePlan(lastDurable);
+      return;
+    } else if (cmd === "/agents") {
+      await showAgents();
+      return;
     } else if (cmd === "/group") {
       await showGroup();
       return;
@@ -681,6 +696,7 @@ function theme(next) {
 }
 
 async function main() {
+  setupModeControl();
   // A link pasted into an open tab changes only the fragment: start over
   // with it.
   window.addEventListener("hashchange", () => {

@@ -96,6 +96,9 @@ pub struct AnswerBody {
     /// Why, for a denial: the model reads it.
     #[serde(default)]
     pub reason: Option<String>,
+    /// For `approve` (a plan): the approval mode it runs under.
+    #[serde(default)]
+    pub mode: Option<String>,
 }
 
 /// `POST /api/sessions/{id}/permissions/{call_id}` `{"decision": "allow" |
@@ -116,7 +119,7 @@ pub async fn permission(
             ),
         )
     })?;
-    let answer = Answer::parse(&body.decision, body.reason.clone())
+    let answer = Answer::parse_with_mode(&body.decision, body.reason.clone(), body.mode.clone())
         .map_err(|e| ApiError(StatusCode::BAD_REQUEST, e))?;
     let st = state.clone();
     let (sid, rid) = (id.clone(), request.clone());

@@ -15,6 +15,8 @@
 //! * [`images`] — images uploaded with a message, and the transcript's
 //!   images served back to the page.
 //! * [`rewind`] — the rewind points, a rewind's preview, the rewind.
+//! * [`mode`] — plan mode and the approval mode from the page; the
+//!   agents users defined.
 //! * [`sessions`] — the session list (first message, time, state) and the
 //!   server's own state (whether a turn can start).
 //! * [`control`] — interrupting a running turn, answering its permission
@@ -28,6 +30,7 @@ pub mod auth;
 pub mod control;
 pub mod group;
 pub mod images;
+pub mod mode;
 pub mod origin;
 pub mod page;
 pub mod rewind;
@@ -141,6 +144,8 @@ pub fn router(backend: Arc<dyn Backend>, config: WebConfig) -> Router {
             "/sessions/{id}/rewind/{seq}",
             get(rewind::preview).post(rewind::apply),
         )
+        .route("/sessions/{id}/mode", post(mode::switch))
+        .route("/agents", get(mode::agents))
         .route("/sessions/{id}/resume", post(api::resume))
         .route("/sessions/{id}/compact", post(api::compact))
         .route("/sessions/{id}/context", get(api::context))
@@ -162,6 +167,7 @@ pub fn router(backend: Arc<dyn Backend>, config: WebConfig) -> Router {
         .route("/app.js", get(page::script))
         .route("/attach.js", get(page::attach_script))
         .route("/rewind.js", get(page::rewind_script))
+        .route("/plan.js", get(page::plan_script))
         .route("/app.css", get(page::style))
         .route("/favicon.svg", get(page::icon))
         .nest("/api", api)

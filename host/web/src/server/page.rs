@@ -13,6 +13,7 @@ const INDEX: &str = include_str!("../page/index.html");
 const SCRIPT: &str = include_str!("../page/app.js");
 const ATTACH: &str = include_str!("../page/attach.js");
 const REWIND: &str = include_str!("../page/rewind.js");
+const PLAN: &str = include_str!("../page/plan.js");
 const STYLE: &str = include_str!("../page/app.css");
 const ICON: &str = include_str!("../page/favicon.svg");
 
@@ -54,6 +55,11 @@ pub async fn attach_script() -> Response {
 /// `GET /rewind.js`: rewinding files from a user message.
 pub async fn rewind_script() -> Response {
     file("text/javascript; charset=utf-8", REWIND)
+}
+
+/// `GET /plan.js`: plan mode, the plan to approve and the checklist.
+pub async fn plan_script() -> Response {
+    file("text/javascript; charset=utf-8", PLAN)
 }
 
 /// `GET /app.css`.

@@ -80,6 +80,7 @@ impl Scripted {
             approval: "untrusted".into(),
             sandbox: "workspace-write".into(),
             mcp: None,
+            plan: None,
         };
         self.commit(session, EventKind::PermissionRequested(request), on)?;
         let stop = || self.interrupted.load(Ordering::SeqCst);
