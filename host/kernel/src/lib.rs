@@ -20,6 +20,8 @@
 //!   of pending requests and session grants.
 //! * [`profile`] — the session profile (provider, model, approval and
 //!   sandbox modes) that resume continues with.
+//! * [`request`] — the record of each model request (engine, budget,
+//!   query, system prompt and tools) that replay asks other engines again.
 
 #![warn(missing_docs)]
 
@@ -32,6 +34,7 @@ pub mod group;
 pub mod ops;
 pub mod permission;
 pub mod profile;
+pub mod request;
 pub mod snapshot;
 pub mod state;
 pub mod store;
@@ -59,6 +62,7 @@ pub use permission::{
     DecidedBy, GrantScope, McpToolCall, PermissionKind, PermissionLog, PermissionRequest,
 };
 pub use profile::{JoinedGroup, ProfileChange, SessionProfile};
+pub use request::{RequestRecord, RequestShape};
 pub use state::{
     Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, PendingMutation,
     REFUSALS_IN_A_ROW, RegroundDue, Unfinished, lineage_label, operation_of,

@@ -22,6 +22,7 @@ pub mod provider_io;
 pub mod recall;
 mod reground;
 mod repair;
+mod request_log;
 pub mod rewind;
 pub mod tools;
 mod turn;
@@ -197,6 +198,8 @@ pub struct Agent {
     workspace: PathBuf,
     /// Images attached for the next user message (see [`Agent::attach_image`]).
     pending_images: Vec<MediaRef>,
+    /// What the last recorded model request carried (see [`request_log`]).
+    request_log: request_log::RequestLog,
 }
 
 impl Agent {
@@ -262,6 +265,7 @@ impl Agent {
             session_started: false,
             workspace: workspace_root,
             pending_images: Vec::new(),
+            request_log: request_log::RequestLog::default(),
         })
     }
 
