@@ -27,6 +27,10 @@
 //!   `wait_agents`, a child's tools spawned and resumed.
 //! * [`skills_mcp`] — `latch skills` and `latch mcp list`, and a `run`
 //!   that calls an MCP tool; the MCP config every README shows.
+//! * [`replay`] — `latch engine replay`, `latch export` (Markdown, JSON,
+//!   traces) and `compare --trace` on recorded sessions: the store only
+//!   read, deleted sessions refused, malformed traces named by line and
+//!   field.
 //! * [`compare`] — `latch engine compare`: short scripted sessions whose
 //!   figures are checked against the captured requests (the full sessions
 //!   are `#[ignore]`d: the local tier).
@@ -72,6 +76,8 @@ mod lifecycle;
 mod npm_registry;
 #[path = "cli/permissions.rs"]
 mod permissions;
+#[path = "cli/replay.rs"]
+mod replay;
 #[path = "cli/rewind.rs"]
 mod rewind;
 #[path = "cli/safety.rs"]
