@@ -261,3 +261,248 @@ fn a_malformed_trace_is_refused_with_its_line_and_field() {
     );
     assert!(err.contains("docs/trace-format.md"), "{err}");
 }
+
+/// Where the shipped traces live.
+fn fixtures() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/traces")
+}
+
+/// `latch run TASK` in `ws` against a server playing `script`, then the
+/// follow-ups typed into `latch resume --last`; the session's id.
+fn session(ws: &Path, script: Script, task: &str, follow_ups: &[&str]) -> String {
+    let rt = runtime();
+    let server = rt.block_on(FakeServer::start(script)).unwrap();
+    let at = |mut cmd: Command| {
+        cmd.env("ANTHROPIC_API_KEY", "test-key")
+            .env("ANTHROPIC_BASE_URL", server.anthropic_base_url())
+            .args(["--model", "claude-sonnet-4-5"]);
+        cmd
+    };
+    let out = at(latch(ws)).args(["run", task]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for text in follow_ups {
+        let out = resume_last(at(latch(ws)), format!("{text}\n/exit\n").as_bytes());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(server.remaining(), 0, "the script was played to its end");
+    let store = Store::open_read_only(latch_kernel::default_store_path(
+        &ws.canonicalize().unwrap(),
+    ))
+    .unwrap();
+    let key = ws.canonicalize().unwrap().display().to_string();
+    store.latest_root_session(&key).unwrap().unwrap().id
+}
+
+fn call(name: &str, args: serde_json::Value) -> ScriptedTurn {
+    ScriptedTurn::tool_call(name, args.to_string())
+}
+
+/// Records the traces shipped under `tests/fixtures/traces/`: the two
+/// scripted sessions of `latch engine compare`, three `latch run` sessions
+/// on a copy of this repository against the scripted provider (redacted),
+/// and `latch demo team` (a parent and two children). By hand:
+/// `cargo test -p latch --test cli record_fixture_traces -- --ignored`.
+#[test]
+#[ignore]
+fn record_fixture_traces() {
+    let out_dir = fixtures();
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+
+    // The scripted sessions, as `latch engine compare` plays them.
+    for (session, window) in [("steps80", "32k"), ("mixed500", "128k")] {
+        let saved = tmp.path().join(session);
+        let out = latch(tmp.path())
+            .args([
+                "engine",
+                "compare",
+                "builtin:continuity",
+                "--session",
+                session,
+            ])
+            .args(["--window", window, "--save-traces"])
+            .arg(&saved)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let file = std::fs::read_dir(&saved)
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        std::fs::copy(file, out_dir.join(format!("{session}.jsonl"))).unwrap();
+    }
+
+    // A copy of this repository, as a git work tree of its own.
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let ws = tmp.path().join("latch");
+    std::fs::create_dir_all(&ws).unwrap();
+    let archive = Command::new("git")
+        .arg("-C")
+        .arg(&repo)
+        .args(["archive", "--format=tar", "HEAD"])
+        .output()
+        .unwrap();
+    assert!(archive.status.success());
+    let mut tar = Command::new("tar")
+        .arg("-x")
+        .arg("-C")
+        .arg(&ws)
+        .stdin(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        tar.stdin
+            .take()
+            .unwrap()
+            .write_all(&archive.stdout)
+            .unwrap();
+    }
+    assert!(tar.wait().unwrap().success());
+    git(&ws, &["init", "-q"]);
+    git(&ws, &["add", "-A"]);
+    git(&ws, &["commit", "-q", "-m", "copy"]);
+    use serde_json::json;
+
+    let explore = session(
+        &ws,
+        Script::new([
+            call("list_files", json!({"path": "host/src/compare"})),
+            call(
+                "grep",
+                json!({"pattern": "pub fn replay", "path": "host/src"}),
+            ),
+            call(
+                "read_file",
+                json!({"path": "host/src/compare/replay/driver.rs", "limit": 120}),
+            ),
+            call(
+                "read_file",
+                json!({"path": "host/src/compare/replay/session.rs", "limit": 80}),
+            ),
+            ScriptedTurn::text("Back to the driver, where the request is rebuilt.").with_tool_call(
+                "read_file",
+                json!({"path": "host/src/compare/replay/driver.rs", "limit": 120}).to_string(),
+            ),
+            ScriptedTurn::text(
+                "`replay` in host/src/compare/replay/driver.rs rebuilds each recorded request; \
+                 host/src/compare/replay/session.rs is the read-only session each engine sees.",
+            ),
+        ]),
+        "Where does Latch rebuild what a replayed engine sees? Point me to the files.",
+        &[],
+    );
+    let edit = session(
+        &ws,
+        Script::new([
+            call("set_goal", json!({"text": "Mention the replay benchmark in the README"})),
+            call("add_constraint", json!({"text": "Keep the README's two commands exactly as they are."})),
+            call("grep", json!({"pattern": "cargo bench -p latch-tests", "path": "README.md"})),
+            ScriptedTurn::text("Editing the benchmark line.").with_tool_call(
+                "edit_file",
+                json!({
+                    "path": "README.md",
+                    "old_string": "- `cargo bench -p latch-tests`, `cargo bench -p latch-kernel`,",
+                    "new_string": "- `cargo bench -p latch-tests` (its `replay` bench replays a 500-request session), `cargo bench -p latch-kernel`,"
+                })
+                .to_string(),
+            ),
+            call("record_decision", json!({"text": "Name the replay bench beside the other benches, not in its own section."})),
+            call("validate", json!({"requirement": "the README names the replay bench", "command": "grep -q 'replay` bench' README.md"})),
+            ScriptedTurn::text("The README names the replay bench; the check passes."),
+            call("shell", json!({"command": "git diff --stat"})),
+            call("shell", json!({"command": "git diff README.md | head -20"})),
+            ScriptedTurn::text("One line changed in README.md, shown above."),
+        ]),
+        "The README's test section should mention the replay benchmark. Add it.",
+        &["Show me the diff."],
+    );
+    let failing = session(
+        &ws,
+        Script::new([
+            call("shell", json!({"command": "cat docs/replay.md"})),
+            ScriptedTurn::text("It is not there: cat: docs/replay.md: No such file or directory")
+                .with_tool_call("list_files", json!({"path": "docs"}).to_string()),
+            call(
+                "add_note",
+                json!({"text": "docs/ holds only screenshots so far."}),
+            ),
+            call("shell", json!({"command": "wc -l README.md Cargo.toml"})),
+            ScriptedTurn::text("Checking once more.").with_tool_call(
+                "shell",
+                json!({"command": "cat docs/replay.md"}).to_string(),
+            ),
+            ScriptedTurn::text("There is no docs/replay.md; the README is the documentation."),
+            call(
+                "grep",
+                json!({"pattern": "engine replay", "path": "README.md"}),
+            ),
+            ScriptedTurn::text("The README describes `latch engine replay` in its engine section."),
+        ]),
+        "Is there a separate document about replay in docs/?",
+        &["Then where is replay documented?"],
+    );
+    for (name, id) in [
+        ("repo-explore", &explore),
+        ("repo-edit", &edit),
+        ("repo-missing-doc", &failing),
+    ] {
+        let out = latch(&ws)
+            .args(["export", id, "--redact", "--trace"])
+            .arg(out_dir.join(format!("{name}.jsonl")))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    // A parent and two children.
+    let db = tmp.path().join("team.db");
+    let out = latch(tmp.path())
+        .args(["demo", "team", "--store"])
+        .arg(&db)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = Store::open_read_only(&db).unwrap();
+    let root = store
+        .list_all_sessions()
+        .unwrap()
+        .into_iter()
+        .find(|s| s.parent.is_none())
+        .unwrap();
+    drop(store);
+    let out = latch(tmp.path())
+        .arg("--store")
+        .arg(&db)
+        .args(["export", &root.id, "--tree", "--redact", "--trace"])
+        .arg(out_dir.join("demo-team.jsonl"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -201,3 +201,81 @@ fn the_default_engine_replays_what_was_sent_and_the_others_are_asked_the_same() 
         .count();
     assert_eq!(kept, sent.len());
 }
+
+/// The traces shipped under `tests/fixtures/traces/`.
+fn shipped_traces() -> Vec<std::path::PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/traces");
+    let mut traces: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    traces.sort();
+    traces
+}
+
+#[test]
+fn every_shipped_trace_replays_and_the_default_engine_sends_what_was_recorded() {
+    let traces = shipped_traces();
+    let name = |p: &std::path::PathBuf| p.file_stem().unwrap().to_string_lossy().into_owned();
+    let names: Vec<String> = traces.iter().map(name).collect();
+    for wanted in ["steps80", "mixed500"] {
+        assert!(
+            names.iter().any(|n| n == wanted),
+            "{wanted} missing: {names:?}"
+        );
+    }
+    let limits = Config::default().limits();
+    let all = [
+        ReplayEngine::from_spec("builtin:continuity", Path::new("."), &limits).unwrap(),
+        ReplayEngine::from_spec(latch_tests::WINDOW_WASM, Path::new("."), &limits).unwrap(),
+    ];
+    let mut real = 0;
+    for path in &traces {
+        let recording = trace::read(path).unwrap();
+        if name(path).starts_with("repo-") {
+            assert!(
+                recording.redacted,
+                "{}: real sessions ship redacted",
+                path.display()
+            );
+            real += 1;
+        }
+        // The big scripted session through the default engine only; the
+        // others through the window example too.
+        let engines = if name(path) == "mixed500" {
+            &all[..1]
+        } else {
+            &all[..]
+        };
+        let report = replay(&recording, engines, &ReplayOptions::default(), &mut |_| {}).unwrap();
+        assert!(!report.recorded.is_empty(), "{}", path.display());
+        for e in &report.engines {
+            let s = e.summary();
+            assert_eq!(
+                (s.refused, s.failed),
+                (0, 0),
+                "{}: {}",
+                path.display(),
+                e.engine
+            );
+        }
+        for (i, r) in report.engines[0].requests.iter().enumerate() {
+            let Outcome::Viewed { priced, .. } = &r.outcome else {
+                panic!("{} request {i}: {:?}", path.display(), r.outcome)
+            };
+            assert_eq!(
+                Some(priced.tokens),
+                report.recorded[i].estimated_tokens,
+                "{} session {} request {}",
+                path.display(),
+                r.session,
+                r.request
+            );
+        }
+    }
+    assert!(
+        real >= 3,
+        "three real sessions of this repository: {names:?}"
+    );
+}

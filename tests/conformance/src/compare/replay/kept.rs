@@ -229,7 +229,16 @@ fn records(tool: &str) -> bool {
 
 /// Lines worth quoting: long enough to be specific, and naming an error.
 fn error_lines(content: &str) -> Vec<String> {
-    const MARKERS: [&str; 6] = ["error", "panic", "failed", "failure", "exception", "fatal"];
+    const MARKERS: [&str; 8] = [
+        "error",
+        "panic",
+        "failed",
+        "failure",
+        "exception",
+        "fatal",
+        "no such file",
+        "not found",
+    ];
     content
         .lines()
         .map(str::trim)
@@ -366,7 +375,7 @@ pub fn rereferences(events: &[Event], responses: &HashMap<u64, usize>) -> Vec<Re
                 for line in error_lines(&r.content) {
                     quotable.push((line, seen(call.clone())));
                 }
-                if !key.is_empty() && !r.is_error && !records(&r.name) {
+                if !key.is_empty() && !records(&r.name) {
                     latest.insert(key, seen(call.clone()));
                 }
             }
