@@ -37,9 +37,9 @@ pub struct ReplayArgs {
     /// one (e.g. `32k`).
     #[arg(long, value_name = "TOKENS")]
     pub window: Option<String>,
-    /// ... and this reserve.
+    /// ... and this reserve (e.g. `2k`).
     #[arg(long, value_name = "TOKENS")]
-    pub reserve_tokens: Option<u64>,
+    pub reserve_tokens: Option<String>,
 }
 
 /// True when `arg` names a trace file rather than a session.
@@ -109,7 +109,12 @@ pub fn run(global: &GlobalArgs, workspace: &Path, args: &ReplayArgs) -> anyhow::
             .map(parse_tokens)
             .transpose()
             .map_err(|e| anyhow::anyhow!("--window: {e}"))?,
-        reserve_tokens: args.reserve_tokens,
+        reserve_tokens: args
+            .reserve_tokens
+            .as_deref()
+            .map(parse_tokens)
+            .transpose()
+            .map_err(|e| anyhow::anyhow!("--reserve-tokens: {e}"))?,
         prices: Some(config.price_table()),
     };
     let (report, code) = print_replay(

@@ -301,6 +301,12 @@ fn session(ws: &Path, script: Script, task: &str, follow_ups: &[&str]) -> String
     store.latest_root_session(&key).unwrap().unwrap().id
 }
 
+/// True when `name` is to be recorded: every trace, or those named in
+/// `LATCH_TRACES` (comma-separated).
+fn wanted(name: &str) -> bool {
+    std::env::var("LATCH_TRACES").map_or(true, |list| list.split(',').any(|n| n.trim() == name))
+}
+
 fn call(name: &str, args: serde_json::Value) -> ScriptedTurn {
     ScriptedTurn::tool_call(name, args.to_string())
 }
@@ -309,7 +315,10 @@ fn call(name: &str, args: serde_json::Value) -> ScriptedTurn {
 /// scripted sessions of `latch engine compare`, three `latch run` sessions
 /// on a copy of this repository against the scripted provider (redacted),
 /// and `latch demo team` (a parent and two children). By hand:
-/// `cargo test -p latch --test cli record_fixture_traces -- --ignored`.
+/// `cargo test -p latch --test cli record_fixture_traces -- --ignored`
+/// (`LATCH_TRACES=repo-tour,steps80` records only those;
+/// `LATCH_TRACES_RAW=DIR` also writes the `repo-*` sessions unredacted
+/// into DIR).
 #[test]
 #[ignore]
 fn record_fixture_traces() {
@@ -319,6 +328,9 @@ fn record_fixture_traces() {
 
     // The scripted sessions, as `latch engine compare` plays them.
     for (session, window) in [("steps80", "32k"), ("mixed500", "128k")] {
+        if !wanted(session) {
+            continue;
+        }
         let saved = tmp.path().join(session);
         let out = latch(tmp.path())
             .args([
@@ -378,35 +390,42 @@ fn record_fixture_traces() {
     git(&ws, &["commit", "-q", "-m", "copy"]);
     use serde_json::json;
 
-    let explore = session(
-        &ws,
-        Script::new([
-            call("list_files", json!({"path": "host/src/compare"})),
-            call(
-                "grep",
-                json!({"pattern": "pub fn replay", "path": "host/src"}),
-            ),
-            call(
-                "read_file",
-                json!({"path": "host/src/compare/replay/driver.rs", "limit": 120}),
-            ),
-            call(
-                "read_file",
-                json!({"path": "host/src/compare/replay/session.rs", "limit": 80}),
-            ),
-            ScriptedTurn::text("Back to the driver, where the request is rebuilt.").with_tool_call(
-                "read_file",
-                json!({"path": "host/src/compare/replay/driver.rs", "limit": 120}).to_string(),
-            ),
-            ScriptedTurn::text(
-                "`replay` in host/src/compare/replay/driver.rs rebuilds each recorded request; \
+    let mut recorded: Vec<(&str, String)> = Vec::new();
+    if wanted("repo-explore") {
+        let id = session(
+            &ws,
+            Script::new([
+                call("list_files", json!({"path": "host/src/compare"})),
+                call(
+                    "grep",
+                    json!({"pattern": "pub fn replay", "path": "host/src"}),
+                ),
+                call(
+                    "read_file",
+                    json!({"path": "host/src/compare/replay/driver.rs", "limit": 120}),
+                ),
+                call(
+                    "read_file",
+                    json!({"path": "host/src/compare/replay/session.rs", "limit": 80}),
+                ),
+                ScriptedTurn::text("Back to the driver, where the request is rebuilt.")
+                    .with_tool_call(
+                        "read_file",
+                        json!({"path": "host/src/compare/replay/driver.rs", "limit": 120})
+                            .to_string(),
+                    ),
+                ScriptedTurn::text(
+                    "`replay` in host/src/compare/replay/driver.rs rebuilds each recorded request; \
                  host/src/compare/replay/session.rs is the read-only session each engine sees.",
-            ),
-        ]),
-        "Where does Latch rebuild what a replayed engine sees? Point me to the files.",
-        &[],
-    );
-    let edit = session(
+                ),
+            ]),
+            "Where does Latch rebuild what a replayed engine sees? Point me to the files.",
+            &[],
+        );
+        recorded.push(("repo-explore", id));
+    }
+    if wanted("repo-edit") {
+        let id = session(
         &ws,
         Script::new([
             call("set_goal", json!({"text": "Mention the replay benchmark in the README"})),
@@ -431,36 +450,109 @@ fn record_fixture_traces() {
         "The README's test section should mention the replay benchmark. Add it.",
         &["Show me the diff."],
     );
-    let failing = session(
-        &ws,
-        Script::new([
-            call("shell", json!({"command": "cat docs/replay.md"})),
-            ScriptedTurn::text("It is not there: cat: docs/replay.md: No such file or directory")
+        recorded.push(("repo-edit", id));
+    }
+    if wanted("repo-missing-doc") {
+        let id = session(
+            &ws,
+            Script::new([
+                call("shell", json!({"command": "cat docs/replay.md"})),
+                ScriptedTurn::text(
+                    "It is not there: cat: docs/replay.md: No such file or directory",
+                )
                 .with_tool_call("list_files", json!({"path": "docs"}).to_string()),
+                call(
+                    "add_note",
+                    json!({"text": "docs/ holds only screenshots so far."}),
+                ),
+                call("shell", json!({"command": "wc -l README.md Cargo.toml"})),
+                ScriptedTurn::text("Checking once more.").with_tool_call(
+                    "shell",
+                    json!({"command": "cat docs/replay.md"}).to_string(),
+                ),
+                ScriptedTurn::text("There is no docs/replay.md; the README is the documentation."),
+                call(
+                    "grep",
+                    json!({"pattern": "engine replay", "path": "README.md"}),
+                ),
+                ScriptedTurn::text(
+                    "The README describes `latch engine replay` in its engine section.",
+                ),
+            ]),
+            "Is there a separate document about replay in docs/?",
+            &["Then where is replay documented?"],
+        );
+        recorded.push(("repo-missing-doc", id));
+    }
+    if wanted("repo-tour") {
+        // A longer session: the host's compare, agent and engine code read
+        // file by file (a few read twice), with state recorded on the way.
+        let mut files: Vec<String> = ["host/src/compare", "host/src/agent", "host/src/engine"]
+            .iter()
+            .flat_map(|d| std::fs::read_dir(ws.join(d)).unwrap())
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+            .map(|p| p.strip_prefix(&ws).unwrap().display().to_string())
+            .collect();
+        files.sort();
+        let mut turns = vec![
             call(
-                "add_note",
-                json!({"text": "docs/ holds only screenshots so far."}),
+                "set_goal",
+                json!({"text": "Explain how a model request is built, from the log to the wire"}),
             ),
-            call("shell", json!({"command": "wc -l README.md Cargo.toml"})),
-            ScriptedTurn::text("Checking once more.").with_tool_call(
-                "shell",
-                json!({"command": "cat docs/replay.md"}).to_string(),
-            ),
-            ScriptedTurn::text("There is no docs/replay.md; the README is the documentation."),
             call(
-                "grep",
-                json!({"pattern": "engine replay", "path": "README.md"}),
+                "add_constraint",
+                json!({"text": "Read only; change no file."}),
             ),
-            ScriptedTurn::text("The README describes `latch engine replay` in its engine section."),
-        ]),
-        "Is there a separate document about replay in docs/?",
-        &["Then where is replay documented?"],
-    );
-    for (name, id) in [
-        ("repo-explore", &explore),
-        ("repo-edit", &edit),
-        ("repo-missing-doc", &failing),
-    ] {
+            call("list_files", json!({"path": "host/src"})),
+        ];
+        for (i, f) in files.iter().enumerate() {
+            turns.push(call("read_file", json!({"path": f})));
+            if i % 10 == 9 {
+                turns.push(call(
+                    "record_decision",
+                    json!({"text": format!("Describe {f} as part of the request path.")}),
+                ));
+            }
+        }
+        for f in [
+            "host/src/agent/turn.rs",
+            "host/src/agent/mod.rs",
+            "host/src/engine/guard.rs",
+        ] {
+            turns.push(call("read_file", json!({"path": f})));
+        }
+        turns.push(call(
+            "grep",
+            json!({"pattern": "fn next_request", "path": "host/src"}),
+        ));
+        turns.push(ScriptedTurn::text(
+            "`Agent::next_request` builds the request and budget; the engine's view is checked by \
+             its `ViewGuard`, its entries persisted, then `drive` sends exactly the view.",
+        ));
+        let id = session(
+            &ws,
+            Script::new(turns),
+            "Read the host's compare, agent and engine code and explain how a model request is built.",
+            &[],
+        );
+        recorded.push(("repo-tour", id));
+    }
+    for (name, id) in &recorded {
+        // `LATCH_TRACES_RAW=DIR` keeps unredacted copies there too (not
+        // shipped: recall over redacted output finds nothing).
+        if let Ok(raw) = std::env::var("LATCH_TRACES_RAW") {
+            let out = latch(&ws)
+                .args(["export", id, "--trace"])
+                .arg(Path::new(&raw).join(format!("{name}.jsonl")))
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
         let out = latch(&ws)
             .args(["export", id, "--redact", "--trace"])
             .arg(out_dir.join(format!("{name}.jsonl")))
@@ -474,6 +566,9 @@ fn record_fixture_traces() {
     }
 
     // A parent and two children.
+    if !wanted("demo-team") {
+        return;
+    }
     let db = tmp.path().join("team.db");
     let out = latch(tmp.path())
         .args(["demo", "team", "--store"])

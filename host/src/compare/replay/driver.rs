@@ -249,11 +249,14 @@ pub fn replay(
             parent: p.session.parent.clone(),
             model: first.map_or(p.session.model.model.clone(), |r| r.shape.model.clone()),
             requests: requests.len(),
-            window_tokens: first.map_or(p.session.model.context_window_tokens, |r| {
-                r.budget.context_window_tokens
-            }),
-            reserve_tokens: first
-                .map_or(p.session.model.reserve_tokens, |r| r.budget.reserve_tokens),
+            window_tokens: options.window_tokens.unwrap_or(
+                first.map_or(p.session.model.context_window_tokens, |r| {
+                    r.budget.context_window_tokens
+                }),
+            ),
+            reserve_tokens: options.reserve_tokens.unwrap_or(
+                first.map_or(p.session.model.reserve_tokens, |r| r.budget.reserve_tokens),
+            ),
         });
         for r in requests {
             let provider = r.usage.and_then(|u| {

@@ -16,6 +16,6 @@ pub use kept::{Items, Kept, Rereference, Reuse, Share, Standing, Standings, kept
 pub use pricing::{InputPrice, PrefixTracker, Priced};
 pub use report::{
     APPROXIMATION, EngineReplay, EngineSummary, ExtraRequest, Outcome, ProviderReport,
-    RecordedRequest, ReplayReport, ReplayedRequest, RereferenceOutcome, SessionLine,
+    REDACTED_NOTE, RecordedRequest, ReplayReport, ReplayedRequest, RereferenceOutcome, SessionLine,
 };
 pub use summary::extractive_summary;

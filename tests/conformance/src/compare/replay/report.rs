@@ -14,6 +14,10 @@ pub const APPROXIMATION: &str = "The model's recorded responses are replayed as 
 each engine's view is what it would have sent, but the model would have seen a different view, \
 so later turns are an approximation.";
 
+/// The sentence a replay of a redacted source adds.
+pub const REDACTED_NOTE: &str = "Redacted: output is placeholders, so `recall` cannot find \
+it by its words and re-referenced results it would recall count as lost.";
+
 /// What became of one request of the session for one engine.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "outcome", rename_all = "kebab-case")]
@@ -358,7 +362,11 @@ impl ReplayReport {
                 s.reserve_tokens
             )),
         );
-        let _ = writeln!(out, "{APPROXIMATION}\n");
+        let _ = writeln!(out, "{APPROXIMATION}");
+        if self.redacted {
+            let _ = writeln!(out, "{REDACTED_NOTE}");
+        }
+        out.push('\n');
         let summaries: Vec<EngineSummary> =
             self.engines.iter().map(EngineReplay::summary).collect();
         let mut headings = vec!["recorded".to_string()];
@@ -622,6 +630,12 @@ mod tests {
         assert!(t.contains(
             "engines/window.wasm: first refusal or failure at session 0 request 3: hard budget"
         ));
+        assert!(!t.contains(REDACTED_NOTE));
+        let mut redacted = report.clone();
+        redacted.redacted = true;
+        let r = redacted.table();
+        assert!(r.lines().next().unwrap().contains("(redacted)"));
+        assert_eq!(r.lines().nth(2), Some(REDACTED_NOTE));
         let per = report.per_request_table();
         assert!(per.lines().nth(2).unwrap().ends_with("1500 (67%)"), "{per}");
         assert!(per.lines().nth(4).unwrap().ends_with("refused"), "{per}");
