@@ -7,9 +7,14 @@
 //! is read from a store opened read-only or from a trace.
 
 pub mod driver;
+pub mod options;
+mod prepared;
+mod run;
 pub mod session;
 pub mod wire;
 
-pub use driver::{RECALL_PROBE_LIMIT, ReplayEngine, ReplayOptions, ReplayedView, replay};
+pub use driver::{ReplayedView, replay};
+pub use options::{MakeEngine, ReplayEngine, ReplayOptions};
+pub use run::RECALL_PROBE_LIMIT;
 pub use session::ReplaySession;
 pub use wire::provider_request;
