@@ -8,6 +8,15 @@
 use super::*;
 use latch_kernel::sha256_hex;
 
+/// Panics with its standard error when `out` is not a success.
+fn ok(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// A demo session recorded into `dir/demo.db`; its id.
 fn demo(dir: &Path) -> String {
     let db = dir.join("demo.db");
@@ -16,11 +25,7 @@ fn demo(dir: &Path) -> String {
         .arg(&db)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&out);
     let store = Store::open_read_only(&db).unwrap();
     store.list_all_sessions().unwrap().remove(0).id
 }
@@ -279,18 +284,10 @@ fn session(ws: &Path, script: Script, task: &str, follow_ups: &[&str]) -> String
         cmd
     };
     let out = at(latch(ws)).args(["run", task]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&out);
     for text in follow_ups {
         let out = resume_last(at(latch(ws)), format!("{text}\n/exit\n").as_bytes());
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        ok(&out);
     }
     assert_eq!(server.remaining(), 0, "the script was played to its end");
     let store = Store::open_read_only(latch_kernel::default_store_path(
@@ -344,11 +341,7 @@ fn record_fixture_traces() {
             .arg(&saved)
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        ok(&out);
         let file = std::fs::read_dir(&saved)
             .unwrap()
             .next()
@@ -547,22 +540,14 @@ fn record_fixture_traces() {
                 .arg(Path::new(&raw).join(format!("{name}.jsonl")))
                 .output()
                 .unwrap();
-            assert!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            ok(&out);
         }
         let out = latch(&ws)
             .args(["export", id, "--redact", "--trace"])
             .arg(out_dir.join(format!("{name}.jsonl")))
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        ok(&out);
     }
 
     // A parent and two children.
@@ -575,11 +560,7 @@ fn record_fixture_traces() {
         .arg(&db)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&out);
     let store = Store::open_read_only(&db).unwrap();
     let root = store
         .list_all_sessions()
@@ -595,9 +576,5 @@ fn record_fixture_traces() {
         .arg(out_dir.join("demo-team.jsonl"))
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    ok(&out);
 }
