@@ -45,6 +45,12 @@
 //!   `latch trust [--revoke]`, the REPL question and the TUI modal.
 //! * [`rewind`] — checkpoints: `latch rewind` and `/rewind` put files back
 //!   to before a message as new events; outside changes are left alone.
+//! * [`local_servers`] — against the fake playing llama.cpp's servers:
+//!   model and window discovered, each retry said once, an empty answer
+//!   said, interrupted sessions marked, `[tools]` checked.
+//! * [`local_model`] — the local tier (`#[ignore]`): a real
+//!   `llama_cpp.server` with Gemma 3 270M from PyPI, installed by
+//!   `tests/local-models/install.sh`.
 //! * [`images`] — `run --image`, `/image`, `@path`: each provider's image
 //!   format, pricing from dimensions, exact replay on resume.
 
@@ -72,6 +78,10 @@ mod hooks;
 mod images;
 #[path = "cli/lifecycle.rs"]
 mod lifecycle;
+#[path = "cli/local_model.rs"]
+mod local_model;
+#[path = "cli/local_servers.rs"]
+mod local_servers;
 #[path = "cli/npm_registry.rs"]
 mod npm_registry;
 #[path = "cli/permissions.rs"]
@@ -94,7 +104,7 @@ mod tui;
 mod tui_screen;
 
 use latch_kernel::{EventKind, Store};
-use latch_provider::fake::{FakeServer, Script, ScriptedTurn, WireFormat};
+use latch_provider::fake::{FakeServer, Script, ScriptStep, ScriptedTurn, WireFormat};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -126,6 +126,14 @@ pub mod types {
         OutlinedEvent, Part, Role, SearchHit, SessionInfo, StateEntry, ToolCall, ToolResult,
         ValidationOutcome,
     };
+
+    /// The historical name of [`ContextBudget`], kept as an alias: the
+    /// spec's port names the budget of one `materialize` call this way.
+    pub type MaterializeBudget = ContextBudget;
+
+    /// The historical name of [`ContextView`], kept as an alias: the spec's
+    /// port names what `materialize` returns this way.
+    pub type MaterializedContext = ContextView;
 }
 
 pub use types::*;

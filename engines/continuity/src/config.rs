@@ -20,6 +20,32 @@ pub enum Rotation {
     Cost,
 }
 
+/// Which of recalled originals and the episode index a new epoch's
+/// snapshot group allocates first (`allocation`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Allocation {
+    /// The spec's priority order (`"recall-first"`): targeted recalled
+    /// originals (item 4) take what they need of the room left after the
+    /// state and the user's pinned messages, up to `recall_tokens`; the
+    /// episode index (item 5) gets what is left, up to `index_tokens`, and
+    /// follows them in the group.
+    RecallFirst,
+    /// The index first (`"index-first"`): the index takes up to half of the
+    /// room left, up to `index_tokens`, and recalled originals fill the
+    /// rest after it. A map of the whole archive outlives the originals
+    /// when the budget is tight.
+    IndexFirst,
+}
+
+impl Allocation {
+    fn name(self) -> &'static str {
+        match self {
+            Allocation::RecallFirst => "recall-first",
+            Allocation::IndexFirst => "index-first",
+        }
+    }
+}
+
 impl Rotation {
     fn name(self) -> &'static str {
         match self {
@@ -66,6 +92,10 @@ pub struct Config {
     /// How much of the rotation point a rotation keeps verbatim, in percent
     /// (`retain_percent`, 1 to 90; the spec's "about three quarters" is 75).
     pub retain_percent: u64,
+    /// Whether a new epoch allocates recalled originals or the episode
+    /// index first (`allocation`: `"recall-first"`, the spec's order, or
+    /// `"index-first"`).
+    pub allocation: Allocation,
 }
 
 impl Default for Config {
@@ -81,6 +111,7 @@ impl Default for Config {
             user_tokens: 4_000,
             rotation: Rotation::Cost,
             retain_percent: 10,
+            allocation: Allocation::RecallFirst,
         }
     }
 }
@@ -93,7 +124,8 @@ impl Config {
             None => "null".to_string(),
         };
         format!(
-            "{{\"episode_volume_tokens\":{},\"index_tokens\":{},\"max_index_entries\":{},\"recall_event_tokens\":{},\"recall_limit\":{},\"recall_tokens\":{},\"recent_tokens\":{},\"retain_percent\":{},\"rotation\":\"{}\",\"user_tokens\":{}}}",
+            "{{\"allocation\":\"{}\",\"episode_volume_tokens\":{},\"index_tokens\":{},\"max_index_entries\":{},\"recall_event_tokens\":{},\"recall_limit\":{},\"recall_tokens\":{},\"recent_tokens\":{},\"retain_percent\":{},\"rotation\":\"{}\",\"user_tokens\":{}}}",
+            self.allocation.name(),
             self.episode_volume_tokens,
             self.index_tokens,
             self.max_index_entries,
@@ -152,6 +184,18 @@ impl Config {
                             return Err(ConfigError::InvalidValue((
                                 key.to_string(),
                                 format!("expected \"threshold\" or \"cost\", got {v}"),
+                            )));
+                        }
+                    }
+                }
+                "allocation" => {
+                    next.allocation = match v.as_str() {
+                        Some("recall-first") => Allocation::RecallFirst,
+                        Some("index-first") => Allocation::IndexFirst,
+                        _ => {
+                            return Err(ConfigError::InvalidValue((
+                                key.to_string(),
+                                format!("expected \"recall-first\" or \"index-first\", got {v}"),
                             )));
                         }
                     }
@@ -223,7 +267,14 @@ mod tests {
             (Rotation::Cost, 40, 0)
         );
         assert_eq!(c3.apply_json(&c3.to_json()).expect("round trip"), c3);
+        let c4 = c
+            .apply_json(r#"{"allocation": "index-first"}"#)
+            .expect("valid");
+        assert_eq!(c4.allocation, Allocation::IndexFirst);
+        assert_eq!(c.allocation, Allocation::RecallFirst, "the spec's order");
+        assert_eq!(c4.apply_json(&c4.to_json()).expect("round trip"), c4);
         for bad in [
+            r#"{"allocation": "index"}"#,
             r#"{"rotation": "sometimes"}"#,
             r#"{"retain_percent": 0}"#,
             r#"{"retain_percent": 95}"#,

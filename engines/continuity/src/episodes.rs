@@ -732,6 +732,82 @@ mod tests {
         assert_eq!(b.count_before(100), 3);
     }
 
+    /// Every term of the score, each on its own: 8 per query keyword, 4 per
+    /// current file, each marker's weight, and recency up to 6.
+    #[test]
+    fn the_score_adds_keywords_files_markers_and_recency() {
+        let note = |kind, summary: &str, files: &[&str]| {
+            EventBody::Kernel(KernelNote {
+                kind,
+                summary: summary.into(),
+                files: files.iter().map(|f| f.to_string()).collect(),
+            })
+        };
+        let mut s = MemorySession::new("s", ModelProfile::with_defaults("openai", "m"));
+        s.user("plain work");
+        s.user("tests pass");
+        s.push(note(KernelNoteKind::ValidationPassed, "ok", &[]));
+        s.user("an edit");
+        s.push(note(KernelNoteKind::Mutation, "wrote", &["src/a.rs"]));
+        s.user("evidence gathering");
+        s.push(note(KernelNoteKind::Evidence, "kept", &[]));
+        s.user("everything in src/b.rs and src/c.rs");
+        s.push(note(
+            KernelNoteKind::Mutation,
+            "wrote",
+            &["src/b.rs", "src/c.rs"],
+        ));
+        s.push(note(KernelNoteKind::ValidationPassed, "ok", &[]));
+        s.push(note(KernelNoteKind::Evidence, "kept", &[]));
+        s.push(note(KernelNoteKind::ValidationFailed, "bad", &[]));
+        s.push(note(KernelNoteKind::Failure, "bad", &[]));
+        s.push(note(KernelNoteKind::Reground, "again", &[]));
+        let mut b = EpisodeBuilder::new(1_000);
+        for e in &s.events {
+            b.push(e, 10);
+        }
+        let eps: Vec<&Episode> = b.episodes().collect();
+        assert_eq!(eps.len(), 5);
+        let labels = |ep: &Episode| ep.markers.iter().map(|m| m.label()).collect::<Vec<_>>();
+        assert_eq!(labels(eps[1]), ["validation-passed"]);
+        assert_eq!(labels(eps[2]), ["mutation"]);
+        assert_eq!(labels(eps[3]), ["evidence"]);
+        let none = BTreeSet::new();
+        // Recency alone, at the newest of a single episode: 6.
+        assert_eq!(score(eps[0], &[], &none, 0, 1), 6);
+        // Without recency (a score at rank 0 of many is 0 for the oldest).
+        let bare = |ep: &Episode| score(ep, &[], &none, 0, 100);
+        assert_eq!(bare(eps[0]), 0);
+        assert_eq!(bare(eps[1]), 2, "validation passed weighs 2");
+        assert_eq!(bare(eps[2]), 1, "a mutation weighs 1");
+        assert_eq!(bare(eps[3]), 1, "evidence weighs 1");
+        // Mutation 1 + passed 2 + evidence 1 + failed 3 + failure 3 + reground 2.
+        assert_eq!(bare(eps[4]), 12);
+        // 4 per current file the episode touched.
+        let files: BTreeSet<String> = ["src/b.rs", "src/c.rs", "src/z.rs"]
+            .map(String::from)
+            .into();
+        assert_eq!(score(eps[4], &[], &files, 0, 100), 12 + 8);
+        assert_eq!(
+            score(eps[2], &[], &files, 0, 100),
+            1,
+            "src/a.rs is not current"
+        );
+        // 8 per query keyword, recency by rank among the archive.
+        let q = b.term_ids(&["evidence".to_string(), "gathering".to_string()].into());
+        assert_eq!(q.len(), 2);
+        assert_eq!(score(eps[3], &q, &none, 0, 100), 1 + 16);
+        assert_eq!(score(eps[3], &q[..1], &none, 0, 100), 1 + 8);
+        assert_eq!(score(eps[3], &q, &none, 3, 4), 1 + 16 + 6);
+        assert_eq!(score(eps[3], &q, &none, 1, 4), 1 + 16 + 3);
+        // Selection follows the score: of the four oldest, the newest
+        // (evidence 1 + recency 6) wins unless a current file lifts the
+        // edit (mutation 1 + file 4 + recency 4).
+        let one: BTreeSet<String> = ["src/a.rs".to_string()].into();
+        assert_eq!(b.select(4, &none, &none, 1), vec![3]);
+        assert_eq!(b.select(4, &none, &one, 1), vec![2]);
+    }
+
     #[test]
     fn stopwords_fit_the_length_bound() {
         assert!(STOPWORDS.iter().all(|w| w.len() <= STOPWORD_MAX_LEN));

@@ -30,6 +30,13 @@ use latch_engine_sdk::{MAX_PAGE, SessionView};
 use crate::render::kernel_message;
 use crate::render::{SnapshotHeader, parse_index_shown, parse_recall, parse_state_update};
 
+/// Pages of the log's tail [`load`] holds while it looks for the latest
+/// snapshot.
+const TAIL_PAGES: usize = 4;
+
+/// Fewest droppable units dropped at once before the first epoch.
+const DROP_BATCH: usize = 64;
+
 /// A whole conversation unit.
 #[derive(Clone, Debug)]
 pub struct Unit {
@@ -198,6 +205,16 @@ pub struct EpochFold {
     units: UnitBuilder,
     /// Tokens of the units in `body`.
     pub conv_tokens: u64,
+    /// Before the first epoch, the newest conversation the fold keeps: once
+    /// `body` holds more than this without its oldest unit, that unit is
+    /// dropped (see [`EpochFold::with_keep`]).
+    pub keep_tokens: u64,
+    /// Tokens of the units dropped before the first epoch; they count
+    /// toward the conversation's size but are no longer held.
+    pub dropped_tokens: u64,
+    /// How many of the oldest units of `body` (and their tokens) may be
+    /// dropped before the first epoch (see [`EpochFold::drop_oldest`]).
+    droppable: (usize, u64),
     /// Tokens of the kernel messages in `group` and `body`.
     pub kernel_tokens: u64,
     /// Every unit starting at or after `floor` is in `body`.
@@ -242,6 +259,9 @@ impl EpochFold {
             body: Vec::new(),
             units: UnitBuilder::default(),
             conv_tokens: 0,
+            keep_tokens: u64::MAX,
+            dropped_tokens: 0,
+            droppable: (0, 0),
             kernel_tokens: 0,
             floor: 0,
             first_seq: None,
@@ -259,6 +279,36 @@ impl EpochFold {
             compact_seq: None,
             index_shown: 0,
         }
+    }
+
+    /// An empty fold that, before the first epoch, keeps only the newest
+    /// units holding at least `keep` tokens (and every unit after a
+    /// `/compact`): the whole conversation of a session that has no epoch
+    /// yet (the first call after an engine switch) is never held at once.
+    /// Every decision about a first epoch whose working-memory threshold is
+    /// at most `keep` comes out as if every unit were kept: a new epoch
+    /// retains at most the threshold, and the dropped units count in
+    /// [`EpochFold::dropped_tokens`].
+    pub fn with_keep(profile: EstimatorProfile, keep: u64) -> Self {
+        EpochFold {
+            keep_tokens: keep.max(1),
+            ..EpochFold::new(profile)
+        }
+    }
+
+    /// Serve requests whose working-memory threshold may be up to `keep`:
+    /// false when this fold already dropped units it would now need (a
+    /// fresh fold must be loaded).
+    pub fn widen_keep(&mut self, keep: u64) -> bool {
+        if keep <= self.keep_tokens {
+            return true;
+        }
+        if self.dropped_tokens > 0 {
+            return false;
+        }
+        self.keep_tokens = keep;
+        self.droppable = (0, 0);
+        true
     }
 
     /// The epoch's first retained conversation event (`seq >= start`).
@@ -304,6 +354,35 @@ impl EpochFold {
         {
             self.conv_tokens += unit.tokens;
             self.body.push(Item::Unit(unit));
+            if self.epoch.is_none() {
+                self.drop_oldest();
+            }
+        }
+    }
+
+    /// Before the first epoch: drop the oldest units while the rest still
+    /// hold `keep_tokens`, never one that follows a `/compact`. Units are
+    /// marked droppable one by one and dropped in batches (at least half of
+    /// `body`), so a long log costs amortized constant work per unit.
+    fn drop_oldest(&mut self) {
+        let (mut n, mut tokens) = self.droppable;
+        while let Some(Item::Unit(u)) = self.body.get(n) {
+            let after_compact = self.compact_seq.is_some_and(|c| u.first_seq > c);
+            if after_compact || self.conv_tokens - tokens - u.tokens < self.keep_tokens {
+                break;
+            }
+            n += 1;
+            tokens += u.tokens;
+        }
+        self.droppable = (n, tokens);
+        if n >= DROP_BATCH && n * 2 >= self.body.len() {
+            if let Some(Item::Unit(last)) = self.body.get(n - 1) {
+                self.floor = last.last_seq + 1;
+            }
+            self.body.drain(..n);
+            self.conv_tokens -= tokens;
+            self.dropped_tokens += tokens;
+            self.droppable = (0, 0);
         }
     }
 
@@ -403,6 +482,8 @@ impl EpochFold {
         };
         self.body = body;
         self.conv_tokens = self.units().map(|u| u.tokens).sum();
+        self.dropped_tokens = 0;
+        self.droppable = (0, 0);
         let kind = entry.kind;
         let generation = entry.generation;
         let revision = entry.revision;
@@ -490,13 +571,25 @@ fn snapshot_start(entry: &KernelContextEntry, seq: u64) -> u64 {
 /// the epoch.) `each` sees every event read, in order, with its conversation
 /// volume: from the retained start, or the whole log when no epoch exists
 /// yet.
+///
+/// Memory stays bounded whatever the log's length: the walk holds at most
+/// [`TAIL_PAGES`] pages (what it passes beyond them is read again, forward,
+/// a page at a time), and a log with no epoch yet (the first call after an
+/// engine switch) is folded with [`EpochFold::with_keep`]`(keep)`, which
+/// holds only the newest units; `keep` must be at least the working-memory
+/// threshold of the requests this fold serves.
 pub fn load(
     profile: EstimatorProfile,
+    keep: u64,
     session: &dyn SessionView,
     mut each: impl FnMut(&Event, u64),
 ) -> EpochFold {
-    // The tail, newest page first, down to the latest snapshot.
+    // The tail, newest page first, down to the latest snapshot. Only the
+    // newest pages are held; what the walk passes beyond them is read again,
+    // oldest first, one page at a time.
     let mut tail: Vec<Vec<Event>> = Vec::new();
+    // Every event from here on is in `tail`.
+    let mut held_from = u64::MAX;
     let mut snapshot: Option<(u64, u64)> = None;
     let mut before = u64::MAX;
     loop {
@@ -510,22 +603,25 @@ pub fn load(
             }
             _ => None,
         });
-        tail.push(page);
+        if tail.len() < TAIL_PAGES {
+            held_from = before;
+            tail.push(page);
+        }
         if snapshot.is_some() || short || before == 0 {
             break;
         }
     }
-    let mut fold = EpochFold::new(profile);
+    let mut fold = EpochFold::with_keep(profile, keep);
     let Some((snapshot_seq, start)) = snapshot else {
-        // No epoch yet: the tail is the whole log.
-        for e in tail
-            .into_iter()
-            .rev()
-            .flat_map(|page| page.into_iter().rev())
-        {
+        // No epoch yet: the whole log, oldest first, a page at a time.
+        let mut feed = |e: Event| {
             let volume = event_tokens(profile, &e.body);
             each(&e, volume);
             fold.apply(e, volume, session);
+        };
+        session.for_each_event(0, held_from, &mut feed);
+        for page in tail.into_iter().rev() {
+            page.into_iter().rev().for_each(&mut feed);
         }
         return fold;
     };
@@ -541,8 +637,8 @@ pub fn load(
             fold.apply(e, volume, session);
         }
     };
-    // The retained conversation the walk did not reach, then the tail.
-    session.for_each_event(start, before, &mut feed);
+    // The retained conversation the held tail does not reach, then the tail.
+    session.for_each_event(start, held_from, &mut feed);
     for page in tail.into_iter().rev() {
         page.into_iter().rev().for_each(&mut feed);
     }
@@ -586,8 +682,12 @@ mod tests {
     use latch_engine_sdk::MemorySession;
 
     fn fold(s: &MemorySession) -> EpochFold {
+        fold_keeping(s, u64::MAX)
+    }
+
+    fn fold_keeping(s: &MemorySession, keep: u64) -> EpochFold {
         let p = EstimatorProfile::Openai;
-        let mut f = EpochFold::new(p);
+        let mut f = EpochFold::with_keep(p, keep);
         for e in &s.events {
             f.apply(e.clone(), event_tokens(p, &e.body), s);
         }
@@ -607,6 +707,7 @@ mod tests {
             (
                 (&f.epoch, &f.group, f.group_open, &f.body),
                 (f.conv_tokens, f.kernel_tokens, f.floor, f.first_seq),
+                (f.keep_tokens, f.dropped_tokens, f.droppable),
                 (f.latest_seq, f.events_seen),
                 (f.epoch_max_revision, f.last_assistant_seq, f.epoch_requests),
                 (reground, f.last_reground_entry_seq),
@@ -624,10 +725,96 @@ mod tests {
 
     /// The loaded fold and the events its `each` saw.
     fn loaded(s: &MemorySession) -> (EpochFold, Vec<u64>) {
+        loaded_keeping(s, u64::MAX)
+    }
+
+    fn loaded_keeping(s: &MemorySession, keep: u64) -> (EpochFold, Vec<u64>) {
         let mut seen = Vec::new();
-        let mut f = load(EstimatorProfile::Openai, s, |e, _| seen.push(e.seq));
+        let mut f = load(EstimatorProfile::Openai, keep, s, |e, _| seen.push(e.seq));
         f.price();
         (f, seen)
+    }
+
+    /// A log with no epoch: `turns` user turns of one tool exchange and a
+    /// reply each.
+    fn no_epoch(turns: usize) -> MemorySession {
+        let mut s = MemorySession::new("s", ModelProfile::with_defaults("openai", "m"));
+        for i in 0..turns {
+            s.user(&format!("turn {i}"));
+            s.tool_exchange(&format!("c{i}"), "shell", "{}", &"out ".repeat(i % 40));
+            s.assistant(&format!("done {i}"));
+        }
+        s
+    }
+
+    /// Without an epoch the fold holds only the newest units, at least
+    /// `keep` tokens of them: the same units the whole fold ends with, and
+    /// the dropped ones still counted.
+    #[test]
+    fn without_an_epoch_only_the_newest_units_are_held() {
+        let s = no_epoch(3_000);
+        let all = folded(&s);
+        let all_units: Vec<u64> = all.units().map(|u| u.first_seq).collect();
+        for keep in [1, 300, 5_000] {
+            let (f, seen) = loaded_keeping(&s, keep);
+            assert_eq!(seen.len(), s.events.len(), "every event is read");
+            assert_eq!(
+                fingerprint(&f),
+                fingerprint(&{
+                    let mut g = fold_keeping(&s, keep);
+                    g.price();
+                    g
+                })
+            );
+            let held: Vec<u64> = f.units().map(|u| u.first_seq).collect();
+            assert!(
+                all_units.ends_with(&held),
+                "keep {keep}: not the newest units"
+            );
+            assert_eq!(f.dropped_tokens + f.conv_tokens, all.conv_tokens);
+            assert!(
+                f.conv_tokens >= keep,
+                "keep {keep}: holds {}",
+                f.conv_tokens
+            );
+            // Held: at most about twice the fewest newest units that hold
+            // `keep` tokens (units are dropped in batches).
+            let mut needed = 0;
+            let mut sum = 0;
+            for u in all.units().collect::<Vec<_>>().iter().rev() {
+                if sum >= keep {
+                    break;
+                }
+                sum += u.tokens;
+                needed += 1;
+            }
+            assert!(
+                held.len() <= 2 * needed + DROP_BATCH,
+                "keep {keep}: {} units held, {needed} needed",
+                held.len()
+            );
+            assert!(
+                held.len() < all_units.len() / 4,
+                "keep {keep}: {} units held",
+                held.len()
+            );
+            // Every unit starting at or after the floor is held.
+            assert!(f.floor > 0 && f.floor <= held[0], "floor {}", f.floor);
+        }
+        // Units after a `/compact` are never dropped.
+        let mut s = no_epoch(200);
+        s.push(EventBody::ManualCompact);
+        let after = s.events.len();
+        let more = no_epoch(200);
+        for e in more.events {
+            s.push(e.body);
+        }
+        let f = fold_keeping(&s, 1);
+        let first_held = f.units().next().map(|u| u.first_seq).unwrap();
+        assert!(
+            first_held <= s.events[after].seq,
+            "a unit after the compact was dropped"
+        );
     }
 
     /// The events `load` hands to `each`: from the epoch's retained start,

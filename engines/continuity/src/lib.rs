@@ -263,21 +263,33 @@ impl ContinuityEngine {
         self.cache.as_ref().map_or(0, |c| c.built)
     }
 
-    /// Bring the caches up to the log's latest event.
-    fn sync(&mut self, session: &dyn SessionView, info: &SessionInfo) {
+    /// The working-memory high-water mark of a request with `budget`: no
+    /// threshold exceeds it, so a fold without an epoch keeps this much
+    /// conversation (see [`EpochFold::with_keep`]).
+    fn keep_for(&self, budget: &ContextBudget) -> u64 {
+        self.config
+            .recent_tokens
+            .unwrap_or(budget.recent_tokens)
+            .max(1)
+    }
+
+    /// Bring the caches up to the log's latest event, for requests whose
+    /// working-memory threshold is at most `keep`.
+    fn sync(&mut self, session: &dyn SessionView, info: &SessionInfo, keep: u64) {
         let latest = session.latest_seq();
-        let stale = match &self.cache {
+        let stale = match &mut self.cache {
             None => true,
             Some(c) => {
                 c.session_id != info.id
                     || c.fold.latest_seq > latest
                     || c.fold.events_seen > info.event_count
+                    || !c.fold.widen_keep(keep)
             }
         };
         if stale {
             self.cache = Some(Cache {
                 session_id: info.id.clone(),
-                fold: EpochFold::new(self.profile),
+                fold: EpochFold::with_keep(self.profile, keep),
                 epoch_episodes: Segmenter::new(self.config.episode_volume_tokens),
                 episodes: RefCell::new(None),
                 state: None,
@@ -297,7 +309,7 @@ impl ContinuityEngine {
             // A fresh instance (or a new session): load the current epoch
             // from the tail, segmenting its episodes on the way.
             let episodes = &mut cache.epoch_episodes;
-            cache.fold = epoch::load(self.profile, session, |e, volume| {
+            cache.fold = epoch::load(self.profile, keep, session, |e, volume| {
                 episodes.push(e, volume);
             });
             cache.fold.price();
@@ -649,7 +661,9 @@ impl ContinuityEngine {
     }
 
     /// Start a new epoch: choose the retained units, then build the snapshot
-    /// group in priority order (state, extension, re-ground, index, recall).
+    /// group in priority order (state, extension, re-ground, the user's
+    /// pinned messages, then recalled originals and the index in the
+    /// configured order: see [`config::Allocation`]).
     fn rotate<'a>(
         &'a self,
         session: &dyn SessionView,
@@ -707,7 +721,9 @@ impl ContinuityEngine {
         let fold = &cache.fold;
         let units: Vec<&Unit> = fold.units().collect();
         let tokens: Vec<u64> = units.iter().map(|u| u.tokens).collect();
-        let conv: u64 = tokens.iter().sum();
+        // Units a fold without an epoch dropped are older than any a new
+        // epoch retains (see [`EpochFold::with_keep`]); they still count.
+        let conv: u64 = fold.dropped_tokens + tokens.iter().sum::<u64>();
         let point = match &why {
             Start::Threshold { threshold, .. } => *threshold,
             _ => inp.threshold,
@@ -763,7 +779,7 @@ impl ContinuityEngine {
             .map(|u| u.first_seq)
             .unwrap_or(fold.latest_seq + 1);
         let retained: u64 = tokens[first..].iter().sum();
-        let evicted: u64 = tokens[..first].iter().sum();
+        let evicted: u64 = fold.dropped_tokens + tokens[..first].iter().sum::<u64>();
         let generation = inp.kernel_generation + 1;
         let archived_episodes = self.all_episodes(cache, session).count_before(start) as u64;
         let header = SnapshotHeader {
@@ -819,18 +835,34 @@ impl ContinuityEngine {
             self.config.user_tokens.min(remaining / 2),
         );
         texts.extend(pinned.into_iter().map(|t| (KernelContextKind::Recall, t)));
-        let remaining = inp.plan.limit.saturating_sub(used(&texts));
-        let index_budget = self.config.index_tokens.min(remaining / 2);
-        if let Some(text) = self.index_text(cache, session, inp, start, index_budget) {
-            texts.push((KernelContextKind::ArchiveIndex, text));
-        }
-        let room = inp
-            .plan
-            .limit
-            .saturating_sub(used(&texts))
-            .min(self.config.recall_tokens);
-        for text in self.recall_entries(session, inp, start, &pinned_seqs, room) {
-            texts.push((KernelContextKind::Recall, text));
+        // Recalled originals and the episode index share what is left, in
+        // the configured order (see [`config::Allocation`]).
+        let recall = |texts: &mut Vec<(KernelContextKind, String)>| {
+            let room = inp
+                .plan
+                .limit
+                .saturating_sub(used(texts))
+                .min(self.config.recall_tokens);
+            for text in self.recall_entries(session, inp, start, &pinned_seqs, room) {
+                texts.push((KernelContextKind::Recall, text));
+            }
+        };
+        let index = |texts: &mut Vec<(KernelContextKind, String)>, share: u64| {
+            let remaining = inp.plan.limit.saturating_sub(used(texts));
+            let budget = self.config.index_tokens.min(remaining / share);
+            if let Some(text) = self.index_text(cache, session, inp, start, budget) {
+                texts.push((KernelContextKind::ArchiveIndex, text));
+            }
+        };
+        match self.config.allocation {
+            config::Allocation::RecallFirst => {
+                recall(&mut texts);
+                index(&mut texts, 1);
+            }
+            config::Allocation::IndexFirst => {
+                index(&mut texts, 2);
+                recall(&mut texts);
+            }
         }
         let total = used(&texts);
         if total > inp.plan.limit {
@@ -1256,7 +1288,7 @@ impl Engine for ContinuityEngine {
         request: &ContextRequest,
     ) -> Result<ContextView, EngineError> {
         let info = session.info();
-        self.sync(session, &info);
+        self.sync(session, &info, self.keep_for(&request.budget));
         let prepared = self.prepare(session, &info, request)?;
         let inp = self.inputs(prepared, request, &info)?;
         let draft = self.build_view(session, &inp)?;
@@ -1302,7 +1334,7 @@ impl Engine for ContinuityEngine {
         session: &dyn SessionView,
     ) -> Result<Vec<KernelContextEntry>, EngineError> {
         let info = session.info();
-        self.sync(session, &info);
+        self.sync(session, &info, self.keep_for(&self.default_budget()));
         let request = ContextRequest {
             system_prompt: String::new(),
             session_context: SessionContext {

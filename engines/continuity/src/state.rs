@@ -319,4 +319,127 @@ mod tests {
         assert!(!tiny.contains("note number"));
         assert!(estimate(P, &tiny) as u64 <= 160);
     }
+
+    /// Which memory sections of `text` have at least one line.
+    fn present(text: &str) -> [bool; 3] {
+        ["## Notes\n", "## Active hypotheses\n", "## Decisions\n"].map(|t| text.contains(t))
+    }
+
+    /// As the budget shrinks one token at a time, notes go first, then
+    /// hypotheses, then decisions: never a note without every hypothesis and
+    /// decision, never a hypothesis without every decision.
+    #[test]
+    fn under_a_shrinking_budget_notes_drop_then_hypotheses_then_decisions() {
+        let mut s = CanonicalState::empty();
+        s.goal = Some(entry("ship the parser", 1));
+        let words = "about the same length as every other memory line";
+        s.decisions = (0..6)
+            .map(|i| entry(&format!("decision {i} {words}"), 100 + i))
+            .collect();
+        s.hypotheses = (0..6)
+            .map(|i| Hypothesis {
+                text: format!("hypothesis {i} {words}"),
+                // Newer than every decision: recency never outranks a tier.
+                seq: 200 + i,
+                status: HypothesisStatus::Active,
+                reason: None,
+            })
+            .collect();
+        s.notes = (0..6)
+            .map(|i| entry(&format!("note {i} {words}"), 300 + i))
+            .collect();
+        let count = |text: &str, what: &str| text.matches(&format!("- {what} ")).count();
+        // The budget at which each kind first loses a line, and loses all.
+        let mut first_loss: [Option<u64>; 3] = [None; 3];
+        let mut gone: [Option<u64>; 3] = [None; 3];
+        for avail in (40..1_600u64).rev() {
+            let text = render_state(P, &s, avail);
+            let n = ["note", "hypothesis", "decision"].map(|w| count(&text, w));
+            let has = present(&text);
+            for k in 0..3 {
+                if n[k] < 6 && first_loss[k].is_none() {
+                    first_loss[k] = Some(avail);
+                }
+                if !has[k] && gone[k].is_none() {
+                    gone[k] = Some(avail);
+                }
+            }
+            // A lower-priority line only while every higher one is kept.
+            if n[0] > 0 {
+                assert!(n[1] == 6 && n[2] == 6, "at {avail}: {n:?}\n{text}");
+            }
+            if n[1] > 0 {
+                assert_eq!(n[2], 6, "at {avail}: {n:?}\n{text}");
+            }
+        }
+        let [notes, hypotheses, decisions] = gone.map(|g| g.expect("every kind drops out"));
+        assert!(
+            notes > hypotheses && hypotheses > decisions,
+            "notes gone below {notes}, hypotheses below {hypotheses}, decisions below {decisions}"
+        );
+        assert!(first_loss[0] > first_loss[1] && first_loss[1] > first_loss[2]);
+        // The core outlives them all.
+        assert!(render_state(P, &s, 160).contains("ship the parser"));
+        assert!(!present(&render_state(P, &s, 160)).contains(&true));
+    }
+
+    /// Evidence the workspace has moved past renders only as stale: in its
+    /// own section with its outcome, command, generation and event, and on
+    /// its requirement as "stale ...; rerun", never as current evidence.
+    #[test]
+    fn stale_evidence_renders_as_stale_and_never_as_current() {
+        let mut s = CanonicalState::empty();
+        s.validations = vec![entry("cargo test", 2), entry("cargo clippy", 3)];
+        s.evidence = vec![
+            Evidence {
+                requirement: "cargo test".into(),
+                command: "cargo test --workspace".into(),
+                outcome: ValidationOutcome::Passed,
+                generation: 4,
+                stale: true,
+                seq: 9,
+            },
+            Evidence {
+                requirement: "cargo clippy".into(),
+                command: "cargo clippy -- -D warnings".into(),
+                outcome: ValidationOutcome::Failed,
+                generation: 7,
+                stale: false,
+                seq: 12,
+            },
+        ];
+        let text = render_state(P, &s, 100_000);
+        let section = |title: &str| {
+            text.split(&format!("## {title}\n"))
+                .nth(1)
+                .map(|rest| rest.split("\n## ").next().unwrap_or(""))
+                .unwrap_or_else(|| panic!("no {title} section:\n{text}"))
+                .to_string()
+        };
+        assert_eq!(
+            section("Stale evidence (the workspace changed since)").trim_end(),
+            "- passed: cargo test — `cargo test --workspace` (generation 4, event 9)"
+        );
+        assert_eq!(
+            section("Current evidence").trim_end(),
+            "- failed: cargo clippy — `cargo clippy -- -D warnings` (generation 7, event 12)"
+        );
+        assert_eq!(
+            section("Required validations").trim_end(),
+            "- cargo test [stale: last passed at generation 4; rerun]\n\
+             - cargo clippy [failed at generation 7 by `cargo clippy -- -D warnings`]"
+        );
+        // Stale evidence is memory, not core: it drops before decisions.
+        s.decisions = vec![entry("keep the parser recursive-descent", 5)];
+        let squeezed = (20..4_000)
+            .rev()
+            .map(|avail| render_state(P, &s, avail))
+            .find(|t| !t.contains("## Stale evidence"))
+            .expect("stale evidence drops under pressure");
+        assert!(
+            squeezed.contains("keep the parser recursive-descent"),
+            "{squeezed}"
+        );
+        assert!(squeezed.contains("## Current evidence"), "{squeezed}");
+    }
 }

@@ -191,6 +191,9 @@ struct Checker {
     generations: BTreeSet<u64>,
     noop_after_noop: usize,
     cacheable: (u64, u64),
+    /// Every event any request saw, as it was then (see
+    /// [`Checker::record`]).
+    seen: Option<Vec<Event>>,
 }
 
 impl Checker {
@@ -210,7 +213,15 @@ impl Checker {
             generations: BTreeSet::new(),
             noop_after_noop: 0,
             cacheable: (0, 0),
+            seen: None,
         }
+    }
+
+    /// Keep a copy of every event each request saw, to compare with the
+    /// final log.
+    fn record(mut self) -> Self {
+        self.seen = Some(Vec::new());
+        self
     }
 
     fn fresh(&self) -> Assembled<ContinuityEngine> {
@@ -224,6 +235,10 @@ impl Checker {
 
 impl Host for Checker {
     fn materialize(&mut self, session: &IndexedSession, req: &ContextRequest) -> ContextView {
+        if let Some(seen) = &mut self.seen {
+            let events = &session.memory().events;
+            seen.extend(events[seen.len().min(events.len())..].iter().cloned());
+        }
         let view = self.engine.materialize(session, req).expect("materialize");
         check_view(&view, req);
         unseen::assert_unseen_shown(session.memory(), &view);
@@ -621,11 +636,26 @@ fn rotation_is_hysteretic() {
             "rotation is occasional, not per turn: {rotated:?}"
         );
     }
+    // Every unit here is one message: a rotation keeps the newest units up
+    // to three quarters, so it keeps more than three quarters less one unit.
+    let largest_unit = s
+        .events
+        .iter()
+        .map(|e| latch_engine_sdk::estimate::event_tokens(P, &e.body))
+        .max()
+        .unwrap_or(0);
+    assert!(largest_unit > 0 && largest_unit < 200, "{largest_unit}");
     for &i in &rotated {
         let v = &views[i];
         assert!(
             v.report.recent_tokens <= 2_000 * 3 / 4,
-            "keeps about three quarters"
+            "keeps at most three quarters: {}",
+            v.report.recent_tokens
+        );
+        assert!(
+            v.report.recent_tokens + largest_unit > 2_000 * 3 / 4,
+            "keeps about three quarters, not less: {} (units up to {largest_unit})",
+            v.report.recent_tokens
         );
         assert!(v.report.evicted_tokens > 0);
         assert!(
@@ -1050,12 +1080,31 @@ fn estimator_profile_changes_prices() {
 fn stress_thousands_of_events() {
     let mut script = Script::new(42, 1_500);
     script.budget.recent_tokens = 10_000;
-    let mut host = Checker::new(None, false);
+    let mut host = Checker::new(None, false).record();
     host.resume = true;
     host.resume_every = 97;
     let s = testkit::run(&script, &mut host);
     let events = &s.memory().events;
     assert!(events.len() > 10_000, "{}", events.len());
+    // Full raw event retention: every event a request saw is still in the
+    // log, unchanged and in place, and only the final reply came after.
+    let seen = host.seen.take().expect("recorded");
+    assert!(seen.len() > 10_000);
+    assert!(events.len() > seen.len(), "events vanished");
+    let (last, after) = events[seen.len()..].split_last().expect("the final reply");
+    assert!(matches!(last.body, EventBody::AssistantMessage(_)));
+    assert!(
+        after
+            .iter()
+            .all(|e| matches!(e.body, EventBody::KernelContext(_))),
+        "only the last view's entries came after the last request"
+    );
+    for (i, (now, then)) in events.iter().zip(&seen).enumerate() {
+        assert!(
+            now == then,
+            "event {i} changed or moved: {now:?} was {then:?}"
+        );
+    }
     assert!(host.rotations > 10);
     let req = script.request(1_500, "frobnicate_widget E0425");
     let v = engine().materialize(&s, &req).expect("view");
@@ -1090,12 +1139,28 @@ fn stress_thousands_of_events() {
         0,
         "no automatic compact"
     );
-    let seqs: Vec<u64> = events.iter().map(|e| e.seq).collect();
-    assert_eq!(
-        seqs,
-        (1..=seqs.len() as u64).collect::<Vec<_>>(),
-        "every raw event retained"
-    );
+    // Recent verbatim text: the newest conversation events end the view's
+    // conversation exactly as they were logged.
+    let newest: Vec<Message> = events
+        .iter()
+        .filter_map(Event::to_message)
+        .rev()
+        .take(12)
+        .collect();
+    let shown: Vec<&Message> = v
+        .messages
+        .iter()
+        .filter(|m| m.kernel.is_none())
+        .rev()
+        .take(12)
+        .collect();
+    assert_eq!(shown.len(), 12);
+    for (i, (shown, logged)) in shown.iter().zip(&newest).enumerate() {
+        assert!(
+            *shown == logged,
+            "newest message {i} (0 is the newest) is not verbatim: {shown:?} for {logged:?}"
+        );
+    }
 }
 
 #[test]
@@ -1114,5 +1179,7 @@ fn conversation_prices_match_the_canonical_message_price() {
     }
 }
 
+mod allocation;
 mod intents;
+mod streaming;
 mod unseen;

@@ -459,6 +459,11 @@ pub enum EventKind {
         /// The model the request was for.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         model: Option<String>,
+        /// The base URL of the server that answered (two servers under one
+        /// model name count differently); absent in logs written before it
+        /// was recorded.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        base_url: Option<String>,
     },
     /// A child agent session was spawned from this session, with its
     /// durable profile. Hidden from engines (see
@@ -1307,6 +1312,7 @@ mod tests {
             estimated_input_tokens: None,
             provider: None,
             model: None,
+            base_url: None,
         };
         let back = EventKind::from_row(2, "provider_usage", &unknown.to_json()).unwrap();
         assert_eq!(back, unknown, "unknown stays unknown, never 0");

@@ -3,8 +3,12 @@
 //!
 //! The test re-invokes its own executable with `LATCH_KILL_CHILD_DB` set; in
 //! that mode `append_loop_child` appends forever and reports each commit.
+//! Where the kill lands comes from a printed seed; `LATCH_KILL_SEED`
+//! replays one (see `common/seeds.rs`).
 
 mod common;
+#[path = "common/seeds.rs"]
+mod seeds;
 
 use latch_kernel::{EventKind, Store};
 use std::io::{BufRead, BufReader};
@@ -48,20 +52,16 @@ fn append_loop_child() {
     }
 }
 
-fn random_u64() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos(),
-    );
-    h.finish()
-}
-
 #[test]
 fn sigkill_mid_append_loses_no_committed_event() {
+    for seed in seeds::trial_seeds("sigkill_mid_append_loses_no_committed_event", 1) {
+        trial(seed);
+    }
+}
+
+/// Three kills of one appending process, where each lands drawn from `seed`.
+fn trial(seed: u64) {
+    let mut rng = seed;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("kill.db");
     let session = {
@@ -86,7 +86,7 @@ fn sigkill_mid_append_loses_no_committed_event() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        let stop_after = 20 + random_u64() % 200;
+        let stop_after = 20 + seeds::next(&mut rng) % 200;
         let mut reported: Vec<(u64, Vec<u64>)> = Vec::new();
         let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
         while (reported.len() as u64) < stop_after {
@@ -100,16 +100,19 @@ fn sigkill_mid_append_loses_no_committed_event() {
             }
         }
         // Land the kill at a random point of the loop, often inside a transaction.
-        std::thread::sleep(Duration::from_micros(random_u64() % 2000));
+        std::thread::sleep(Duration::from_micros(seeds::next(&mut rng) % 2000));
         child.kill().unwrap(); // SIGKILL on Unix
         let status = child.wait().unwrap();
-        assert!(!status.success(), "round {round}: the child was killed");
+        assert!(
+            !status.success(),
+            "seed {seed} round {round}: the child was killed"
+        );
 
         let store = Store::open(&path).expect("the file opens after a kill");
         let events = store.events(&session, 0, u64::MAX, u32::MAX).unwrap();
         assert!(
             events.len() as u64 >= before + reported.len() as u64,
-            "round {round}"
+            "seed {seed} round {round}"
         );
         for (i, seqs) in &reported {
             for (j, seq) in seqs.iter().enumerate() {
@@ -133,7 +136,7 @@ fn sigkill_mid_append_loses_no_committed_event() {
         assert_eq!(
             batch_events % BATCH,
             0,
-            "round {round}: a batch was half-written"
+            "seed {seed} round {round}: a batch was half-written"
         );
         // The store still accepts appends and search still works.
         let seq = store

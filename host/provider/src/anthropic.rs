@@ -242,7 +242,7 @@ fn message_blocks(
                     "type": "tool_use",
                     "id": c.id,
                     "name": c.name,
-                    "input": tool_input(&c.arguments_json),
+                    "input": crate::wire::tool_arguments(&c.arguments_json),
                 }),
                 mark: false,
                 is_result: false,
@@ -280,18 +280,6 @@ fn message_blocks(
     }
     flush(&mut out, usize::MAX);
     Ok(out)
-}
-
-/// A tool call's arguments as the `input` object; arguments that are not a
-/// JSON object are carried as `{"_raw": "<text>"}`.
-fn tool_input(arguments_json: &str) -> Value {
-    if arguments_json.trim().is_empty() {
-        return json!({});
-    }
-    match serde_json::from_str::<Value>(arguments_json) {
-        Ok(v @ Value::Object(_)) => v,
-        _ => json!({"_raw": arguments_json}),
-    }
 }
 
 enum StreamBlock {
@@ -689,12 +677,5 @@ mod tests {
         // Without the context nothing opaque is sent.
         let plain = request_body(&req, &crate::NoMedia).unwrap();
         assert_eq!(plain["messages"][1]["content"][0]["type"], "tool_use");
-    }
-
-    #[test]
-    fn tool_input_is_always_an_object() {
-        assert_eq!(tool_input(""), json!({}));
-        assert_eq!(tool_input("{\"a\":1}"), json!({"a": 1}));
-        assert_eq!(tool_input("[1]"), json!({"_raw": "[1]"}));
     }
 }

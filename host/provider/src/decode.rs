@@ -18,6 +18,7 @@ pub struct StreamDecoder {
     provider: &'static str,
     parser: SseParser,
     state: Option<Box<dyn WireStream>>,
+    saw_events: bool,
 }
 
 impl std::fmt::Debug for StreamDecoder {
@@ -43,6 +44,7 @@ impl StreamDecoder {
             provider,
             parser: SseParser::new(),
             state: Some(state),
+            saw_events: false,
         }
     }
 
@@ -62,6 +64,7 @@ impl StreamDecoder {
             )));
         }
         for ev in events {
+            self.saw_events = true;
             let Some(state) = self.state.as_mut() else {
                 return Err(self.protocol("data after the terminal event".into()));
             };
@@ -72,6 +75,12 @@ impl StreamDecoder {
             }
         }
         Ok(None)
+    }
+
+    /// True once the body held one whole event (a chunk, an error, the
+    /// terminal event): the server answered, whatever it said.
+    pub fn saw_events(&self) -> bool {
+        self.saw_events
     }
 
     /// The body ended cleanly: the turn, where the wire format allows a body

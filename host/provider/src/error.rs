@@ -130,6 +130,12 @@ pub(crate) fn is_context_length(body: &str) -> bool {
         "maximum context length",
         "exceeds the context window",
         "context window",
+        // llama.cpp's `llama-server`: "the request exceeds the available
+        // context size, try increasing it" (type `exceed_context_size_error`).
+        "exceed_context_size_error",
+        "exceeds the available context size",
+        // llama-cpp-python: "Requested tokens (N) exceed context window of M".
+        "exceed context window",
     ]
     .iter()
     .any(|p| lower.contains(p))
@@ -155,7 +161,29 @@ pub(crate) fn context_figures(message: &str) -> (Option<u64>, Option<u64>) {
     if message.contains("maximum context length") && numbers.len() >= 2 {
         return (Some(numbers[1]), Some(numbers[0]));
     }
+    if message.contains("exceed context window") && numbers.len() >= 2 {
+        return (Some(numbers[0]), Some(numbers[1]));
+    }
     (None, None)
+}
+
+/// The figures of a context-length refusal: from the body's own fields
+/// where the server sends them (`llama-server`: `n_prompt_tokens` and
+/// `n_ctx` beside the message), else from the message text.
+pub(crate) fn context_figures_of(body: &str, message: &str) -> (Option<u64>, Option<u64>) {
+    let (reported, limit) = context_figures(message);
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(body) else {
+        return (reported, limit);
+    };
+    let field = |name: &str| {
+        v.pointer(&format!("/error/{name}"))
+            .or_else(|| v.get(name))
+            .and_then(serde_json::Value::as_u64)
+    };
+    (
+        field("n_prompt_tokens").or(reported),
+        field("n_ctx").or(limit),
+    )
 }
 
 fn numbers_before(s: &str) -> Vec<u64> {
@@ -280,6 +308,15 @@ mod tests {
             (None, None)
         );
         assert!(!is_context_length("invalid x-api-key"));
+        // llama-server, with its counts as fields of the error.
+        let l = r#"{"error":{"code":400,"message":"the request exceeds the available context size, try increasing it","type":"exceed_context_size_error","n_prompt_tokens":5210,"n_ctx":4096}}"#;
+        assert!(is_context_length(l));
+        let m = error_message_from_body(l);
+        assert_eq!(context_figures_of(l, &m), (Some(5210), Some(4096)));
+        // llama-cpp-python's own words.
+        let p = "Requested tokens (9000) exceed context window of 8192";
+        assert!(is_context_length(p));
+        assert_eq!(context_figures(p), (Some(9000), Some(8192)));
     }
 
     #[test]

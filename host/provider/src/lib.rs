@@ -27,6 +27,7 @@
 
 pub mod anthropic;
 pub mod decode;
+pub mod discover;
 pub mod error;
 pub mod fake;
 pub mod openai;
@@ -44,10 +45,12 @@ use futures::StreamExt;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap};
 use serde::{Deserialize, Serialize};
 
+pub use discover::{ServerInfo, WindowSource};
 pub use error::ProviderError;
 pub use request::{
     AssistantTurn, CacheHints, MediaResolver, NoMedia, OpaqueBlock, ProviderRequest, ProviderState,
     ReasoningOptions, RequestContext, StopReason, StreamEvent, ToolSchema, Usage,
+    arguments_are_complete,
 };
 pub use retry::RetryPolicy;
 
@@ -400,10 +403,11 @@ impl Provider {
     /// Sends `req`, streams the response to `on_event`, and returns the
     /// committed turn.
     ///
-    /// Retryable failures (429, 5xx, connection errors, overload reported in
-    /// the stream) are retried per the [`RetryPolicy`], announced with
-    /// [`StreamEvent::Retrying`]. A response that ends before its terminal
-    /// event is [`ProviderError::Interrupted`] and nothing of it is returned.
+    /// Retryable failures (429, 5xx, connection errors, a connection lost
+    /// mid-stream, overload reported in the stream) are retried per the
+    /// [`RetryPolicy`], announced with [`StreamEvent::Retrying`]. A response
+    /// whose body ends cleanly before its terminal event is
+    /// [`ProviderError::Interrupted`] and nothing of it is returned.
     /// A refusal as too long ([`ProviderError::ContextTooLong`]) is never
     /// retried.
     pub async fn complete_with(
@@ -447,8 +451,11 @@ impl Provider {
                         Some(note) => format!("{reason} ({note})"),
                         None => reason,
                     };
+                    // `surfaced`: every surface shows the retry from the
+                    // event below, so the log line is for the log file.
                     tracing::warn!(
                         provider = self.config.kind.name(),
+                        surfaced = true,
                         attempt,
                         delay_ms = delay.as_millis() as u64,
                         "retrying: {reason}"
@@ -528,37 +535,7 @@ impl Provider {
         };
         let status = resp.status();
         if !status.is_success() {
-            let retry_after = retry::retry_after(resp.headers());
-            let text = resp.text().await.unwrap_or_default();
-            let message = error::error_message_from_body(&text);
-            let code = status.as_u16();
-            let status_text = status.canonical_reason().unwrap_or("").to_string();
-            if matches!(code, 400 | 413 | 422) && error::is_context_length(&text) {
-                let (reported_tokens, limit_tokens) = error::context_figures(&message);
-                return Err(AttemptError::Fatal(ProviderError::ContextTooLong {
-                    provider,
-                    message,
-                    reported_tokens,
-                    limit_tokens,
-                }));
-            }
-            if retry::is_retryable_status(code) {
-                let kind_note = error::error_kind_from_body(&text)
-                    .map(|k| format!(" [{k}]"))
-                    .unwrap_or_default();
-                return Err(AttemptError::Retryable {
-                    reason: format!("{code} {status_text}{kind_note}: {message}"),
-                    status: Some(code),
-                    retry_after,
-                });
-            }
-            return Err(AttemptError::Fatal(ProviderError::Rejected {
-                provider,
-                status: code,
-                status_text,
-                message,
-                hint: self.hint(code),
-            }));
+            return Err(self.refused(resp).await);
         }
         if is_json(resp.headers()) {
             let text = resp.text().await.unwrap_or_default();
@@ -590,12 +567,33 @@ impl Provider {
                         reason: format!("no data for {} s", idle.as_secs_f64()),
                     }));
                 }
-                Ok(None) => return decoder.finish().map_err(ended),
+                Ok(None) => {
+                    let answered = decoder.saw_events();
+                    return match decoder.finish() {
+                        // A compatible server that ends the stream before
+                        // its first chunk failed before generating: the
+                        // same request not streamed says why (llama-cpp-
+                        // python's too-long prompt is a 400 with both
+                        // counts there, and nothing at all here).
+                        Err(Failure::Fatal(e))
+                            if e.is_interrupted()
+                                && !answered
+                                && kind == ProviderKind::OpenAiCompatible =>
+                        {
+                            Err(self.diagnose(url, body, e).await)
+                        }
+                        other => other.map_err(ended),
+                    };
+                }
+                // A connection lost mid-stream (a server killed or
+                // restarted, a proxy dropping it) is retried as configured:
+                // nothing of the attempt was committed, its deltas are void.
                 Ok(Some(Err(e))) => {
-                    return Err(AttemptError::Fatal(ProviderError::Interrupted {
-                        provider,
-                        reason: format!("connection lost: {}", error_chain(&e)),
-                    }));
+                    return Err(AttemptError::Retryable {
+                        reason: format!("connection lost mid-stream: {}", error_chain(&e)),
+                        status: None,
+                        retry_after: None,
+                    });
                 }
                 Ok(Some(Ok(bytes))) => bytes,
             };
@@ -605,6 +603,113 @@ impl Provider {
         }
     }
 }
+
+impl Provider {
+    /// How a non-success response ends the attempt: too long (with the
+    /// provider's figures), retryable, or refused.
+    async fn refused(&self, resp: reqwest::Response) -> AttemptError {
+        let provider = self.config.kind.name();
+        let status = resp.status();
+        let retry_after = retry::retry_after(resp.headers());
+        let text = resp.text().await.unwrap_or_default();
+        let message = error::error_message_from_body(&text);
+        let code = status.as_u16();
+        let status_text = status.canonical_reason().unwrap_or("").to_string();
+        if matches!(code, 400 | 413 | 422) && error::is_context_length(&text) {
+            let (reported_tokens, limit_tokens) = error::context_figures_of(&text, &message);
+            return AttemptError::Fatal(ProviderError::ContextTooLong {
+                provider,
+                message,
+                reported_tokens,
+                limit_tokens,
+            });
+        }
+        if retry::is_retryable_status(code) {
+            let kind_note = error::error_kind_from_body(&text)
+                .map(|k| format!(" [{k}]"))
+                .unwrap_or_default();
+            return AttemptError::Retryable {
+                reason: format!("{code} {status_text}{kind_note}: {message}"),
+                status: Some(code),
+                retry_after,
+            };
+        }
+        AttemptError::Fatal(ProviderError::Rejected {
+            provider,
+            status: code,
+            status_text,
+            message,
+            hint: self.hint(code),
+        })
+    }
+
+    /// Why a compatible server's stream ended before its first chunk: the
+    /// same request, not streamed, answered as any refusal is (a server
+    /// refuses a prompt past its window before it evaluates anything, so
+    /// the answer is quick; one that starts evaluating within
+    /// [`DIAGNOSIS_TIMEOUT`] accepted the request). An answer means the
+    /// request itself was fine: the stream stays `interrupted`
+    /// (`stream_error`), with that said.
+    async fn diagnose(&self, url: &str, body: &[u8], stream_error: ProviderError) -> AttemptError {
+        let Ok(serde_json::Value::Object(mut probe)) = serde_json::from_slice(body) else {
+            return AttemptError::Fatal(stream_error);
+        };
+        probe.insert("stream".into(), serde_json::Value::Bool(false));
+        probe.remove("stream_options");
+        let probe = serde_json::Value::Object(probe).to_string();
+        let send = || {
+            let mut rb = self
+                .client
+                .post(url)
+                .timeout(DIAGNOSIS_TIMEOUT)
+                .header(CONTENT_TYPE, "application/json")
+                .body(probe.clone());
+            if let Some(k) = self.config.api_key.as_deref().filter(|k| !k.is_empty()) {
+                rb = rb.bearer_auth(k);
+            }
+            rb.send()
+        };
+        // The broken stream's connection may have gone back to the pool
+        // closed by the server (llama-cpp-python closes it after the error):
+        // a second try gets a fresh one.
+        let answer = match send().await {
+            Err(e) if !e.is_timeout() => send().await,
+            other => other,
+        };
+        match answer {
+            Ok(resp) if !resp.status().is_success() => match self.refused(resp).await {
+                // A transient failure is reported as the stream's own.
+                AttemptError::Retryable { .. } => AttemptError::Fatal(stream_error),
+                fatal => fatal,
+            },
+            Err(e) if !e.is_timeout() => AttemptError::Fatal(match stream_error {
+                ProviderError::Interrupted { provider, reason } => ProviderError::Interrupted {
+                    provider,
+                    reason: format!(
+                        "{reason}, before its first chunk (asking again without streaming failed \
+                         too: {})",
+                        error_chain(&e)
+                    ),
+                },
+                other => other,
+            }),
+            _ => AttemptError::Fatal(match stream_error {
+                ProviderError::Interrupted { provider, reason } => ProviderError::Interrupted {
+                    provider,
+                    reason: format!(
+                        "{reason}, before its first chunk (the same request not streamed was \
+                         accepted; the server's log says why the stream failed)"
+                    ),
+                },
+                other => other,
+            }),
+        }
+    }
+}
+
+/// How long [`Provider::complete_with`] waits for the unstreamed answer
+/// that says why a compatible server's stream broke before its first chunk.
+pub const DIAGNOSIS_TIMEOUT: Duration = Duration::from_secs(10);
 
 fn is_json(headers: &HeaderMap) -> bool {
     headers

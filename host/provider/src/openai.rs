@@ -2,7 +2,9 @@
 //! OpenAI and any OpenAI-compatible server (Ollama, vLLM, llama.cpp server).
 //!
 //! Serialization: the system prompt is the first message; assistant tool
-//! calls become `tool_calls`; tool results become `tool` messages (leading
+//! calls become `tool_calls` (with `content: ""`, never `null`, and
+//! arguments that are always a JSON object: see `wire::tool_arguments`),
+//! and `tool_choice: "auto"` goes with every list of tools; tool results become `tool` messages (leading
 //! their user message, since they must follow the assistant's calls), and any
 //! images a tool returned follow in one user message, because `tool`
 //! messages carry text only. Images are `image_url` data URLs. Prefix caching
@@ -26,7 +28,7 @@ use crate::request::{
     AssistantTurn, MediaResolver, ProviderRequest, StopReason, StreamEvent, Usage,
 };
 use crate::sse::SseEvent;
-use crate::wire::{Failure, WireStream, encode_image, opt_u64, parse_json};
+use crate::wire::{self, Failure, WireStream, encode_image, opt_u64, parse_json};
 
 /// The default base URL of OpenAI's API.
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -71,6 +73,9 @@ pub fn request_body(
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
+        // The API's default with tools, said out loud: llama-cpp-python's
+        // server does not show the model its tools without it.
+        body.insert("tool_choice".into(), json!("auto"));
     }
 
     let mut messages = Vec::new();
@@ -92,7 +97,7 @@ pub fn request_body(
                             "type": "function",
                             "function": {
                                 "name": c.name,
-                                "arguments": if c.arguments_json.is_empty() { "{}" } else { c.arguments_json.as_str() },
+                                "arguments": wire::tool_arguments_text(&c.arguments_json),
                             },
                         })),
                         other => texts.push(latch_engine_sdk::render_part_text(other)),
@@ -101,12 +106,10 @@ pub fn request_body(
                 if texts.is_empty() && calls.is_empty() {
                     continue;
                 }
-                let mut msg = json!({"role": "assistant"});
-                msg["content"] = if texts.is_empty() {
-                    Value::Null
-                } else {
-                    json!(texts.join("\n\n"))
-                };
+                // Never `null`: OpenAI takes an empty string beside tool
+                // calls, and llama-cpp-python's server refuses `null` (500).
+                let msg_content = texts.join("\n\n");
+                let mut msg = json!({"role": "assistant", "content": msg_content});
                 if !calls.is_empty() {
                     msg["tool_calls"] = Value::Array(calls);
                 }

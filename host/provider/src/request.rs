@@ -270,6 +270,16 @@ impl AssistantTurn {
     }
 }
 
+/// True when `arguments_json` is a complete JSON object, the only thing a
+/// tool can be called with. A call whose arguments are not (cut off at the
+/// output limit, or not JSON at all) is never run.
+pub fn arguments_are_complete(arguments_json: &str) -> bool {
+    matches!(
+        serde_json::from_str::<serde_json::Value>(arguments_json),
+        Ok(serde_json::Value::Object(_))
+    )
+}
+
 /// Resolves an image reference to its bytes (normally from the artifact
 /// store). Adapters base64-encode the bytes into the request.
 pub trait MediaResolver: Send + Sync {

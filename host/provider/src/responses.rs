@@ -167,7 +167,7 @@ fn assistant_items(m: &Message, replay: Option<&ProviderState>, out: &mut Vec<Va
                 "type": "function_call",
                 "call_id": c.id,
                 "name": c.name,
-                "arguments": if c.arguments_json.is_empty() { "{}" } else { c.arguments_json.as_str() },
+                "arguments": crate::wire::tool_arguments_text(&c.arguments_json),
             })),
             other => {
                 let text = match other {

@@ -1,8 +1,9 @@
 //! Retry policy: bounded attempts on a deterministic exponential schedule.
 //!
 //! Retryable: 408, 409, 429, every 5xx (including Anthropic's 529
-//! "overloaded"), connection failures before a response, and overload or
-//! server errors the provider reports inside a stream. A `retry-after`
+//! "overloaded"), connection failures before a response or in the middle of
+//! a stream, and overload or server errors the provider reports inside a
+//! stream. A `retry-after`
 //! (seconds or an HTTP date) or `retry-after-ms` header replaces the
 //! computed delay, capped at [`RetryPolicy::max_retry_after`] (the retry
 //! message says so when the provider asked for more); no header value, however

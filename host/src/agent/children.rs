@@ -54,7 +54,10 @@ impl Agent {
     /// prefix) and deliveries happen at its safe boundaries.
     pub fn with_delegation(mut self, mut delegation: Box<dyn Delegation>) -> Agent {
         delegation.use_interrupt(self.control.tool_cancel());
-        self.schemas.extend(delegation.schemas());
+        let schemas = delegation.schemas();
+        self.all_tool_names
+            .extend(schemas.iter().map(|s| s.name.clone()));
+        self.schemas.extend(self.options.tools.apply(schemas));
         let json = serde_json::to_string(&self.schemas).unwrap_or_default();
         self.tools_tokens = estimate(self.session.model.estimator, &json) as u64;
         self.delegation = Some(delegation);

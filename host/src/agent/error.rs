@@ -16,14 +16,26 @@ pub enum AgentError {
     /// The provider refused the request as longer than the model's window;
     /// it is not retried unchanged (its count now calibrates the budget).
     #[error(
-        "{source} (Latch estimated the request at {estimated_tokens} tokens; the provider's count now tightens the budget, so continuing sends less; lower [models.X] context_window_tokens if it recurs)"
+        "{source}. Latch estimated the request at ≈{estimated_tokens} tokens and took model `{model}`'s window to be {window} tokens{}. Nothing committed is lost",
+        too_long_advice(model, *window, source)
     )]
     ContextTooLong {
         /// Latch's estimate of the refused request.
         estimated_tokens: u64,
+        /// The model.
+        model: String,
+        /// The window Latch used for it.
+        window: u64,
         /// The provider's refusal, with its own figures when it gave them.
-        source: ProviderError,
+        source: Box<ProviderError>,
     },
+    /// The request cannot fit the model's window (the host's figures: the
+    /// window, the reserve, the fixed part and what fits).
+    #[error("{0}")]
+    Window(Box<super::window::WindowShortfall>),
+    /// `[tools] allow` / `deny` names a tool the session does not have.
+    #[error("{0}")]
+    ToolFilter(String),
     /// An image the user attached could not be used.
     #[error(transparent)]
     Image(#[from] super::images::ImageError),
@@ -85,4 +97,25 @@ pub enum AgentError {
     /// The async runtime could not start.
     #[error("could not start the I/O runtime: {0}")]
     Runtime(String),
+}
+
+/// What to change after a refusal as too long: the server's own window when
+/// it said it, else a smaller configured one.
+fn too_long_advice(model: &str, window: u64, source: &ProviderError) -> String {
+    let limit = match source {
+        ProviderError::ContextTooLong { limit_tokens, .. } => *limit_tokens,
+        _ => None,
+    };
+    match limit {
+        Some(limit) if limit < window => format!(
+            "; the server's window is {limit}: set [models.\"{model}\"] context_window_tokens = \
+             {limit} in .latch/config.toml and resume the session (`latch resume --last`), which \
+             then sends less"
+        ),
+        _ => format!(
+            "; the server's count now tightens the budget, so continuing sends less; if it \
+             recurs, set [models.\"{model}\"] context_window_tokens to the server's context size \
+             and resume the session"
+        ),
+    }
 }

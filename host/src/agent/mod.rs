@@ -24,14 +24,17 @@ mod reground;
 mod repair;
 mod request_log;
 pub mod rewind;
+pub mod tool_filter;
 pub mod tools;
 mod turn;
+pub mod window;
 
 pub use children::Delegation;
 pub use control::TurnControl;
 pub use error::AgentError;
 pub use permissions::{Decision, DecisionPort, Permissions};
 pub use provider_io::ProviderFigures;
+pub use tool_filter::ToolFilter;
 
 use crate::engine::{ContextEngine, EngineFailure};
 use guarded::GuardedView;
@@ -58,6 +61,9 @@ pub struct AgentOptions {
     /// Approval mode, sandbox and decision port; `None` (the default): no
     /// approvals and the tools' own sandbox.
     pub permissions: Option<Permissions>,
+    /// `[tools] allow` / `deny`: which tools the model is offered (all by
+    /// default). Children inherit it.
+    pub tools: ToolFilter,
 }
 
 impl Default for AgentOptions {
@@ -68,6 +74,7 @@ impl Default for AgentOptions {
             max_tokens: 8_192,
             recent_tokens: None,
             permissions: None,
+            tools: ToolFilter::default(),
         }
     }
 }
@@ -161,6 +168,9 @@ pub struct Agent {
     /// part of the cached prefix).
     schemas: Vec<ToolSchema>,
     tools_tokens: u64,
+    /// Every tool of the session before `[tools]` filtered them (to check
+    /// the filter's entries against).
+    all_tool_names: Vec<String>,
     system_prompt: String,
     /// The session context every request carries: the one the session
     /// started with, so the first provider-visible message never changes.
@@ -230,6 +240,8 @@ impl Agent {
         {
             schemas.push(recall::schema());
         }
+        let all_tool_names = schemas.iter().map(|s| s.name.clone()).collect();
+        let schemas = options.tools.apply(schemas);
         let schemas_json = serde_json::to_string(&schemas).unwrap_or_default();
         let tools_tokens = estimate(session.model.estimator, &schemas_json) as u64;
         let current_context = prompt::session_context(&workspace, &options.mode);
@@ -242,6 +254,7 @@ impl Agent {
         };
         Ok(Agent {
             store,
+            all_tool_names,
             schemas,
             tools_tokens,
             system_prompt: prompt::system_prompt(),
@@ -368,6 +381,25 @@ impl Agent {
         Ok(())
     }
 
+    /// Refuses `[tools]` entries that name no tool of the session (call
+    /// once the delegation tools joined, before the first request).
+    pub fn check_tool_filter(&self) -> Result<(), AgentError> {
+        let names: Vec<&str> = self.all_tool_names.iter().map(String::as_str).collect();
+        let unknown = self.options.tools.unknown_entries(&names);
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        Err(AgentError::ToolFilter(format!(
+            "[tools] names {} that no tool of this session has; the tools are: {}",
+            unknown
+                .iter()
+                .map(|u| format!("`{u}`"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            names.join(", ")
+        )))
+    }
+
     /// Tokens of the tool schemas under the canonical estimator.
     pub fn tools_tokens(&self) -> u64 {
         self.tools_tokens
@@ -404,10 +436,51 @@ impl Agent {
         // Every engine adapter checks its views against the request and the
         // session before it returns them (see `engine::ViewGuard`); checked
         // once, at the cost of what is new.
-        let ctx_view = self.with_engine("materialize", |engine, view| {
+        let result = self.with_engine("materialize", |engine, view| {
             engine.materialize(view, &request)
-        })?;
-        Ok((request, ctx_view))
+        });
+        match result {
+            Ok(ctx_view) => Ok((request, ctx_view)),
+            // A request that cannot fit is explained in the host's figures:
+            // the window, the reserve and what fits.
+            Err(AgentError::Engine(EngineFailure::Engine {
+                error: EngineError::BudgetExceeded(message) | EngineError::InvalidRequest(message),
+                ..
+            })) => Err(self.window_shortfall(&request, message)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The refusal of a request that does not fit: with no room for the
+    /// instructions, tools and extensions themselves, what fits; else the
+    /// engine's reason beside the window's figures.
+    fn window_shortfall(&self, request: &ContextRequest, engine_message: String) -> AgentError {
+        let profile = self.session.model.estimator;
+        let ctx = &request.session_context;
+        let instructions = [
+            request.system_prompt.as_str(),
+            ctx.workspace.as_str(),
+            ctx.repository_instructions.as_str(),
+            ctx.mode.as_str(),
+        ]
+        .iter()
+        .map(|t| estimate(profile, t) as u64)
+        .sum::<u64>();
+        let budget = &request.budget;
+        let limit = budget
+            .context_window_tokens
+            .saturating_sub(budget.reserve_tokens);
+        let fixed = instructions + budget.tools_tokens + budget.extension_tokens;
+        let calibration = self.calibration().ok().flatten().map(|c| c.ratio);
+        AgentError::Window(Box::new(window::shortfall(
+            &self.session.model.model,
+            budget,
+            self.session.model.context_window_tokens,
+            calibration,
+            instructions,
+            self.schemas.len(),
+            (fixed <= limit).then_some(engine_message),
+        )))
     }
 
     /// The `/context` report for the next request, with the provider-reported
@@ -494,14 +567,17 @@ impl Agent {
         Ok(events.iter().find_map(|e| provider_io::usage_of(&e.kind)))
     }
 
-    /// The provider-to-estimate ratio of this session's provider and model,
-    /// reduced from the stored usage reports.
+    /// The provider-to-estimate ratio of this session's server (provider
+    /// and base URL) and model, reduced from the stored usage reports.
     pub fn calibration(&self) -> Result<Option<calibration::Calibration>, AgentError> {
-        Ok(provider_io::calibration_of(
-            &self.store,
-            self.provider.kind().name(),
-            &self.session.model.model,
-        )?)
+        let kind = self.provider.kind();
+        let key = calibration::CalibrationKey {
+            provider: kind.name(),
+            base_url: self.provider.base_url(),
+            default_base_url: kind.default_base_url(),
+            model: &self.session.model.model,
+        };
+        Ok(provider_io::calibration_of(&self.store, &key)?)
     }
 
     /// The provider's side of `/context`: the figures it reported for the
@@ -521,6 +597,7 @@ impl Agent {
             last: last.map(|(u, _)| u),
             last_estimated_input_tokens: last.and_then(|(_, e)| e),
             calibration: self.calibration()?,
+            base_url: self.provider.base_url().to_string(),
         })
     }
 }

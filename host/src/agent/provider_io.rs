@@ -78,6 +78,8 @@ pub(crate) struct RequestFigures<'a> {
     pub provider: &'a str,
     /// The model.
     pub model: &'a str,
+    /// The base URL of the server the request went to.
+    pub base_url: &'a str,
     /// Latch's estimate of the request's input (the view's total).
     pub estimated_input_tokens: u64,
     /// Latch's estimate of the prefix shared with the previous request.
@@ -98,6 +100,7 @@ pub(crate) fn usage_event(usage: &Usage, figures: &RequestFigures) -> EventKind 
         estimated_input_tokens: Some(figures.estimated_input_tokens),
         provider: Some(figures.provider.to_string()),
         model: Some(figures.model.to_string()),
+        base_url: Some(figures.base_url.to_string()),
     }
 }
 
@@ -167,16 +170,17 @@ pub struct ProviderFigures {
     pub last: Option<Usage>,
     /// Latch's estimate of that request's input.
     pub last_estimated_input_tokens: Option<u64>,
-    /// The provider-to-estimate ratio of this provider and model.
+    /// The provider-to-estimate ratio of this server and model.
     pub calibration: Option<Calibration>,
+    /// The server's base URL.
+    pub base_url: String,
 }
 
-/// The calibration of `provider` / `model` from the store's usage events.
+/// The calibration of one server and model from the store's usage events.
 pub(crate) fn calibration_of(
     store: &Store,
-    provider: &str,
-    model: &str,
+    key: &calibration::CalibrationKey,
 ) -> Result<Option<Calibration>, StoreError> {
     let events = store.recent_usage(calibration::SCAN)?;
-    Ok(calibration::reduce(&events, provider, model))
+    Ok(calibration::reduce(&events, key))
 }

@@ -2,14 +2,16 @@
 //! the model ends its turn, the configured step cap (none by default) is
 //! reached, or a provider error stops it. Each tool result is committed the
 //! moment its call finishes; an answer cut off at the output limit is
-//! continued, not taken for the end of the turn.
+//! continued, not taken for the end of the turn, and a tool call cut off
+//! with it (or whose arguments are not JSON) is answered with an error the
+//! model can act on, never run.
 
 use super::call_ids;
 use super::hooks::HookPoint;
 use super::permissions::Permit;
 use super::provider_io::{self, RequestFigures};
 use super::{Agent, AgentError, AgentEvent, StoreMedia, TurnOutcome, fill_provider_metrics};
-use latch_engine_sdk::types::{SessionContext, ToolCall};
+use latch_engine_sdk::types::{SessionContext, ToolCall, ToolResult};
 use latch_kernel::EventKind;
 use latch_provider::{
     AssistantTurn, CacheHints, ProviderError, ProviderRequest, StopReason, StreamEvent, Usage,
@@ -59,6 +61,54 @@ pub fn context_update_note(told: &SessionContext, now: &SessionContext) -> Optio
             changes.join("\n")
         )
     })
+}
+
+/// The calls of a turn, and which of them are cut off: every call whose
+/// arguments are not a complete JSON object, and, when the answer stopped
+/// at the output limit, its last call (whatever it holds, it may be
+/// unfinished). All calls stay in order; the cut-off ones are never run.
+fn split_cut_calls(calls: Vec<ToolCall>, stop: &StopReason) -> (Vec<ToolCall>, Vec<ToolCall>) {
+    let last = calls.len().checked_sub(1);
+    let cut = calls
+        .iter()
+        .enumerate()
+        .filter(|(i, c)| {
+            !latch_provider::arguments_are_complete(&c.arguments_json)
+                || (*stop == StopReason::MaxTokens && Some(*i) == last)
+        })
+        .map(|(_, c)| c.clone())
+        .collect();
+    (calls, cut)
+}
+
+/// The error result a cut-off call gets: what happened, that nothing ran,
+/// and what to do, with the start of what the model wrote.
+fn cut_call_result(call: &ToolCall, stop: &StopReason, max_tokens: u32) -> ToolResult {
+    let shown: String = call.arguments_json.chars().take(200).collect();
+    let more = if shown.len() < call.arguments_json.len() {
+        "…"
+    } else {
+        ""
+    };
+    let why = if *stop == StopReason::MaxTokens {
+        format!(
+            "your answer was cut off at the output limit ({max_tokens} tokens) while you were writing this call"
+        )
+    } else {
+        "its arguments are not a complete JSON object".to_string()
+    };
+    ToolResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        content: format!(
+            "[Latch] This call to `{}` was not run: {why}. Nothing was executed. \
+             Call it again with complete JSON arguments; split large content into \
+             smaller calls. The arguments began: {shown}{more}",
+            call.name
+        ),
+        is_error: true,
+        images: Vec::new(),
+    }
 }
 
 impl Agent {
@@ -205,6 +255,7 @@ impl Agent {
             let figures = RequestFigures {
                 provider: self.provider.kind().name(),
                 model: &self.session.model.model,
+                base_url: self.provider.base_url(),
                 estimated_input_tokens: view.report.total_tokens,
                 common_prefix_tokens: view.report.common_prefix_tokens,
             };
@@ -243,7 +294,9 @@ impl Agent {
                     self.append(provider_io::usage_event(&usage, &figures), observer)?;
                     return Err(AgentError::ContextTooLong {
                         estimated_tokens: figures.estimated_input_tokens,
-                        source,
+                        model: self.session.model.model.clone(),
+                        window: self.session.model.context_window_tokens,
+                        source: Box::new(source),
                     });
                 }
                 Err(e) => return Err(e.into()),
@@ -257,7 +310,31 @@ impl Agent {
                 provider_io::turn_events(&turn, &figures, wire, provider_ids),
                 observer,
             )?;
-            if calls.is_empty() && turn.stop_reason == StopReason::MaxTokens {
+            // A call cut off at the output limit, or whose arguments are not
+            // a JSON object, never runs: its result tells the model why.
+            let (calls, cut) = split_cut_calls(calls, &turn.stop_reason);
+            if !cut.is_empty() {
+                truncated += 1;
+                if truncated > MAX_TRUNCATED_CONTINUATIONS {
+                    self.append_batch(
+                        cut.iter()
+                            .map(|c| {
+                                EventKind::ToolResult(cut_call_result(
+                                    c,
+                                    &turn.stop_reason,
+                                    self.options.max_tokens,
+                                ))
+                            })
+                            .collect(),
+                        observer,
+                    )?;
+                    return Err(AgentError::Truncated {
+                        max_tokens: self.options.max_tokens,
+                        times: truncated,
+                    });
+                }
+            }
+            if calls.is_empty() && cut.is_empty() && turn.stop_reason == StopReason::MaxTokens {
                 // Cut off, not finished: the model is told and continues.
                 truncated += 1;
                 if truncated > MAX_TRUNCATED_CONTINUATIONS {
@@ -275,13 +352,15 @@ impl Agent {
                 )?;
                 continue;
             }
-            truncated = 0;
+            if cut.is_empty() {
+                truncated = 0;
+            }
             // Children still at work when the model ends its turn: their
             // reports continue it.
-            if calls.is_empty() && self.settle_children(observer)? {
+            if calls.is_empty() && cut.is_empty() && self.settle_children(observer)? {
                 continue;
             }
-            if calls.is_empty() {
+            if calls.is_empty() && cut.is_empty() {
                 let prefix = view.report.common_prefix_tokens;
                 let mut report = view.report;
                 fill_provider_metrics(&mut report, Some((*usage, Some(prefix))));
@@ -292,8 +371,25 @@ impl Agent {
                 });
             }
             // Each result is durable the moment its call finishes: a crash
-            // during a later call loses none of the earlier ones.
+            // during a later call loses none of the earlier ones. A cut-off
+            // call is answered in its place, after the calls before it ran.
             for call in &calls {
+                if !self.options.tools.offers(&call.name) {
+                    let result = ToolResult {
+                        call_id: call.id.clone(),
+                        name: call.name.clone(),
+                        content: super::ToolFilter::refusal(&call.name),
+                        is_error: true,
+                        images: Vec::new(),
+                    };
+                    self.append(EventKind::ToolResult(result), observer)?;
+                    continue;
+                }
+                if cut.iter().any(|c| c.id == call.id) {
+                    let result = cut_call_result(call, &turn.stop_reason, self.options.max_tokens);
+                    self.append(EventKind::ToolResult(result), observer)?;
+                    continue;
+                }
                 self.check_interrupt()?;
                 if let Some(denied) = self.pre_tool_hooks(call, observer)? {
                     self.append(EventKind::ToolResult(denied), observer)?;

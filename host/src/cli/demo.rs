@@ -145,6 +145,7 @@ impl DemoRig {
                 ..ProviderConfig::new(ProviderKind::Anthropic)
             },
             max_tokens: 4_096,
+            server: Default::default(),
         };
         Ok(DemoRig {
             dir,

@@ -31,6 +31,9 @@ pub fn error_text(text: &str, max_chars: usize) -> String {
     lines.join("\n")
 }
 
+/// What an assistant message with neither text nor tool calls shows.
+pub const EMPTY_ANSWER: &str = "● (the model returned an empty answer)";
+
 /// One transcript line for a committed event, or none for bookkeeping the
 /// user does not need to see.
 pub fn event_line(event: &EventKind) -> Option<String> {
@@ -47,7 +50,11 @@ pub fn event_line(event: &EventKind) -> Option<String> {
                     _ => {}
                 }
             }
-            (!lines.is_empty()).then(|| lines.join("\n"))
+            // Said, not left as silence that looks like a hang or a bug.
+            if lines.is_empty() {
+                lines.push(EMPTY_ANSWER.to_string());
+            }
+            Some(lines.join("\n"))
         }
         EventKind::ToolResult(r) => {
             let first = r.content.lines().next().unwrap_or("");
@@ -290,12 +297,34 @@ pub fn provider_table(f: &crate::agent::ProviderFigures) -> String {
     let row = |s: &mut String, k: &str, v: String| s.push_str(&format!("  {k:<34} {v}\n"));
     let n = |v: Option<u64>| v.map_or("unknown".to_string(), |v| v.to_string());
     s.push_str(&format!(
-        "provider figures · {} · {}\n",
+        "provider figures · {} · {}{}\n",
         terminal_safe(&f.provider, 100),
-        terminal_safe(&f.model, 200)
+        terminal_safe(&f.model, 200),
+        if f.base_url.is_empty() {
+            String::new()
+        } else {
+            format!(" · {}", terminal_safe(&f.base_url, 200))
+        }
     ));
+    let reported_nothing = f.last.is_some_and(|u| {
+        u.input_tokens.is_none()
+            && u.output_tokens.is_none()
+            && u.cache_read_tokens.is_none()
+            && u.cache_creation_tokens.is_none()
+            && u.reasoning_tokens.is_none()
+    });
     match &f.last {
         None => row(&mut s, "last request (provider)", "none yet".into()),
+        // Said once, not as a column of "unknown" that looks like a bug.
+        Some(_) if reported_nothing => row(
+            &mut s,
+            "last request (provider)",
+            format!(
+                "the server reported no usage (Latch estimated ≈{}); figures and \
+                 calibration come only from servers that send `usage` while streaming",
+                n(f.last_estimated_input_tokens)
+            ),
+        ),
         Some(u) => {
             row(
                 &mut s,
@@ -330,6 +359,7 @@ pub fn provider_table(f: &crate::agent::ProviderFigures) -> String {
                     " (estimator kept)"
                 }
             ),
+            None if reported_nothing => "none (no usage reported)".into(),
             None => "unknown".into(),
         },
     );
@@ -368,7 +398,12 @@ mod tests {
                 ratio: 1.3,
                 samples: 4,
             }),
+            base_url: "https://api.anthropic.com".into(),
         });
+        assert!(
+            some.starts_with("provider figures · anthropic · m · https://api.anthropic.com"),
+            "{some}"
+        );
         assert!(some.contains("1300 (Latch estimated ≈1000)"), "{some}");
         assert!(
             some.lines()
@@ -383,6 +418,36 @@ mod tests {
             some.contains("1.300 over 4 requests (budget tightened)"),
             "{some}"
         );
+    }
+
+    #[test]
+    fn an_empty_answer_says_so() {
+        use latch_engine_sdk::types::Part;
+        use latch_kernel::EventKind;
+        for parts in [vec![], vec![Part::Text("  \n".into())]] {
+            assert_eq!(
+                super::event_line(&EventKind::AssistantMessage { parts }).as_deref(),
+                Some(super::EMPTY_ANSWER)
+            );
+        }
+    }
+
+    #[test]
+    fn a_server_that_reports_no_usage_is_said_once() {
+        use crate::agent::ProviderFigures;
+        let silent = super::provider_table(&ProviderFigures {
+            provider: "openai-compatible".into(),
+            model: "gemma".into(),
+            last: Some(latch_provider::Usage::default()),
+            last_estimated_input_tokens: Some(812),
+            ..ProviderFigures::default()
+        });
+        assert!(
+            silent.contains("the server reported no usage (Latch estimated ≈812)"),
+            "{silent}"
+        );
+        assert!(!silent.contains("unknown"), "{silent}");
+        assert!(silent.contains("none (no usage reported)"), "{silent}");
     }
 
     #[test]

@@ -211,6 +211,22 @@ pub fn resolve(env: &Env, global: &GlobalArgs, record: SessionRecord) -> anyhow:
     let mut record = record;
     if record.model.provider != kind.name() || record.model.model != model {
         record.model = config.model_profile(kind.name(), &model, max_tokens)?;
+    } else if let Some(window) = config
+        .models
+        .get(&model)
+        .and_then(|m| m.context_window_tokens)
+        .filter(|w| *w != record.model.context_window_tokens)
+    {
+        // A window set (or lowered, after a server refused a request as
+        // too long) since the session started applies from now on; its
+        // reserve follows unless that is configured too.
+        let configured = config.model_profile(kind.name(), &model, max_tokens)?;
+        notes.push(format!(
+            "model `{model}` now has a context window of {window} tokens (was {}; [models.\"{model}\"] context_window_tokens)",
+            record.model.context_window_tokens
+        ));
+        record.model.context_window_tokens = configured.context_window_tokens;
+        record.model.reserve_tokens = configured.reserve_tokens;
     }
     // The group a member joined from this host stays joined; `--store
     // postgres://…` moves it to that store (e.g. the database moved).
@@ -243,6 +259,7 @@ pub fn resolve(env: &Env, global: &GlobalArgs, record: SessionRecord) -> anyhow:
             model,
             config: provider_config,
             max_tokens,
+            server: Default::default(),
         },
         settings,
         sources,

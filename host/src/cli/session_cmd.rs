@@ -14,6 +14,12 @@ pub fn printer(json: bool) -> impl FnMut(AgentEvent) + Send {
     let mut streaming = false;
     let mut streamed_text = false;
     move |event| {
+        // A retry is said once, on stderr, in both formats (the provider's
+        // log line of it is kept for the log file).
+        if let AgentEvent::Retrying { attempt, reason } = &event {
+            eprintln!("  … retrying (attempt {attempt}): {reason}");
+            return;
+        }
         if json {
             if let AgentEvent::Committed { seq, event } = event {
                 let line = serde_json::json!({"seq": seq, "event": event});
@@ -32,9 +38,7 @@ pub fn printer(json: bool) -> impl FnMut(AgentEvent) + Send {
                 let _ = std::io::stdout().flush();
             }
             AgentEvent::Reasoning => {}
-            AgentEvent::Retrying { attempt, reason } => {
-                eprintln!("  … retrying (attempt {attempt}): {reason}")
-            }
+            AgentEvent::Retrying { .. } => {}
             AgentEvent::Committed { event, .. } => {
                 if streaming {
                     println!();
@@ -75,6 +79,9 @@ pub fn run(
             "session {} · {} · engine {}",
             session.id, provider.model, env.config.config.engine.component
         );
+    }
+    if let Some(note) = provider.window_note(&env.config.config) {
+        eprintln!("note: {note}");
     }
     // Nobody else drives it while it runs (`latch resume` is refused).
     let _lease = setup::take_lease(&env, &session.id, "`latch run`")?;
@@ -337,6 +344,7 @@ fn provider_free_agent(env: &Env, record: latch_kernel::SessionRecord) -> anyhow
             ..latch_provider::ProviderConfig::new(latch_provider::ProviderKind::OpenAiCompatible)
         },
         max_tokens: 8_192,
+        server: Default::default(),
     };
     setup::build_agent(env, record, &provider, "interactive")
 }

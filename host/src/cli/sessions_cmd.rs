@@ -24,6 +24,33 @@ struct Row<'a> {
     driver: Option<(String, u32, String)>,
     /// What its own requests cost.
     cost: SessionCost,
+    /// Why its last run stopped before it finished, when it did (a provider
+    /// error, an interrupt, a crash).
+    interrupted: Option<String>,
+}
+
+/// Why `session`'s last run did not finish: the reason its
+/// `run_interrupted` recorded, or a run left open by a process that is gone
+/// (no driver holds the session). `None` for a finished or running run.
+fn last_run_interrupted(
+    store: &Store,
+    session: &str,
+    driven: bool,
+) -> anyhow::Result<Option<String>> {
+    use latch_kernel::EventKind;
+    let newest = store.events_before(session, u64::MAX, 500)?;
+    Ok(newest
+        .iter()
+        .find_map(|e| match &e.kind {
+            EventKind::RunInterrupted { reason } => Some(Some(reason.clone())),
+            EventKind::RunFinished { .. } => Some(None),
+            EventKind::RunStarted { .. } if !driven => {
+                Some(Some("the process running it stopped".to_string()))
+            }
+            EventKind::RunStarted { .. } => Some(None),
+            _ => None,
+        })
+        .flatten())
 }
 
 /// What `session`'s own requests cost under `prices`, from the provider
@@ -168,7 +195,9 @@ fn push_tree<'a>(
     let driver = store
         .lease_holder(&s.id)?
         .map(|h| (h.surface, h.pid, h.host));
+    let interrupted = last_run_interrupted(store, &s.id, driver.is_some())?;
     out.push(Row {
+        interrupted,
         record: s,
         depth,
         events: store.event_count(&s.id)?,
@@ -212,8 +241,16 @@ fn row_text(r: &Row) -> String {
         Some((surface, pid, host)) => format!("  (in use by {surface} pid {pid} on {host})"),
         None => String::new(),
     };
+    // A child's state already says it; a root says why it stopped.
+    let interrupted = match (&r.interrupted, &r.child) {
+        (Some(reason), None) => format!(
+            "  interrupted: {}",
+            render::terminal_safe(reason.lines().next().unwrap_or(""), 120)
+        ),
+        _ => String::new(),
+    };
     format!(
-        "{}{}  {}  {:>6} events  {}{label}{driver}",
+        "{}{}  {}  {:>6} events  {}{label}{interrupted}{driver}",
         "    ".repeat(r.depth),
         r.record.id,
         render::time(r.record.created_ms),
@@ -233,6 +270,7 @@ fn row_json(r: &Row) -> Value {
         "role": r.child.as_ref().map(|c| &c.0),
         "state": r.child.as_ref().map(|c| c.1),
         "cost": r.cost.json(),
+        "interrupted": r.interrupted,
         "in_use_by": r.driver.as_ref().map(|(surface, pid, host)| json!({
             "surface": surface, "pid": pid, "host": host,
         })),

@@ -195,6 +195,76 @@ pub struct ProviderChoice {
     pub config: ProviderConfig,
     /// Most output tokens per response.
     pub max_tokens: u32,
+    /// What an OpenAI-compatible server reported about itself (its models
+    /// and window); empty for the hosted providers.
+    pub server: latch_provider::ServerInfo,
+}
+
+impl ProviderChoice {
+    /// The window the server reported, when `[models.X]` configures none.
+    pub fn discovered_window(&self, config: &Config) -> Option<u64> {
+        let configured = config
+            .models
+            .get(&self.model)
+            .and_then(|m| m.context_window_tokens);
+        configured.is_none().then_some(self.server.window?.0)
+    }
+
+    /// What to tell the user about the window of a local model: the one the
+    /// server reported, or the default Latch assumed and how to set it.
+    /// `None` where the window is configured or the provider is hosted.
+    pub fn window_note(&self, config: &Config) -> Option<String> {
+        if self.kind != ProviderKind::OpenAiCompatible {
+            return None;
+        }
+        let m = super::render::terminal_safe(&self.model, 200);
+        if config
+            .models
+            .get(&self.model)
+            .is_some_and(|o| o.context_window_tokens.is_some())
+        {
+            return None;
+        }
+        Some(match self.server.window {
+            Some((n, latch_provider::WindowSource::Server)) => format!(
+                "model `{m}`: the server runs a context window of {n} tokens; Latch uses it \
+                 ([models.\"{m}\"] context_window_tokens overrides it)"
+            ),
+            Some((n, latch_provider::WindowSource::Training)) => format!(
+                "model `{m}`: the server reports only the model's training window, {n} tokens; \
+                 Latch uses it. If the server runs a smaller one, set [models.\"{m}\"] \
+                 context_window_tokens to it"
+            ),
+            None => format!(
+                "model `{m}`: no context window is configured and the server reports none, so \
+                 Latch assumes {} tokens; if the server runs a smaller one (llama.cpp: --ctx-size \
+                 / --n_ctx; Ollama: num_ctx), set [models.\"{m}\"] context_window_tokens to it",
+                latch_engine_sdk::DEFAULT_CONTEXT_WINDOW_TOKENS
+            ),
+        })
+    }
+}
+
+/// What the OpenAI-compatible server at `config` says about itself, asked
+/// on a thread of its own (callers may be inside an async runtime).
+fn discover(config: &ProviderConfig, model: Option<&str>) -> latch_provider::ServerInfo {
+    let Ok(provider) = Provider::new(config.clone()) else {
+        return latch_provider::ServerInfo::default();
+    };
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .ok()?;
+                Some(rt.block_on(provider.discover(model)))
+            })
+            .join()
+            .ok()
+            .flatten()
+            .unwrap_or_default()
+    })
 }
 
 /// Default model per provider when none is configured.
@@ -257,10 +327,18 @@ pub fn choose_provider(global: &GlobalArgs, config: &Config) -> anyhow::Result<P
             "the openai-compatible provider needs a base URL: pass --base-url http://host:port/v1, export OPENAI_BASE_URL, or set [provider] base_url"
         );
     }
-    let model = global
+    let named_model = global
         .model
         .clone()
-        .or_else(|| config.provider.model.clone())
+        .or_else(|| config.provider.model.clone());
+    // A local server is asked what it serves and the window it runs with.
+    let server = if kind == ProviderKind::OpenAiCompatible {
+        discover(&provider_config, named_model.as_deref())
+    } else {
+        latch_provider::ServerInfo::default()
+    };
+    let model = named_model
+        .or_else(|| server.models.first().cloned())
         .unwrap_or_else(|| default_model(kind).to_string());
     let max_tokens = config
         .models
@@ -273,6 +351,7 @@ pub fn choose_provider(global: &GlobalArgs, config: &Config) -> anyhow::Result<P
         model,
         config: provider_config,
         max_tokens,
+        server,
     })
 }
 
@@ -299,7 +378,14 @@ pub fn build_agent_observed(
     mode: &str,
     observer: Option<ChildObserver>,
 ) -> anyhow::Result<Agent> {
-    build_with(env, session, provider, mode, observer, None)
+    checked(build_with(env, session, provider, mode, observer, None))
+}
+
+/// The agent, once `[tools]` is checked against every tool it has.
+fn checked(agent: anyhow::Result<Agent>) -> anyhow::Result<Agent> {
+    let agent = agent?;
+    agent.check_tool_filter()?;
+    Ok(agent)
 }
 
 /// A group a session of this host joined (`latch group join`): the shared
@@ -323,7 +409,7 @@ pub fn build_joined_agent(
     mode: &str,
     joined: Joined<'_>,
 ) -> anyhow::Result<Agent> {
-    build_with(env, session, provider, mode, None, Some(joined))
+    checked(build_with(env, session, provider, mode, None, Some(joined)))
 }
 
 fn build_with(
@@ -374,6 +460,7 @@ fn build_with(
         recent_tokens: env.config.config.context.recent_tokens,
         max_steps: env.max_steps,
         permissions: Some(permissions_with(env, mode, approval, sandbox)),
+        tools: env.config.config.tools.filter(),
     };
     let (tools, extensions) = ConfiguredTools::new(env, true)
         .build(&session, sandbox)
@@ -570,10 +657,11 @@ pub fn new_session_in(
     provider: &ProviderChoice,
     group: Option<latch_kernel::JoinedGroup>,
 ) -> anyhow::Result<SessionRecord> {
-    let model = env.config.config.model_profile(
+    let model = env.config.config.model_profile_with(
         provider.kind.name(),
         &provider.model,
         provider.max_tokens,
+        provider.discovered_window(&env.config.config),
     )?;
     let record = env
         .store
@@ -623,6 +711,10 @@ pub fn open_session(
         let provider = choose_provider(global, &env.config.config)?;
         let session = new_session(env, &provider)?;
         let lease = take_lease(env, &session.id, surface)?;
+        // Before any screen owns the terminal.
+        if let Some(note) = provider.window_note(&env.config.config) {
+            eprintln!("note: {note}");
+        }
         return Ok(Opened {
             session,
             provider,

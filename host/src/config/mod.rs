@@ -81,6 +81,31 @@ pub struct Config {
     /// `[group]`: where agent groups coordinate.
     #[serde(default)]
     pub group: GroupConfig,
+    /// `[tools]`: which tools the model is offered.
+    #[serde(default)]
+    pub tools: ToolsConfig,
+}
+
+/// `[tools]`: which tools the model is offered. A model with a small
+/// window cannot take every schema: `allow` keeps only the named tools,
+/// `deny` removes some. Entries are tool names or prefixes ending in `*`
+/// (`mcp__fs__*`); one that names no tool of the session is refused.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsConfig {
+    /// Only these tools (all of them when unset).
+    #[serde(default)]
+    pub allow: Option<Vec<String>>,
+    /// Never these tools.
+    #[serde(default)]
+    pub deny: Vec<String>,
+}
+
+impl ToolsConfig {
+    /// The filter the agent applies.
+    pub fn filter(&self) -> crate::agent::ToolFilter {
+        crate::agent::ToolFilter::new(self.allow.clone(), self.deny.clone())
+    }
 }
 
 /// `[group]`: where agent groups coordinate.
@@ -454,9 +479,24 @@ impl Config {
         model: &str,
         max_tokens: u32,
     ) -> Result<ModelProfile, ConfigError> {
+        self.model_profile_with(provider, model, max_tokens, None)
+    }
+
+    /// [`Config::model_profile`] with the window a server reported for the
+    /// model: used unless `[models.<model>] context_window_tokens` is set.
+    pub fn model_profile_with(
+        &self,
+        provider: &str,
+        model: &str,
+        max_tokens: u32,
+        discovered_window: Option<u64>,
+    ) -> Result<ModelProfile, ConfigError> {
         let mut profile = ModelProfile::with_defaults(provider, model);
         let overrides = self.models.get(model);
-        if let Some(w) = overrides.and_then(|o| o.context_window_tokens) {
+        if let Some(w) = overrides
+            .and_then(|o| o.context_window_tokens)
+            .or(discovered_window)
+        {
             profile.context_window_tokens = w;
         }
         profile.reserve_tokens = overrides

@@ -553,6 +553,20 @@ impl ComponentFactory {
     }
 }
 
+/// The default factory, by the spec's name: the embedded reference
+/// ContinuityEngine with its default configuration, sandboxed under
+/// `limits`. Every engine it builds is exactly
+/// `ContinuityEngine::for_model(model)`, run as a component (the invariant
+/// tier pins that their views are byte-identical). The supervisor holds it
+/// whenever the configuration names no other engine.
+pub fn continuity_context_engine_factory(
+    limits: SandboxLimits,
+) -> Result<ComponentFactory, super::LoadError> {
+    let source = super::runtime::EngineSource::Builtin("continuity".into());
+    let loaded = super::EngineRuntime::global()?.load(&source)?;
+    Ok(ComponentFactory::new(loaded, limits, None))
+}
+
 impl ContextEngineFactory for ComponentFactory {
     fn describe(&self) -> String {
         self.loaded.name.clone()

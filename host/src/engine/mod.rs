@@ -4,8 +4,8 @@
 //! * [`ContextEngine`] — the port: `materialize(request) -> view` and the rest
 //!   of the contract, one instance per session, no store handle.
 //! * [`ContextEngineFactory`] — builds the engine of every session (root,
-//!   child, resumed); [`ComponentFactory`] is the default, over the embedded
-//!   ContinuityEngine component.
+//!   child, resumed); [`continuity_context_engine_factory`] is the default, a
+//!   [`ComponentFactory`] over the embedded ContinuityEngine component.
 //! * [`runtime::EngineRuntime`] — wasmtime, the precompiled-component cache
 //!   and the epoch ticker; [`component::ComponentEngine`] — one sandboxed
 //!   instance; [`native::NativeEngine`] — an SDK engine linked natively.
@@ -30,7 +30,9 @@ pub mod runtime;
 pub mod sandbox;
 pub mod session_host;
 
-pub use component::{ComponentEngine, ComponentFactory, ViewTraffic};
+pub use component::{
+    ComponentEngine, ComponentFactory, ViewTraffic, continuity_context_engine_factory,
+};
 pub use guard::ViewGuard;
 pub use latch_engine_sdk::validate::{self, ViewRule, check_view};
 pub use native::{NativeEngine, NativeFactory};
@@ -49,10 +51,13 @@ use latch_engine_sdk::types::{
 #[derive(Debug, thiserror::Error)]
 pub enum EngineFailure {
     /// The engine returned an error of its own.
-    #[error("engine `{engine}` failed: {error}")]
+    #[error("engine `{engine}` {}", engine_error_sentence(error))]
     Engine { engine: String, error: EngineError },
     /// The engine refused its configuration.
-    #[error("engine `{engine}` refused its configuration: {error}")]
+    #[error(
+        "engine `{engine}` refused its configuration: {}",
+        config_error_sentence(error)
+    )]
     Config { engine: String, error: ConfigError },
     /// The call ran past its deadline and was interrupted (in the engine's
     /// code, or at the next host-call boundary when the time went to host
@@ -93,6 +98,32 @@ pub enum EngineFailure {
         rule: ViewRule,
         detail: String,
     },
+}
+
+/// An engine's error as the rest of a sentence that starts with the
+/// engine's name (the generated types print as Rust values otherwise).
+pub fn engine_error_sentence(error: &EngineError) -> String {
+    let (what, message) = match error {
+        EngineError::InvalidRequest(m) => ("refused the request", m),
+        EngineError::BudgetExceeded(m) => ("could not fit the request into its budget", m),
+        EngineError::Session(m) => ("could not read the session", m),
+        EngineError::Unsupported(m) => ("does not support this call", m),
+        EngineError::Internal(m) => ("failed", m),
+    };
+    if message.trim().is_empty() {
+        what.to_string()
+    } else {
+        format!("{what}: {}", message.trim())
+    }
+}
+
+/// An engine's refusal of its configuration, as a sentence.
+pub fn config_error_sentence(error: &ConfigError) -> String {
+    match error {
+        ConfigError::UnknownKey(key) => format!("it has no key `{key}`"),
+        ConfigError::InvalidValue((key, reason)) => format!("`{key}`: {reason}"),
+        ConfigError::Malformed(m) => format!("the configuration is not a JSON object ({m})"),
+    }
 }
 
 /// What a user can do about a refused view: nothing was sent or lost;

@@ -98,6 +98,7 @@ fn session(n: usize) -> Vec<StoredEvent> {
                 estimated_input_tokens: None,
                 provider: None,
                 model: None,
+                base_url: None,
             },
             EventKind::StateUpdate(StateOp::RecordDecision {
                 text: format!("decision {turn}"),

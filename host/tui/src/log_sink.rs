@@ -1,5 +1,6 @@
 //! Where log lines go. Outside the screen a line goes to stderr as it
-//! always did; while the screen is up ([`capture`]) every line goes to the
+//! always did (except one marked `surfaced = true`, which the surface
+//! running the turn already shows); while the screen is up ([`capture`]) every line goes to the
 //! workspace's log file instead (`.latch/latch.log`), and the latest
 //! warning waits for the status line ([`take_status`]). Nothing is ever
 //! written across the screen.
@@ -163,6 +164,11 @@ impl<S: Subscriber> tracing_subscriber::Layer<S> for LogLayer {
             return;
         }
         drop(captured);
+        // An event marked `surfaced` (a provider retry) is already shown by
+        // the surface that runs the turn: on stderr it would read twice.
+        if fields.get("surfaced") == Some("true") {
+            return;
+        }
         eprintln!("{line}");
     }
 }

@@ -201,6 +201,123 @@ mod tests {
     }
 
     #[test]
+    fn the_session_context_renders_canonically() {
+        let mut ctx = SessionContext {
+            workspace: "/work/repo".into(),
+            repository_instructions: String::new(),
+            mode: "run".into(),
+        };
+        assert_eq!(
+            session_context_text(&ctx),
+            "# Session\nWorkspace: /work/repo\nMode: run\n"
+        );
+        ctx.repository_instructions = "Run `cargo test`.".into();
+        let text = "# Session\nWorkspace: /work/repo\nMode: run\n\n# Repository instructions\nRun `cargo test`.";
+        assert_eq!(session_context_text(&ctx), text);
+        let m = session_context_message(&ctx);
+        assert_eq!(m, Message::text(Role::User, text));
+        assert!(m.kernel.is_none() && m.source_seqs.is_empty());
+    }
+
+    #[test]
+    fn a_kernel_message_carries_its_tag_and_cites_only_its_own_event() {
+        let entry = KernelContextEntry {
+            generation: 3,
+            revision: 17,
+            kind: KernelContextKind::Recall,
+            epoch_start: None,
+            text: "Recalled original".into(),
+        };
+        let tag = |seq| KernelTag {
+            generation: 3,
+            revision: 17,
+            kind: KernelContextKind::Recall,
+            seq,
+        };
+        let fresh = kernel_message(&entry, None);
+        assert_eq!(fresh.role, Role::User);
+        assert_eq!(fresh.parts, vec![Part::Text("Recalled original".into())]);
+        assert_eq!(fresh.kernel, Some(tag(None)));
+        assert!(fresh.source_seqs.is_empty());
+        let logged = kernel_message(&entry, Some(42));
+        assert_eq!(logged.parts, fresh.parts, "the text never depends on seq");
+        assert_eq!(logged.kernel, Some(tag(Some(42))));
+        assert_eq!(logged.source_seqs, vec![42]);
+    }
+
+    #[test]
+    fn an_elision_prices_content_and_images() {
+        let mut r = result(&"word ".repeat(100));
+        let text = estimate(EstimatorProfile::Openai, &r.content) as u64;
+        assert_eq!(elided_tokens(EstimatorProfile::Openai, &r), text);
+        r.images = vec![MediaRef {
+            sha256: "0".repeat(64),
+            mime_type: "image/png".into(),
+            byte_len: 1_000,
+            width: Some(800),
+            height: Some(600),
+        }];
+        let image = crate::image_tokens(Some(800), Some(600)) as u64;
+        assert!(image > 0);
+        assert_eq!(elided_tokens(EstimatorProfile::Openai, &r), text + image);
+        assert!(
+            elided_tool_result(EstimatorProfile::Openai, &r)
+                .images
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_rendering_joins_one_role_and_names_what_cannot_render() {
+        let ev = |seq, body| Event {
+            seq,
+            time_ms: 0,
+            body,
+        };
+        let a = ev(1, EventBody::ToolResult(result("one")));
+        let b = ev(2, EventBody::Notification("two".into()));
+        let (role, parts) = rendering(&[&a, &b]).expect("both speak as the user");
+        assert_eq!(role, Role::User);
+        assert_eq!(
+            parts,
+            vec![Part::ToolResult(result("one")), Part::Text("two".into())]
+        );
+        let reply = ev(3, EventBody::AssistantMessage(vec![Part::Text("x".into())]));
+        assert_eq!(
+            rendering(&[&a, &reply]).unwrap_err(),
+            "seq 3 speaks as another role than the events before it in the same message"
+        );
+        assert_eq!(rendering(&[]).unwrap_err(), "the message cites no event");
+        for (body, label) in [
+            (EventBody::ManualCompact, "a manual-compact"),
+            (
+                EventBody::Kernel(KernelNote {
+                    kind: KernelNoteKind::Mutation,
+                    summary: String::new(),
+                    files: vec![],
+                }),
+                "a kernel-note",
+            ),
+            (
+                EventBody::KernelContext(KernelContextEntry {
+                    generation: 1,
+                    revision: 1,
+                    kind: KernelContextKind::Snapshot,
+                    epoch_start: None,
+                    text: String::new(),
+                }),
+                "a kernel-context",
+            ),
+        ] {
+            let e = ev(9, body);
+            assert_eq!(
+                rendering(&[&a, &e]).unwrap_err(),
+                format!("seq 9 is {label} event, which renders no conversation message")
+            );
+        }
+    }
+
+    #[test]
     fn the_frame_is_stable_and_cannot_be_closed_from_inside() {
         let a = frame_kernel_text(KernelContextKind::Snapshot, "state");
         assert_eq!(

@@ -326,6 +326,182 @@ mod tests {
     }
 
     #[test]
+    fn misplaced_parts_are_refused() {
+        let mut in_assistant = result("a");
+        in_assistant.role = Role::Assistant;
+        let hi = Message::text(Role::User, "hi");
+        let err = check_protocol(&[hi, in_assistant]).unwrap_err();
+        assert_eq!(err.0, ViewRule::MisplacedPart);
+        assert!(
+            err.1
+                .contains("assistant message 1 carries a result for `a`"),
+            "{}",
+            err.1
+        );
+        let mut in_user = call("b");
+        in_user.role = Role::User;
+        let err = check_protocol(&[in_user]).unwrap_err();
+        assert_eq!(err.0, ViewRule::MisplacedPart);
+        assert!(
+            err.1.contains("user message 0 carries tool call `b`"),
+            "{}",
+            err.1
+        );
+    }
+
+    #[test]
+    fn rules_name_themselves() {
+        let names: Vec<String> = [
+            ViewRule::HardBudget,
+            ViewRule::UnansweredToolCall,
+            ViewRule::OrphanToolResult,
+            ViewRule::MisplacedPart,
+            ViewRule::DuplicateToolCall,
+            ViewRule::KernelContext,
+            ViewRule::Empty,
+            ViewRule::Continuation,
+            ViewRule::SystemPrompt,
+            ViewRule::SessionContext,
+            ViewRule::Provenance,
+            ViewRule::SourceOrder,
+            ViewRule::KernelContextSize,
+        ]
+        .iter()
+        .map(ViewRule::to_string)
+        .collect();
+        assert_eq!(
+            names,
+            [
+                "hard budget",
+                "unanswered tool call",
+                "orphan tool result",
+                "misplaced part",
+                "duplicate tool call",
+                "kernel context",
+                "non-empty view",
+                "view continuation",
+                "system prompt",
+                "session context",
+                "provenance",
+                "source order",
+                "kernel-context size",
+            ]
+        );
+    }
+
+    const P: EstimatorProfile = EstimatorProfile::Openai;
+
+    fn view(messages: Vec<Message>) -> ContextView {
+        ContextView {
+            system: "You are a careful agent.".into(),
+            kept_messages: 0,
+            messages,
+            persist: vec![],
+            report: ContextReport::empty("test"),
+        }
+    }
+
+    /// A request whose limit is exactly `limit` tokens, with 7 for tools.
+    fn request_with_limit(limit: u64) -> ContextRequest {
+        ContextRequest {
+            system_prompt: "You are a careful agent.".into(),
+            session_context: SessionContext {
+                workspace: "/w".into(),
+                repository_instructions: String::new(),
+                mode: "run".into(),
+            },
+            budget: ContextBudget {
+                context_window_tokens: limit + 100,
+                reserve_tokens: 100,
+                recent_tokens: 1_000,
+                tools_tokens: 7,
+                extension_tokens: 0,
+            },
+            query: String::new(),
+            extensions: vec![],
+        }
+    }
+
+    #[test]
+    fn the_request_price_is_system_messages_and_tools() {
+        let msgs = vec![
+            Message::text(Role::User, "hello there"),
+            call("a"),
+            result("a"),
+        ];
+        let v = view(msgs.clone());
+        let parts: u64 = msgs.iter().map(|m| message_tokens(P, m)).sum();
+        let system = estimate(P, &v.system) as u64;
+        assert!(parts > 0 && system > 0);
+        assert_eq!(request_tokens(P, &v, 7), system + parts + 7);
+        assert_eq!(request_tokens(P, &v, 0), system + parts);
+    }
+
+    #[test]
+    fn the_hard_budget_holds_to_the_token() {
+        let v = view(vec![Message::text(Role::User, "fix the parser")]);
+        let cost = request_tokens(P, &v, 7);
+        assert_eq!(check_view(P, &request_with_limit(cost), &v), Ok(()));
+        let err = check_view(P, &request_with_limit(cost - 1), &v).unwrap_err();
+        assert_eq!(err.0, ViewRule::HardBudget);
+        assert!(
+            err.1.contains(&format!("≈{cost} tokens"))
+                && err.1.contains(&format!("limit is {}", cost - 1)),
+            "{}",
+            err.1
+        );
+        assert_eq!(check_budget(P, &request_with_limit(cost), &v), Ok(()));
+    }
+
+    #[test]
+    fn a_view_needs_messages_and_checks_its_protocol() {
+        let empty = view(vec![]);
+        assert_eq!(check_nonempty(&empty).unwrap_err().0, ViewRule::Empty);
+        assert_eq!(
+            check_view(P, &request_with_limit(10_000), &empty)
+                .unwrap_err()
+                .0,
+            ViewRule::Empty
+        );
+        assert_eq!(check_nonempty(&view(vec![result("a")])), Ok(()));
+        let orphan = view(vec![Message::text(Role::User, "hi"), result("a")]);
+        assert_eq!(
+            check_view(P, &request_with_limit(10_000), &orphan)
+                .unwrap_err()
+                .0,
+            ViewRule::OrphanToolResult
+        );
+    }
+
+    #[test]
+    fn entries_to_persist_need_text_and_rising_revisions() {
+        let entry = |revision, text: &str| KernelContextEntry {
+            generation: 1,
+            revision,
+            kind: KernelContextKind::StateUpdate,
+            epoch_start: None,
+            text: text.into(),
+        };
+        let req = request_with_limit(10_000);
+        let mut v = view(vec![Message::text(Role::User, "hi")]);
+        v.persist = vec![entry(3, "a"), entry(4, "b"), entry(9, "c")];
+        assert_eq!(check_view(P, &req, &v), Ok(()));
+        v.persist = vec![entry(3, "a"), entry(3, "b")];
+        let err = check_view(P, &req, &v).unwrap_err();
+        assert_eq!(err.0, ViewRule::KernelContext);
+        assert!(err.1.contains("revision 3 follows revision 3"), "{}", err.1);
+        v.persist = vec![entry(4, "a"), entry(3, "b")];
+        assert_eq!(
+            check_view(P, &req, &v).unwrap_err().0,
+            ViewRule::KernelContext
+        );
+        v.persist = vec![entry(3, "a"), entry(4, "  \n")];
+        let err = check_view(P, &req, &v).unwrap_err();
+        assert_eq!(err.0, ViewRule::KernelContext);
+        assert!(err.1.contains("revision 4 has no text"), "{}", err.1);
+    }
+
+    #[test]
     fn duplicate_ids_are_refused() {
         let msgs = vec![call("a"), result("a"), call("a"), result("a")];
         assert_eq!(

@@ -120,6 +120,29 @@ fn deterministic_serialization_across_processes() {
     assert_ne!(a, b, "per-process randomness is visible across processes");
 }
 
+/// The text of the Anthropic `tool_result` block answering `id` anywhere in
+/// a request body (its content as a string, or its text blocks joined).
+fn tool_result_text(body: &serde_json::Value, id: &str) -> Option<String> {
+    use serde_json::Value;
+    match body {
+        Value::Object(o) if o.get("tool_use_id").and_then(Value::as_str) == Some(id) => {
+            match o.get("content")? {
+                Value::String(s) => Some(s.clone()),
+                Value::Array(blocks) => Some(
+                    blocks
+                        .iter()
+                        .filter_map(|b| b.get("text").and_then(Value::as_str))
+                        .collect(),
+                ),
+                _ => None,
+            }
+        }
+        Value::Object(o) => o.values().find_map(|v| tool_result_text(v, id)),
+        Value::Array(a) => a.iter().find_map(|v| tool_result_text(v, id)),
+        _ => None,
+    }
+}
+
 /// The stress tier on the real store: hundreds of model steps through the
 /// real loop at a small working memory, so the engine rotates many times.
 #[test]
@@ -197,7 +220,31 @@ fn stress_real_store_keeps_every_event_and_never_compacts_by_itself() {
         .run_turn("read early.txt, then the parts many times", &mut observe)
         .unwrap();
     drop(agent);
+    let last_request = server.requests().pop().expect("the model was asked");
     io.block_on(server.shutdown());
+
+    // Recent verbatim text: the last request carried the newest tool
+    // results and the model's newest calls exactly as they were logged.
+    let body = &last_request.body;
+    let newest: Vec<&EventKind> = committed
+        .iter()
+        .rev()
+        .map(|(_, k)| k)
+        .filter(|k| matches!(k, EventKind::ToolResult(_)))
+        .take(6)
+        .collect();
+    assert_eq!(newest.len(), 6);
+    for kind in newest {
+        let EventKind::ToolResult(r) = kind else {
+            unreachable!()
+        };
+        assert_eq!(
+            tool_result_text(body, &r.call_id).as_deref(),
+            Some(r.content.as_str()),
+            "the newest result {} is not in the last request verbatim",
+            r.call_id
+        );
+    }
 
     // Reopen the file as a new process would.
     let path = store.path().to_path_buf();

@@ -2,21 +2,23 @@
 //! push must keep. The stress tier (thousands of events, long sessions) stays
 //! out of CI and runs locally with `cargo test -- --ignored`.
 //!
-//! Durable history ownership, canonical authority, resume equivalence,
-//! kernel-owned evidence, safety hard-deny, steering protocol correctness,
-//! deterministic serialization, cache-accounting semantics, and the port
+//! Durable history ownership, append-only cache epochs, canonical
+//! authority, resume equivalence, kernel-owned evidence, safety hard-deny,
+//! steering protocol correctness, deterministic serialization, cache-accounting semantics, and the port
 //! pins: the default engine is byte-identical natively, behind
 //! `dyn ContextEngine` and as a component; a configured factory governs
 //! children; the default factory is the continuity engine; a non-default root
 //! engine without a child policy refuses child spawn.
 
 use latch::config::Config;
+use latch::engine::policy::Brief;
 use latch::engine::runtime::EngineSource;
 use latch::engine::{
-    ComponentEngine, ContextEngine, EngineFailure, EngineRuntime, LoadedComponent, NativeEngine,
-    NativeFactory, SandboxLimits, ViewRule, materialize_checked,
+    ComponentEngine, ContextEngine, ContextEngineFactory, EngineFailure, EngineRuntime,
+    LoadedComponent, NativeEngine, NativeFactory, SandboxLimits, ViewRule,
+    continuity_context_engine_factory, materialize_checked,
 };
-use latch::supervisor::{ChildPolicy, Supervisor, SupervisorError};
+use latch::supervisor::{ChildPolicy, RecordedEngine, Supervisor, SupervisorError};
 use latch_continuity::ContinuityEngine;
 use latch_continuity::testkit::{self, Host, IndexedSession, Script};
 use latch_engine_sdk::types::*;
@@ -189,6 +191,130 @@ fn durable_history_ownership_the_store_is_unchanged_by_engine_calls() {
         let _ = engine.recall(&view, "parser", 10);
         assert_eq!(snapshot(), before, "an engine call changed the store");
     }
+}
+
+// ---------------------------------------------------------------------------
+// Append-only cache epochs
+
+/// A kernel-context message as it reads back from the log: the view that
+/// asked to persist it has no sequence number for it yet.
+fn as_logged(m: &Message) -> Message {
+    let mut m = m.clone();
+    if let Some(k) = &mut m.kernel {
+        k.seq = None;
+        m.source_seqs.clear();
+    }
+    m
+}
+
+/// Checks every view of the default engine (as a component) against the
+/// previous one. Every third view comes from a fresh instance, so the
+/// property is the log's, not a warm instance's memory of its last view.
+struct EpochChecker {
+    engine: ComponentEngine,
+    views: usize,
+    prev: Option<(ContextView, u64)>,
+    extended: usize,
+    rotations: usize,
+    state_updates: usize,
+}
+
+impl Host for EpochChecker {
+    fn materialize(&mut self, session: &IndexedSession, request: &ContextRequest) -> ContextView {
+        self.views += 1;
+        let view = if self.views.is_multiple_of(3) {
+            component("generated").materialize(session, request)
+        } else {
+            self.engine.materialize(session, request)
+        }
+        .expect("materialize");
+        let generation = view.report.epoch_generation.expect("an epoch generation");
+        let state_revision = session.info().state_revision;
+        // Older generations are excluded from the provider-visible epoch.
+        for m in &view.messages {
+            if let Some(k) = &m.kernel {
+                assert_eq!(k.generation, generation, "an older generation shows");
+            }
+        }
+        if let Some((prev, prev_state)) = &self.prev {
+            let before = prev.report.epoch_generation.unwrap();
+            let messages: Vec<Message> = view.messages.iter().map(as_logged).collect();
+            if generation == before {
+                let old: Vec<Message> = prev.messages.iter().map(as_logged).collect();
+                assert!(
+                    messages.len() >= old.len() && messages[..old.len()] == old[..],
+                    "generation {generation} rewrote its prefix"
+                );
+                self.extended += usize::from(messages.len() > old.len());
+                assert_eq!(view.report.status, "ok");
+                assert!(
+                    view.persist
+                        .iter()
+                        .all(|e| e.kind != KernelContextKind::Snapshot)
+                );
+                // A state update is appended exactly when the canonical
+                // state moved: a full current-state update, never a rewrite.
+                let updates = view
+                    .persist
+                    .iter()
+                    .filter(|e| e.kind == KernelContextKind::StateUpdate)
+                    .count();
+                assert_eq!(
+                    updates,
+                    usize::from(state_revision != *prev_state),
+                    "state update entries for revision {prev_state} -> {state_revision}"
+                );
+                self.state_updates += updates;
+            } else {
+                assert!(generation > before, "generation went back");
+                assert!(
+                    view.report.rotation_reason.is_some(),
+                    "a new generation says why"
+                );
+                // Its first kernel context is the generation's snapshot
+                // (persisted with this view, or by `/compact` before it).
+                let first = view.messages.iter().find_map(|m| m.kernel.as_ref());
+                assert!(
+                    first.is_some_and(|k| k.kind == KernelContextKind::Snapshot),
+                    "a new generation starts with a snapshot: {first:?}"
+                );
+                self.rotations += 1;
+            }
+        }
+        self.prev = Some((view.clone(), state_revision));
+        view
+    }
+    fn manual_compact(&mut self, session: &IndexedSession) -> Vec<KernelContextEntry> {
+        self.engine.manual_compact(session).expect("compact")
+    }
+}
+
+/// Within a cache epoch the provider-visible conversation only grows at its
+/// end (kernel state changes are appended as full updates, only when the
+/// state moved); a rotation or `/compact` starts a higher generation with a
+/// fresh snapshot, and older generations never show.
+#[test]
+fn append_only_cache_epochs_within_a_generation_each_view_extends_the_last() {
+    let script = Script {
+        compact_at: vec![10],
+        ..Script::new(11, 24)
+    };
+    let mut host = EpochChecker {
+        engine: component("generated"),
+        views: 0,
+        prev: None,
+        extended: 0,
+        rotations: 0,
+        state_updates: 0,
+    };
+    testkit::run(&script, &mut host);
+    assert!(host.extended > 20, "{} views extended", host.extended);
+    assert!(host.rotations >= 2, "{} rotations", host.rotations);
+    assert!(
+        host.state_updates >= 2,
+        "{} state updates",
+        host.state_updates
+    );
 }
 
 // ---------------------------------------------------------------------------
@@ -501,20 +627,46 @@ fn steering_protocol_units_are_never_split_and_split_views_are_refused() {
 // ---------------------------------------------------------------------------
 // Deterministic serialization
 
+/// Two engines that never shared anything (each lived through its own copy
+/// of the same session) and a fresh third one return the same bytes for the
+/// same request, and so do the provider bodies built from their views.
 #[test]
 fn deterministic_serialization_same_view_same_bytes() {
     let script = Script::new(4, 8);
-    let mut host = testkit::EngineHost::new(ContinuityEngine::new(model()));
-    let session = testkit::run(&script, &mut host);
     let req = script.request(8, "parser");
-    let view = host.0.materialize(&session, &req).unwrap();
+    let play = || {
+        let mut host = testkit::EngineHost::new(ContinuityEngine::new(model()));
+        let session = testkit::run(&script, &mut host);
+        let view = host.0.materialize(&session, &req).unwrap();
+        (session, view)
+    };
+    let (session, view) = play();
+    let (other_session, other_view) = play();
+    assert_eq!(
+        serde_json::to_vec(&session.memory().events).unwrap(),
+        serde_json::to_vec(&other_session.memory().events).unwrap(),
+        "the two runs logged other events"
+    );
     let a = bytes(&view);
-    assert_eq!(a, bytes(&view.clone()));
+    assert!(a.len() > 2_000, "{} bytes", a.len());
+    assert!(
+        a == bytes(&other_view),
+        "two warm engines serialized other bytes"
+    );
+    let fresh = ContinuityEngine::new(model())
+        .materialize(&session, &req)
+        .unwrap();
+    // A fresh instance returns the whole view (kept-messages 0).
+    assert_eq!(fresh.kept_messages, 0);
+    assert!(
+        bytes(&fresh) == a,
+        "a fresh instance serialized other bytes"
+    );
     let back: ContextView = serde_json::from_slice(&a).unwrap();
-    assert_eq!(bytes(&back), a, "a round trip changes the bytes");
+    assert!(bytes(&back) == a, "a round trip changes the bytes");
 
-    // The provider bodies built from the same view are byte-identical too.
-    let provider_request = latch_provider::ProviderRequest {
+    // The provider bodies built from the two views are byte-identical too.
+    let provider_request = |view: &ContextView| latch_provider::ProviderRequest {
         model: "test-model".into(),
         system: view.system.clone(),
         tools: vec![],
@@ -537,11 +689,13 @@ fn deterministic_serialization_same_view_same_bytes() {
         )
         .unwrap()
     };
-    assert_eq!(
-        anthropic(&provider_request),
-        anthropic(&provider_request.clone())
+    let (mine, theirs) = (provider_request(&view), provider_request(&other_view));
+    assert!(
+        anthropic(&mine) == anthropic(&theirs),
+        "Anthropic bodies differ"
     );
-    assert_eq!(openai(&provider_request), openai(&provider_request.clone()));
+    assert!(openai(&mine) == openai(&theirs), "OpenAI bodies differ");
+    assert!(anthropic(&mine) == anthropic(&provider_request(&fresh)));
 }
 
 // ---------------------------------------------------------------------------
@@ -653,35 +807,94 @@ fn port_pin_default_engine_is_byte_identical_direct_port_and_component() {
     assert!(host.views > 14);
 }
 
-#[test]
-fn port_pin_a_configured_factory_governs_children() {
-    let factory = NativeFactory::<WindowEngine>::new("native:window", None);
-    let supervisor = Supervisor::new(Arc::new(factory), ChildPolicy::SameAsRoot);
-    let mut s = MemorySession::new("child", model());
-    s.user("review the parser");
-    for (which, mut engine) in [
-        ("root", supervisor.root_engine("root", &model()).unwrap()),
-        ("child", supervisor.child_engine("child", &model()).unwrap()),
-        (
-            "resumed child",
-            supervisor.child_engine("child", &model()).unwrap(),
-        ),
-    ] {
-        assert_eq!(engine.name(), "native:window", "{which}");
-        let view = engine.materialize(&s, &request("parser")).unwrap();
-        assert!(
-            view.report.engine.starts_with("window"),
-            "{which}: {}",
-            view.report.engine
-        );
+/// Counts the engines a factory built, per session.
+struct Counting {
+    inner: NativeFactory<WindowEngine>,
+    made: std::sync::Mutex<Vec<String>>,
+}
+
+impl ContextEngineFactory for Counting {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn create(
+        &self,
+        session_id: &str,
+        model: &ModelProfile,
+    ) -> Result<Box<dyn ContextEngine>, EngineFailure> {
+        self.made.lock().unwrap().push(session_id.to_string());
+        self.inner.create(session_id, model)
     }
 }
 
+/// The root, a spawned child and that child resumed from its durable
+/// profile (the engine and configuration its spawn recorded) all get their
+/// engine from the one configured factory, and the resumed engine continues
+/// the child's log exactly as the spawned one saw it.
+#[test]
+fn port_pin_a_configured_factory_governs_children() {
+    let factory = Arc::new(Counting {
+        inner: NativeFactory::<WindowEngine>::new("native:window", None),
+        made: Default::default(),
+    });
+    let supervisor = Supervisor::new(factory.clone(), ChildPolicy::SameAsRoot);
+    let mut s = MemorySession::new("child", model());
+    s.user("review the parser");
+    let mut root = supervisor.root_engine("root", &model()).unwrap();
+    let mut child = supervisor.child_engine("child", &model()).unwrap();
+    let spawned = child.materialize(&s, &request("parser")).unwrap();
+    s.persist(&spawned.persist);
+    s.assistant("The parser looks fine.");
+    s.user("and the lexer?");
+    let warm = child.materialize(&s, &request("lexer")).unwrap();
+    // What the spawn recorded, as the agent tree keeps it.
+    let recorded = RecordedEngine {
+        engine: child.name().to_string(),
+        config: child.config().unwrap(),
+    };
+    let brief = Brief {
+        parent_session: "root".into(),
+        role: "reviewer".into(),
+        task: "review the parser".into(),
+        child_model: model(),
+    };
+    let mut resumed = supervisor
+        .rebuild_child_engine("child", &model(), &brief, &recorded)
+        .unwrap();
+    assert_eq!(
+        *factory.made.lock().unwrap(),
+        ["root", "child", "child"],
+        "root, spawned child and resumed child built by the one factory"
+    );
+    let cold = resumed.materialize(&s, &request("lexer")).unwrap();
+    assert!(
+        bytes(&cold) == bytes(&warm),
+        "the resumed child's view differs"
+    );
+    for (which, engine, view) in [
+        ("root", &mut root, None),
+        ("child", &mut child, Some(&warm)),
+        ("resumed child", &mut resumed, Some(&cold)),
+    ] {
+        assert_eq!(engine.name(), "native:window", "{which}");
+        let engine_name = match view {
+            Some(v) => v.report.engine.clone(),
+            None => engine.materialize(&s, &request("x")).unwrap().report.engine,
+        };
+        assert!(engine_name.starts_with("window"), "{which}: {engine_name}");
+    }
+}
+
+/// The spec's default factory, `continuity_context_engine_factory`, builds
+/// exactly `ContinuityEngine::for_model(...)`, and it is what the default
+/// configuration's supervisor holds.
 #[test]
 fn port_pin_the_default_factory_is_the_continuity_engine() {
     let dir = tempfile::tempdir().unwrap();
     let supervisor = Supervisor::from_config(&Config::default(), dir.path()).unwrap();
-    assert_eq!(supervisor.factory().describe(), "builtin:continuity");
+    let default = continuity_context_engine_factory(SandboxLimits::default()).unwrap();
+    assert_eq!(default.describe(), "builtin:continuity");
+    assert_eq!(supervisor.factory().describe(), default.describe());
     let script = Script::new(6, 6);
     let mut native = testkit::EngineHost::new(ContinuityEngine::for_model(model()));
     let session = testkit::run(&script, &mut native);
@@ -692,9 +905,14 @@ fn port_pin_the_default_factory_is_the_continuity_engine() {
             .unwrap(),
     );
     let mut root = supervisor.root_engine("root", &model()).unwrap();
-    assert_eq!(bytes(&root.materialize(&session, &req).unwrap()), expected);
+    let same = |engine: &mut Box<dyn ContextEngine>| {
+        bytes(&engine.materialize(&session, &req).unwrap()) == expected
+    };
+    assert!(same(&mut root), "the configured root engine");
     let mut child = supervisor.child_engine("child", &model()).unwrap();
-    assert_eq!(bytes(&child.materialize(&session, &req).unwrap()), expected);
+    assert!(same(&mut child), "the configured child engine");
+    let mut built = default.create("other", &model()).unwrap();
+    assert!(same(&mut built), "the default factory's engine");
 }
 
 #[test]

@@ -37,6 +37,8 @@
 //!   resume, interrupted requests, escalations.
 //! * [`polyglot`] — engines in Python, JavaScript and C; `latch engine new`
 //!   scaffolds built by their own instructions.
+//! * [`local_servers`] — the loop against llama.cpp's servers as the fake
+//!   plays them: cut-off tool calls, `n_ctx` overflow, small windows.
 //! * [`mcp`] — MCP tools from real npm servers through the agent loop:
 //!   results, mutations committed first, a killed server.
 //! * [`mcp_approvals`] — MCP tools under the approval modes: asked with
@@ -80,6 +82,7 @@ mod groups_pg;
 mod interrupts;
 mod invariants;
 mod loading;
+mod local_servers;
 mod mcp;
 mod mcp_approvals;
 mod permissions;

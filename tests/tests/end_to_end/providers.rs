@@ -93,6 +93,21 @@ pub(crate) fn setup(
 impl Setup {
     /// A fresh agent (and engine instance) on the session: a new process.
     pub(crate) fn agent(&self) -> Agent {
+        self.agent_with(AgentOptions {
+            mode: "run".into(),
+            max_tokens: 4096,
+            ..AgentOptions::default()
+        })
+    }
+
+    /// [`Setup::agent`] with `options`.
+    pub(crate) fn agent_with(&self, options: AgentOptions) -> Agent {
+        self.agent_of(self.session.clone(), options)
+    }
+
+    /// A fresh agent on `session` (this setup's session with another
+    /// profile, e.g. a window the user lowered) with `options`.
+    pub(crate) fn agent_of(&self, session: SessionRecord, options: AgentOptions) -> Agent {
         let rt = EngineRuntime::new(None).unwrap();
         let loaded = rt
             .load(&EngineSource::Builtin("continuity".into()))
@@ -102,8 +117,8 @@ impl Setup {
             Box::new(ComponentEngine::new(
                 loaded,
                 SandboxLimits::default(),
-                &self.session.id,
-                self.session.model.clone(),
+                &session.id,
+                session.model.clone(),
             )),
             move |m| {
                 if let Materialization::After(_, view) = m {
@@ -116,16 +131,12 @@ impl Setup {
                 .unwrap();
         Agent::new(
             self.store.clone(),
-            self.session.clone(),
+            session,
             self.ws.clone(),
             Box::new(engine),
             self.provider.clone(),
             Box::new(StandardTools::new(tools)),
-            AgentOptions {
-                mode: "run".into(),
-                max_tokens: 4096,
-                ..AgentOptions::default()
-            },
+            options,
         )
         .unwrap()
     }

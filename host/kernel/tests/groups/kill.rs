@@ -6,9 +6,11 @@
 //! when its marker is in the root's; then the supervisor releases the dead
 //! members' claims, the script finishes, and every queued message has been
 //! delivered exactly once, FIFO per recipient, and every task completed
-//! once.
+//! once. Each trial's kill point comes from a printed seed;
+//! `LATCH_KILL_SEED` replays one (see `common/seeds.rs`).
 
 use super::common::*;
+use super::seeds;
 use super::worker;
 use latch_kernel::group::{ALL, GroupEvent, GroupPort, GroupState, TaskStatus};
 use latch_kernel::{EventKind, Store};
@@ -233,25 +235,17 @@ fn trial(seed: u64) {
     );
 }
 
-fn seed(i: u64) -> u64 {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos() as u64;
-    (i + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ nanos | 1
-}
-
 #[test]
 fn sigkill_at_random_points_loses_and_duplicates_nothing() {
-    for i in 0..3 {
-        trial(seed(i));
+    for seed in seeds::trial_seeds("sigkill_at_random_points_loses_and_duplicates_nothing", 3) {
+        trial(seed);
     }
 }
 
 #[test]
 #[ignore = "local stress tier: 30 SIGKILL trials"]
 fn sigkill_at_random_points_thirty_trials() {
-    for i in 0..30 {
-        trial(seed(i));
+    for seed in seeds::trial_seeds("sigkill_at_random_points_thirty_trials", 30) {
+        trial(seed);
     }
 }

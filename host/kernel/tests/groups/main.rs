@@ -9,6 +9,8 @@ mod common;
 mod kill;
 mod model;
 mod race;
+#[path = "../common/seeds.rs"]
+mod seeds;
 mod worker;
 
 /// The variable that turns this binary into a worker process.

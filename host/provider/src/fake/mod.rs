@@ -9,6 +9,9 @@
 //!   `data: [DONE]`, OpenAI error bodies).
 //! * `POST /v1/responses` answers as the OpenAI Responses API (`response.*`
 //!   events, reasoning items with encrypted content when asked for).
+//! * `GET /v1/models` and `GET /props`, and with [`Script::as_server`] the
+//!   Chat Completions endpoint, answer as llama.cpp's local servers do (see
+//!   [`local`]: their refusals, their missing usage, their context limit).
 //!
 //! Reasoning is signed: a thinking block carries a signature over its text
 //! and a reasoning item an encrypted content only this server issued, and a
@@ -35,6 +38,7 @@
 //! low rate.
 
 mod cache;
+pub mod local;
 mod responses;
 mod script;
 mod wire;
@@ -48,7 +52,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::Response;
-use axum::routing::post;
+use axum::routing::{get, post};
 use latch_engine_sdk::estimate::estimate;
 use latch_engine_sdk::types::EstimatorProfile;
 use serde::{Deserialize, Serialize};
@@ -56,6 +60,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub use local::ChatServer;
 pub use script::{
     Responder, Script, ScriptStep, ScriptedFailure, ScriptedTurn, ScriptedUsage, WireUsage,
 };
@@ -216,6 +221,8 @@ impl FakeServer {
             .route("/v1/messages", post(anthropic_handler))
             .route("/v1/chat/completions", post(openai_handler))
             .route("/v1/responses", post(responses_handler))
+            .route("/v1/models", get(models_handler))
+            .route("/props", get(props_handler))
             .with_state(state.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -306,6 +313,26 @@ async fn anthropic_handler(State(s): State<Shared>, headers: HeaderMap, body: By
 
 async fn openai_handler(State(s): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
     handle(s, WireFormat::OpenAi, "/v1/chat/completions", headers, body)
+}
+
+async fn models_handler(State(s): State<Shared>) -> Response {
+    let st = lock(&s);
+    let (server, n_ctx) = (st.script.chat_server, st.n_ctx());
+    json_response(200, &local::models(server, n_ctx), &[])
+}
+
+async fn props_handler(State(s): State<Shared>) -> Response {
+    let st = lock(&s);
+    match local::props(st.script.chat_server, st.n_ctx()) {
+        Some(props) => json_response(200, &props, &[]),
+        None => json_response(404, &serde_json::json!({"detail": "Not Found"}), &[]),
+    }
+}
+
+impl ServerState {
+    fn n_ctx(&self) -> u64 {
+        self.script.n_ctx.unwrap_or(local::DEFAULT_N_CTX)
+    }
 }
 
 async fn responses_handler(State(s): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
@@ -436,6 +463,13 @@ fn handle(s: Shared, format: WireFormat, path: &str, headers: HeaderMap, raw: By
         WireFormat::OpenAi => wire::check_openai(&body),
         WireFormat::Responses => responses::check(&body, &st.reasoning),
     };
+    // A local server answers what it refuses before OpenAI's own checks
+    // (it also answers a non-streamed request, which OpenAI's fake does not).
+    if format == WireFormat::OpenAi
+        && let Some(refused) = local::refusal(st.script.chat_server, st.n_ctx(), &body)
+    {
+        return refused;
+    }
     if let Err(message) = check.and_then(|()| check_echo(format, &body, st.issued.get(&format))) {
         return error_response(format, 400, &message);
     }
@@ -470,6 +504,10 @@ fn handle(s: Shared, format: WireFormat, path: &str, headers: HeaderMap, raw: By
 
     match step {
         ScriptStep::Turn(turn) => {
+            let turn = match format {
+                WireFormat::OpenAi => local::played(st.script.chat_server, &body, turn),
+                _ => turn,
+            };
             let events = turn_events(&mut st, format, &body, &turn, &model, &response_id);
             match st.script.pace {
                 Some(pace) => paced_sse_response(events, pace),
@@ -585,7 +623,8 @@ fn turn_events(
             wire::anthropic_events(turn, model, response_id, &tool_ids, usage, thinking)
         }
         WireFormat::OpenAi => {
-            let include_usage = body["stream_options"]["include_usage"] == Value::Bool(true);
+            let include_usage = body["stream_options"]["include_usage"] == Value::Bool(true)
+                && local::streams_usage(st.script.chat_server);
             wire::openai_events(turn, model, response_id, &tool_ids, usage, include_usage)
         }
         WireFormat::Responses => {

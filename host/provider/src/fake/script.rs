@@ -204,6 +204,8 @@ pub struct Script {
     pub(crate) responder: Option<Responder>,
     pub(crate) api_key: Option<String>,
     pub(crate) pace: Option<std::time::Duration>,
+    pub(crate) chat_server: super::local::ChatServer,
+    pub(crate) n_ctx: Option<u64>,
 }
 
 impl std::fmt::Debug for Script {
@@ -246,6 +248,22 @@ impl Script {
     /// person can watch); without it they are sent at once.
     pub fn with_pace(mut self, pace: std::time::Duration) -> Self {
         self.pace = Some(pace);
+        self
+    }
+
+    /// Answers Chat Completions (and `/v1/models`, `/props`) as `server`
+    /// does (see the `local` module): llama.cpp's servers refuse what they
+    /// refuse and report what they report.
+    pub fn as_server(mut self, server: super::local::ChatServer) -> Self {
+        self.chat_server = server;
+        self
+    }
+
+    /// The context window (`n_ctx`) a local server runs with (default
+    /// [`super::local::DEFAULT_N_CTX`]); a longer prompt is refused as that
+    /// server refuses it.
+    pub fn with_context_window(mut self, n_ctx: u64) -> Self {
+        self.n_ctx = Some(n_ctx);
         self
     }
 

@@ -89,18 +89,20 @@ async fn bad_request_and_not_found_quote_the_body() {
 }
 
 #[tokio::test]
-async fn a_cut_stream_is_interrupted_and_returns_no_turn() {
+async fn a_cut_stream_is_retried_or_interrupted_and_never_returns_half_a_turn() {
     for kind in KINDS {
         for abort in [true, false] {
             let turn = ScriptedTurn::text("The fix is to change the minus into a plus.")
                 .with_tool_call("shell", r#"{"cmd":"cargo test"}"#);
-            let server = FakeServer::start(Script::new([ScriptedFailure::CutStream {
-                turn,
+            let mut script = Script::new([ScriptedFailure::CutStream {
+                turn: turn.clone(),
                 after_events: 5,
                 abort,
-            }]))
-            .await
-            .unwrap();
+            }]);
+            // Lost mid-stream, the request is retried: the retry gets the
+            // whole turn.
+            script.push(turn);
+            let server = FakeServer::start(script).await.unwrap();
             let provider = provider(kind, &server);
             let mut events = Events::default();
             let outcome = provider
@@ -108,19 +110,6 @@ async fn a_cut_stream_is_interrupted_and_returns_no_turn() {
                     events.0.push(e)
                 })
                 .await;
-            let err = outcome.expect_err("a cut stream never yields a turn");
-            assert!(err.is_interrupted(), "{kind} abort={abort}: {err:?}");
-            assert!(
-                err.to_string()
-                    .starts_with(&format!("{kind} response was interrupted")),
-                "{err}"
-            );
-            let expected_reason = if abort {
-                "connection lost"
-            } else {
-                "the stream ended before"
-            };
-            assert!(err.to_string().contains(expected_reason), "{err}");
             assert!(
                 events
                     .0
@@ -128,11 +117,39 @@ async fn a_cut_stream_is_interrupted_and_returns_no_turn() {
                     .any(|e| matches!(e, StreamEvent::TextDelta(_))),
                 "{kind}: some deltas streamed before the cut"
             );
-            assert!(
-                events.retries().is_empty(),
-                "an interrupted stream is not retried here"
-            );
-            assert_eq!(server.requests().len(), 1);
+            if abort {
+                // A connection lost mid-stream is retried as configured,
+                // and the turn is the retry's whole one, never the half.
+                let turn = outcome.unwrap_or_else(|e| panic!("{kind}: {e:?}"));
+                assert_eq!(turn.text(), "The fix is to change the minus into a plus.");
+                assert_eq!(events.text_since_last_retry(), turn.text());
+                assert_eq!(events.retries().len(), 1, "{kind}");
+                let first_reason = events.0.iter().find_map(|e| match e {
+                    StreamEvent::Retrying { reason, .. } => Some(reason.clone()),
+                    _ => None,
+                });
+                assert!(
+                    first_reason
+                        .as_deref()
+                        .is_some_and(|r| r.contains("connection lost mid-stream")),
+                    "{first_reason:?}"
+                );
+                assert_eq!(server.requests().len(), 2);
+            } else {
+                let err = outcome.expect_err("a cut stream never yields a turn");
+                assert!(err.is_interrupted(), "{kind} abort={abort}: {err:?}");
+                assert!(
+                    err.to_string()
+                        .starts_with(&format!("{kind} response was interrupted")),
+                    "{err}"
+                );
+                assert!(err.to_string().contains("the stream ended before"), "{err}");
+                assert!(
+                    events.retries().is_empty(),
+                    "a body that ended cleanly is not retried"
+                );
+                assert_eq!(server.requests().len(), 1);
+            }
             server.shutdown().await;
         }
     }

@@ -165,6 +165,7 @@ async fn openai_golden_body() {
             {"type": "function", "function": {"name": "shell", "description": "Run a shell command.",
              "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}},
         ],
+        "tool_choice": "auto",
         "messages": [
             {"role": "system", "content": "You are Latch."},
             {"role": "user", "content": "Workspace: /repo\nMode: build"},

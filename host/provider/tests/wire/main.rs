@@ -7,6 +7,7 @@ mod errors;
 mod golden;
 mod hostile;
 mod images;
+mod local;
 mod responses;
 mod retry;
 mod thinking;

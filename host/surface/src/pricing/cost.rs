@@ -182,6 +182,7 @@ mod tests {
             estimated_input_tokens: None,
             provider: Some("anthropic".into()),
             model: model.map(str::to_string),
+            base_url: None,
         }
     }
 

@@ -54,6 +54,7 @@ fn usage(read: u64, miss: u64, prefix: u64) -> EventKind {
         estimated_input_tokens: None,
         provider: None,
         model: None,
+        base_url: None,
     }
 }
 

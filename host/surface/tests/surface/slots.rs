@@ -207,6 +207,7 @@ fn usage(input: Option<u64>, output: Option<u64>) -> EventKind {
         estimated_input_tokens: None,
         provider: None,
         model: None,
+        base_url: None,
     }
 }
 

@@ -139,6 +139,7 @@ fn usage_the_provider_did_not_report_shows_as_unknown_never_zero() {
         estimated_input_tokens: None,
         provider: None,
         model: None,
+        base_url: None,
     };
     let event = |seq, kind| StoredEvent {
         seq,
@@ -174,6 +175,7 @@ fn the_sidebar_shows_the_session_cost_or_unknown() {
         estimated_input_tokens: None,
         provider: Some("anthropic".into()),
         model: Some(model.into()),
+        base_url: None,
     };
     let event = |kind| StoredEvent {
         seq: 1,
