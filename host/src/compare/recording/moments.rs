@@ -285,6 +285,7 @@ mod tests {
             estimated_input_tokens: Some(estimated),
             provider: None,
             model: None,
+            base_url: None,
         }
     }
 
