@@ -31,6 +31,8 @@
 //!   traces) and `compare --trace` on recorded sessions: the store only
 //!   read, deleted sessions refused, malformed traces named by line and
 //!   field.
+//! * [`export`] — `/export` in the TUI and the line interface: the same
+//!   Markdown or JSON as `latch export`, an existing file kept.
 //! * [`compare`] — `latch engine compare`: short scripted sessions whose
 //!   figures are checked against the captured requests (the full sessions
 //!   are `#[ignore]`d: the local tier).
@@ -66,6 +68,8 @@ mod compare;
 mod cost;
 #[path = "cli/crash.rs"]
 mod crash;
+#[path = "cli/export.rs"]
+mod export;
 #[path = "cli/first_run.rs"]
 mod first_run;
 #[path = "cli/group.rs"]

@@ -1,12 +1,14 @@
 //! `latch export`: a session as Markdown a person can read, as its durable
 //! events in JSON ([`latch_surface::export`]), or as a trace engine authors
 //! can replay (`--trace`, [`crate::compare::trace`]). The store is opened
-//! read-only; a session deleted from history is refused.
+//! read-only; a session deleted from history is refused. [`to_file`] is
+//! the `/export` slash command of the terminal UI and the line interface.
 
 use super::GlobalArgs;
 use super::read_only;
 use crate::compare::recording::{from_store, open_session};
 use crate::compare::trace;
+use latch_kernel::{SessionRecord, Store};
 use latch_surface::export::{SessionHeader, json, markdown};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -66,6 +68,17 @@ pub fn run(global: &GlobalArgs, workspace: &Path, args: &ExportArgs) -> anyhow::
         );
         return Ok(0);
     }
+    let text = render(&store, &record, args.format)?;
+    match &args.output {
+        Some(path) => std::fs::write(path, text)
+            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?,
+        None => std::io::stdout().write_all(text.as_bytes())?,
+    }
+    Ok(0)
+}
+
+/// `record`'s events rendered as `format`.
+fn render(store: &Store, record: &SessionRecord, format: Format) -> anyhow::Result<String> {
     let header = SessionHeader {
         id: record.id.clone(),
         parent: record.parent.clone(),
@@ -75,17 +88,57 @@ pub fn run(global: &GlobalArgs, workspace: &Path, args: &ExportArgs) -> anyhow::
         created_ms: record.created_ms,
     };
     let events = store.all_events(&record.id)?;
-    let text = match args.format {
+    Ok(match format {
         Format::Md => markdown(&header, &events),
         Format::Json => format!(
             "{}\n",
             serde_json::to_string_pretty(&json(&header, &events))?
         ),
+    })
+}
+
+/// The file `/export` writes when it is given no path: `latch-SESSION.md`
+/// in the workspace.
+pub fn default_file(session: &str) -> String {
+    format!("latch-{session}.md")
+}
+
+/// `/export [PATH]`: write the running session to `PATH` (relative to the
+/// session's workspace; `latch-SESSION.md` there when absent), as the
+/// durable events in JSON when it ends in `.json` and as Markdown
+/// otherwise, the same bytes `latch export` writes. An existing file is
+/// never overwritten. Returns the line to show.
+pub fn to_file(
+    store: &Store,
+    record: &SessionRecord,
+    path: Option<&str>,
+) -> anyhow::Result<String> {
+    let name = path.map_or_else(|| default_file(&record.id), str::to_string);
+    let path = Path::new(&record.workspace).join(&name);
+    let format = match path.extension() {
+        Some(e) if e.eq_ignore_ascii_case("json") => Format::Json,
+        _ => Format::Md,
     };
-    match &args.output {
-        Some(path) => std::fs::write(path, text)
-            .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?,
-        None => std::io::stdout().write_all(text.as_bytes())?,
-    }
-    Ok(0)
+    let text = render(store, record, format)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::AlreadyExists => anyhow::anyhow!(
+                "{} exists and is kept: name another file, e.g. /export session-2.md",
+                path.display()
+            ),
+            _ => anyhow::anyhow!("cannot write {}: {e}", path.display()),
+        })?;
+    file.write_all(text.as_bytes())
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
+    Ok(format!(
+        "exported the session to {} ({})",
+        path.display(),
+        match format {
+            Format::Md => "Markdown",
+            Format::Json => "its durable events as JSON",
+        }
+    ))
 }

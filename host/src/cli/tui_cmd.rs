@@ -263,6 +263,16 @@ impl AgentThread {
                     Err(e) => self.notice(format!("/recall failed: {e}")),
                 },
                 Command::Sessions => self.sessions(),
+                Command::Export(path) => {
+                    match super::export_cmd::to_file(
+                        &self.store,
+                        self.agent.session(),
+                        path.as_deref(),
+                    ) {
+                        Ok(line) => self.notice(line),
+                        Err(e) => self.notice(format!("/export failed: {e}")),
+                    }
+                }
                 Command::Group => {
                     let lines =
                         match super::group_cmd::group_text(&self.store, self.agent.session()) {

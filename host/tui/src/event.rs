@@ -80,6 +80,8 @@ pub enum Command {
     Image(String),
     /// Ctrl-V (or Alt-V): attach the image on the system clipboard.
     PasteImage,
+    /// `/export` or `/export PATH`.
+    Export(Option<String>),
     /// `/sessions`.
     Sessions,
     /// Answer the permission prompt of a tool call.

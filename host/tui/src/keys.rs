@@ -304,6 +304,7 @@ fn submit(state: &mut UiState) -> Vec<Command> {
             Slash::Group => vec![Command::Group],
             Slash::Rewind(seq) => vec![Command::Rewind(seq)],
             Slash::Image(path) => vec![Command::Image(path)],
+            Slash::Export(path) => vec![Command::Export(path)],
             Slash::Sessions => vec![Command::Sessions],
             Slash::Exit => {
                 state.quit = true;
