@@ -33,6 +33,12 @@
 //!   `wait_agents`, a child's tools spawned and resumed.
 //! * [`skills_mcp`] — `latch skills` and `latch mcp list`, and a `run`
 //!   that calls an MCP tool; the MCP config every README shows.
+//! * [`replay`] — `latch engine replay`, `latch export` (Markdown, JSON,
+//!   traces) and `compare --trace` on recorded sessions: the store only
+//!   read, deleted sessions refused, malformed traces named by line and
+//!   field.
+//! * [`export`] — `/export` in the TUI and the line interface: the same
+//!   Markdown or JSON as `latch export`, an existing file kept.
 //! * [`compare`] — `latch engine compare`: short scripted sessions whose
 //!   figures are checked against the captured requests (the full sessions
 //!   are `#[ignore]`d: the local tier).
@@ -81,6 +87,8 @@ mod compare;
 mod cost;
 #[path = "cli/crash.rs"]
 mod crash;
+#[path = "cli/export.rs"]
+mod export;
 #[path = "cli/first_run.rs"]
 mod first_run;
 #[path = "cli/git_doors.rs"]
@@ -109,6 +117,8 @@ mod npm_registry;
 mod permissions;
 #[path = "cli/plan_mode.rs"]
 mod plan_mode;
+#[path = "cli/replay.rs"]
+mod replay;
 #[path = "cli/rewind.rs"]
 mod rewind;
 #[path = "cli/safety.rs"]

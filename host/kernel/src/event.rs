@@ -625,6 +625,11 @@ pub enum EventKind {
         /// Their sections, as the requests carry them.
         text: String,
     },
+    /// A model request about to be made: the engine asked and the request
+    /// and budget it was asked under (see [`crate::request`]). Committed
+    /// just before the kernel-context entries of the same view. Hidden from
+    /// engines: what `latch engine replay` asks other engines again.
+    ModelRequest(crate::request::RequestRecord),
 }
 
 /// What a command left at a checkpointed path (see [`EventKind::Checkpoint`]).
@@ -717,6 +722,7 @@ pub const KNOWN_KINDS: &[&str] = &[
     "rewound",
     "mutation_pending",
     "instructions_loaded",
+    "model_request",
 ];
 
 /// The kinds hidden from engines, from recent context, from recall and from
@@ -739,6 +745,7 @@ pub const ENGINE_HIDDEN_KINDS: &[&str] = &[
     "hook_ran",
     "checkpoint",
     "mutation_pending",
+    "model_request",
 ];
 
 /// Why a stored event could not be decoded.
@@ -822,6 +829,7 @@ impl EventKind {
             EventKind::Group(_) => "group",
             EventKind::GroupMessageDelivered { .. } => "group_message_delivered",
             EventKind::SessionProfile(_) => "session_profile",
+            EventKind::ModelRequest(_) => "model_request",
         }
     }
 
@@ -1201,6 +1209,11 @@ impl EventKind {
                 format!("session runs {} on {}", p.model, p.provider),
                 vec![],
             ),
+            EventKind::ModelRequest(r) => note(
+                KernelNoteKind::Other,
+                format!("model request asked of {}", r.engine),
+                vec![],
+            ),
         }
     }
 }
@@ -1276,6 +1289,25 @@ mod tests {
                     store: "postgres://latch@db/groups".into(),
                 }),
                 mode: crate::profile::SessionMode::Plan,
+            }),
+            EventKind::ModelRequest(crate::request::RequestRecord {
+                engine: "builtin:continuity".into(),
+                budget: latch_engine_sdk::types::ContextBudget {
+                    context_window_tokens: 32_000,
+                    reserve_tokens: 8_000,
+                    recent_tokens: 64_000,
+                    tools_tokens: 1_200,
+                    extension_tokens: 0,
+                },
+                query: Some("fix the failing test".into()),
+                shape: Some(crate::request::RequestShape {
+                    system_prompt: "You are Latch.".into(),
+                    tools: vec![serde_json::json!({"name": "shell"})],
+                    extensions: vec![],
+                    model: "m".into(),
+                    wire: "anthropic".into(),
+                    max_tokens: 8_192,
+                }),
             }),
         ];
         for (i, e) in events.iter().enumerate() {

@@ -27,6 +27,8 @@
 //!   sandbox modes, plan mode) that resume continues with.
 //! * [`checklist`] — the task state's actions as a checklist (the plan
 //!   every surface shows).
+//! * [`request`] — the record of each model request (engine, budget,
+//!   query, system prompt and tools) that replay asks other engines again.
 
 #![warn(missing_docs)]
 
@@ -42,6 +44,7 @@ pub mod group;
 pub mod ops;
 pub mod permission;
 pub mod profile;
+pub mod request;
 pub mod snapshot;
 pub mod state;
 pub mod store;
@@ -70,6 +73,7 @@ pub use permission::{
     DecidedBy, GrantScope, McpToolCall, PermissionKind, PermissionLog, PermissionRequest,
 };
 pub use profile::{JoinedGroup, ProfileChange, SessionMode, SessionProfile};
+pub use request::{RequestRecord, RequestShape};
 pub use state::{
     Certification, FileKnowledge, GuardVerdict, KernelState, OpenCall, PendingMutation,
     REFUSALS_IN_A_ROW, RegroundDue, Unfinished, lineage_label, operation_of,

@@ -24,6 +24,7 @@ pub mod provider_io;
 pub mod recall;
 mod reground;
 mod repair;
+mod request_log;
 pub mod rewind;
 pub mod tool_filter;
 pub mod tools;
@@ -216,6 +217,8 @@ pub struct Agent {
     instruction_source: Option<Box<dyn instructions::InstructionSource>>,
     /// The nested directories' instructions the session carries.
     nested: Vec<instructions::NestedInstructions>,
+    /// What the last recorded model request carried (see [`request_log`]).
+    request_log: request_log::RequestLog,
 }
 
 impl Agent {
@@ -295,6 +298,7 @@ impl Agent {
             session_mode: latch_kernel::SessionMode::Act,
             instruction_source: None,
             nested: Vec::new(),
+            request_log: request_log::RequestLog::default(),
         };
         agent.apply_mode(session_mode)?;
         agent.replay_nested()?;

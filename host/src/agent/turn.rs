@@ -213,15 +213,28 @@ impl Agent {
             self.deliver_steering(observer)?;
             // Repeated failure: the kernel asks the model to re-ground.
             self.reground(observer)?;
-            let (_, view) = self.materialize(query)?;
+            let (context_request, view) = self.materialize(query)?;
             // Kernel context is durable before the request that shows it,
-            // tagged with the engine that wrote it.
+            // tagged with the engine that wrote it, after the record of the
+            // request it answers (what replay asks other engines again).
             let author = self.engine.name().to_string();
+            let wire = self.provider.wire();
+            let record = self.request_log.record(
+                &author,
+                &context_request,
+                &schemas,
+                &self.session.model.model,
+                wire.name(),
+                self.options.max_tokens,
+            );
             self.append_batch(
-                view.persist
-                    .iter()
-                    .cloned()
-                    .map(|e| EventKind::kernel_context(&author, e))
+                std::iter::once(record)
+                    .chain(
+                        view.persist
+                            .iter()
+                            .cloned()
+                            .map(|e| EventKind::kernel_context(&author, e)),
+                    )
                     .collect(),
                 observer,
             )?;
@@ -235,7 +248,6 @@ impl Agent {
             };
             // The provider gets back the call ids it issued, where its API
             // pairs results with them.
-            let wire = self.provider.wire();
             call_ids::to_wire(&self.store, &self.session.id, wire, &mut request.messages)?;
             let media = StoreMedia(self.store.clone());
             let ctx =

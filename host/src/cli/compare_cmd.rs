@@ -34,6 +34,16 @@ pub struct CompareArgs {
     /// Print JSON instead of tables.
     #[arg(long)]
     pub json: bool,
+    /// Replay these traces (`latch export SESSION --trace FILE`) through
+    /// the engines instead of playing the scripted sessions (repeatable;
+    /// every session a trace carries is replayed; with --window, at each
+    /// window instead of the recorded one).
+    #[arg(long = "trace", value_name = "FILE", conflicts_with_all = ["sessions", "steps", "save_traces"])]
+    pub traces: Vec<std::path::PathBuf>,
+    /// Write each run's session as a trace into DIR
+    /// (`SESSION-WINDOW-ENGINE.jsonl`), to replay later or share.
+    #[arg(long, value_name = "DIR")]
+    pub save_traces: Option<std::path::PathBuf>,
 }
 
 /// Parse `32k`, `1.5k`, `1m` or `32000` as a token count.
@@ -54,9 +64,60 @@ pub fn parse_tokens(text: &str) -> Result<u64, String> {
     }
 }
 
+/// `latch engine compare --trace`: each trace replayed through the
+/// engines (at each `--window`, or at its recorded budget). Exit code 1
+/// when an engine had a view refused or failed.
+fn compare_traces(workspace: &Path, config: &Config, args: &CompareArgs) -> anyhow::Result<i32> {
+    let windows: Vec<Option<u64>> = if args.windows.is_empty() {
+        vec![None]
+    } else {
+        args.windows
+            .iter()
+            .map(|w| parse_tokens(w).map(Some))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("--window: {e}"))?
+    };
+    let mut code = 0;
+    let mut reports = Vec::new();
+    for path in &args.traces {
+        let recording = crate::compare::trace::read(path)?;
+        for window in &windows {
+            if !args.json && !reports.is_empty() {
+                println!();
+            }
+            let options = crate::compare::replay::ReplayOptions {
+                window_tokens: *window,
+                reserve_tokens: args.reserve_tokens,
+                prices: Some(config.price_table()),
+            };
+            let (report, c) = super::replay_cmd::print_replay(
+                workspace,
+                config,
+                &recording,
+                &args.engines,
+                &options,
+                args.json,
+                false,
+            )?;
+            code = code.max(c);
+            reports.push(report);
+        }
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&reports)?);
+    }
+    if code != 0 {
+        eprintln!("some views were refused or failed (see above)");
+    }
+    Ok(code)
+}
+
 /// `latch engine compare`. Exit code 0 when every run finished its session.
 pub fn compare(global: &GlobalArgs, workspace: &Path, args: CompareArgs) -> anyhow::Result<i32> {
     let config = Config::load(workspace, global.config.as_deref())?.config;
+    if !args.traces.is_empty() {
+        return compare_traces(workspace, &config, &args);
+    }
     let sessions = if args.sessions.is_empty() {
         SessionKind::ALL.to_vec()
     } else {
@@ -83,7 +144,12 @@ pub fn compare(global: &GlobalArgs, workspace: &Path, args: CompareArgs) -> anyh
         reserve_tokens: args.reserve_tokens,
         base: workspace.to_path_buf(),
         config,
+        save_traces: args.save_traces.clone(),
     };
+    if let Some(dir) = &options.save_traces {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    }
     let json = args.json;
     let mut first = true;
     let report = run_compare(&options, &mut |block| {

@@ -10,14 +10,17 @@ pub mod demo;
 pub mod demo_team;
 pub mod engine_cmd;
 pub mod engine_new;
+pub mod export_cmd;
 pub mod git_cmd;
 pub mod group_cmd;
 pub mod instructions_cmd;
 pub mod integrations;
 pub mod latch_dir;
 pub mod mcp_cmd;
+pub mod read_only;
 pub mod render;
 pub mod repl_input;
+pub mod replay_cmd;
 pub mod resume;
 pub mod rewind_cmd;
 pub mod sandbox_cmd;
@@ -177,6 +180,14 @@ pub enum Command {
         /// Session id or prefix (default: the latest).
         session: Option<String>,
     },
+    /// Write a session out: Markdown a person can read (tool calls folded,
+    /// edits as diffs), its durable events as JSON, or a trace engine
+    /// authors can replay (`--trace`). Sessions deleted from history are
+    /// not exported.
+    #[command(
+        after_help = "Examples:\n  latch export > session.md\n  latch export 01jd2k --format json -o session.json\n  latch export 01jd2k --trace session.jsonl --redact"
+    )]
+    Export(export_cmd::ExportArgs),
     /// Recall original events of a session by full-text search.
     #[command(after_help = "Example:\n  latch recall 01jd2k \"E0425 unresolved name\"")]
     Recall {
@@ -348,6 +359,14 @@ pub enum EngineCommand {
         after_help = "Examples:\n  latch engine compare builtin:continuity baseline:summarize\n  latch engine compare builtin:continuity baseline:summarize my_engine.wasm --session steps80 --window 32k\n  latch engine compare builtin:continuity baseline:summarize --steps 20 --window 24k --json"
     )]
     Compare(compare_cmd::CompareArgs),
+    /// Replay a recorded session (or a trace) through each engine: for
+    /// every recorded model request, the view each engine would have sent
+    /// under the same request and budget, what it would have cost and what
+    /// it kept. The store is only read.
+    #[command(
+        after_help = "Examples:\n  latch engine replay 01jd2k builtin:continuity baseline:summarize my_engine.wasm\n  latch engine replay session.jsonl builtin:continuity engines/examples/window/window.wasm --requests\n  latch engine replay 01jd2k builtin:continuity --tree --window 32k --json"
+    )]
+    Replay(replay_cmd::ReplayArgs),
     /// Scaffold an engine project in Rust, Python, JavaScript or C that
     /// builds as-is and passes `latch engine check`.
     #[command(
@@ -414,6 +433,10 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
         Some(Command::Engine(EngineCommand::Compare(args))) => {
             compare_cmd::compare(&cli.global, &workspace, args)
         }
+        Some(Command::Engine(EngineCommand::Replay(args))) => {
+            replay_cmd::run(&cli.global, &workspace, &args)
+        }
+        Some(Command::Export(args)) => export_cmd::run(&cli.global, &workspace, &args),
         Some(Command::Engine(EngineCommand::New {
             name,
             lang,

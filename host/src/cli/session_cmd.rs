@@ -178,7 +178,7 @@ pub fn chat(
     }
     eprintln!(
         "type a task (@file.png attaches an image), or /help /context /compact /recall <query> \
-         /image <path> /rewind [seq] /group /plan /init /exit"
+         /image <path> /rewind [seq] /export [path] /group /plan /init /exit"
     );
     let mut input = super::repl_input::LineInput::new(commands.clone());
     while let Some(line) = input.read()? {
@@ -274,6 +274,14 @@ fn slash(
                 }
             },
         },
+        "/export" => {
+            let path = Some(rest.trim()).filter(|p| !p.is_empty());
+            match super::export_cmd::to_file(agent.store(), agent.session(), path) {
+                Ok(line) => println!("{}", safe(&line)),
+                Err(e) => eprintln!("error: {}", safe(&format!("/export: {e}"))),
+            }
+            return Slash::Handled;
+        }
         "/group" => {
             match super::group_cmd::group_text(&*group.port, &group.root) {
                 Ok(text) => print!("{}", super::group_cmd::printable(&text)),
@@ -308,7 +316,7 @@ fn slash(
         }
         c if c.starts_with('/') => {
             eprintln!(
-                "unknown command {c}: try /help, /context, /compact, /recall <query>, /image <path>, /rewind [seq], /group, /plan, /agents, /init, /exit"
+                "unknown command {c}: try /help, /context, /compact, /recall <query>, /image <path>, /rewind [seq], /export [path], /group, /plan, /agents, /init, /exit"
             );
             return Slash::Handled;
         }

@@ -359,6 +359,16 @@ impl AgentThread {
                         Err(e) => self.notice(format!("the mode did not change: {e}")),
                     }
                 }
+                Command::Export(path) => {
+                    match super::export_cmd::to_file(
+                        &self.store,
+                        self.agent.session(),
+                        path.as_deref(),
+                    ) {
+                        Ok(line) => self.notice(line),
+                        Err(e) => self.notice(format!("/export failed: {e}")),
+                    }
+                }
                 Command::Group => {
                     let lines =
                         match super::group_cmd::group_text(&*self.group.port, &self.group.root) {

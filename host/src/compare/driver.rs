@@ -44,6 +44,9 @@ pub struct CompareOptions {
     pub base: PathBuf,
     /// The configuration (sandbox limits, model defaults).
     pub config: Config,
+    /// Write each run's session as a trace into this directory
+    /// (`SESSION-WINDOW-ENGINE.jsonl`).
+    pub save_traces: Option<PathBuf>,
 }
 
 /// The model profile of a run: the configured defaults for [`MODEL`] with
@@ -83,7 +86,20 @@ pub fn run_compare(
             let model = model_profile(&options.config, window, options.reserve_tokens)?;
             let mut runs = Vec::new();
             for (spec, choice) in options.engines.iter().zip(&choices) {
-                let outcome = run_one(spec, choice, &plan, &model)?;
+                let dir = tempfile::Builder::new()
+                    .prefix("latch-compare-")
+                    .tempdir()
+                    .map_err(CompareError::io("creating the temporary workspace"))?;
+                let outcome = run_in(spec, choice, &plan, &model, dir.path())?;
+                if let Some(traces) = &options.save_traces {
+                    let name = format!(
+                        "{}-{}-{}.jsonl",
+                        kind.name(),
+                        latch_conformance::compare::report::short_tokens(window),
+                        trace_name(spec)
+                    );
+                    save_trace(dir.path(), &outcome.session, &traces.join(name))?;
+                }
                 runs.push(EngineRun {
                     engine: spec.clone(),
                     figures: outcome.figures,
@@ -129,31 +145,72 @@ fn write_files(dir: &Path, plan: &SessionPlan) -> Result<(), CompareError> {
     Ok(())
 }
 
+/// A file-name-safe name of an engine spec.
+fn trace_name(spec: &str) -> String {
+    let base = latch_conformance::compare::report::heading(spec.split("@{").next().unwrap_or(spec));
+    base.trim_end_matches(".wasm")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect()
+}
+
+/// Write the session `id` of the run in `workspace` as a trace at `path`,
+/// reading its store read-only.
+pub fn save_trace(workspace: &Path, id: &str, path: &Path) -> Result<(), CompareError> {
+    let canonical = std::fs::canonicalize(workspace)
+        .map_err(CompareError::io("resolving the temporary workspace"))?;
+    let store = Store::open_read_only(latch_kernel::default_store_path(&canonical))?;
+    let record = store.session(id)?;
+    let recording = super::recording::from_store(&store, &record, true)?;
+    super::trace::write(&recording, path, false)?;
+    Ok(())
+}
+
 /// A finished run: what it left behind and the figures computed from it.
 #[derive(Clone, Debug)]
 pub struct RunOutcome {
+    /// The session the run recorded (in the workspace's store).
+    pub session: String,
     /// The captured requests, usage and views.
     pub record: RunRecord,
     /// The figures of `record`.
     pub figures: RunFigures,
 }
 
-/// Play `plan` through one engine with `model`, and compute its figures.
-/// Set-up failures are errors; a failure during the session stops the run
-/// and is reported in its figures.
+/// Play `plan` through one engine with `model` in a temporary workspace,
+/// and compute its figures. Set-up failures are errors; a failure during
+/// the session stops the run and is reported in its figures.
 pub fn run_one(
     spec: &str,
     choice: &EngineChoice,
     plan: &SessionPlan,
     model: &ModelProfile,
 ) -> Result<RunOutcome, CompareError> {
-    let started = Instant::now();
     let dir = tempfile::Builder::new()
         .prefix("latch-compare-")
         .tempdir()
         .map_err(CompareError::io("creating the temporary workspace"))?;
-    let workspace = std::fs::canonicalize(dir.path())
-        .map_err(CompareError::io("resolving the temporary workspace"))?;
+    run_in(spec, choice, plan, model, dir.path())
+}
+
+/// [`run_one`] in the empty directory `dir`, which keeps the project and
+/// the store (`.latch/latch.db`) the run leaves.
+pub fn run_in(
+    spec: &str,
+    choice: &EngineChoice,
+    plan: &SessionPlan,
+    model: &ModelProfile,
+    dir: &Path,
+) -> Result<RunOutcome, CompareError> {
+    let started = Instant::now();
+    let workspace =
+        std::fs::canonicalize(dir).map_err(CompareError::io("resolving the workspace"))?;
     write_files(&workspace, plan)?;
     let store_path = latch_kernel::default_store_path(&workspace);
     if let Some(parent) = store_path.parent() {
@@ -194,7 +251,7 @@ pub fn run_one(
     let schemas = tools.schemas();
     let sizes = Arc::new(Mutex::new(Vec::new()));
     let engine = choice.create(spec, &session.id, model, || {
-        HttpSummarizer::new(
+        let summarizer = HttpSummarizer::new(
             Provider::new(provider_config.clone())?,
             MODEL,
             schemas,
@@ -203,7 +260,8 @@ pub fn run_one(
             model.estimator,
             sizes.clone(),
         )
-        .map_err(CompareError::io("starting the summarizer's runtime"))
+        .map_err(CompareError::io("starting the summarizer's runtime"))?;
+        Ok(Box::new(summarizer) as Box<dyn latch_conformance::compare::Summarizer>)
     })?;
     let generations = Arc::new(Mutex::new(Vec::new()));
     let engine = recorded(engine, model.estimator, sizes.clone(), generations.clone());
@@ -285,6 +343,7 @@ pub fn run_one(
         error,
     };
     Ok(RunOutcome {
+        session: session.id.clone(),
         figures: figures(&record),
         record,
     })

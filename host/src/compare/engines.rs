@@ -3,13 +3,12 @@
 //! linked natively with a summarizer that calls the model over HTTP.
 
 use super::CompareError;
-use super::summarizer::HttpSummarizer;
 use crate::engine::runtime::EngineSource;
 use crate::engine::{
     ComponentFactory, ContextEngine, ContextEngineFactory, EngineRuntime, Materialization,
     NativeEngine, Observed, SandboxLimits,
 };
-use latch_conformance::compare::SummarizeEngine;
+use latch_conformance::compare::{SummarizeEngine, Summarizer};
 use latch_engine_sdk::types::*;
 use latch_engine_sdk::validate::request_tokens;
 use std::path::Path;
@@ -59,19 +58,19 @@ impl EngineChoice {
     }
 
     /// A fresh engine for one run; the baseline summarizes through
-    /// `summarizer`.
+    /// `summarizer` (made only for the baseline).
     pub fn create(
         &self,
         spec: &str,
         session_id: &str,
         model: &ModelProfile,
-        summarizer: impl FnOnce() -> Result<HttpSummarizer, CompareError>,
+        summarizer: impl FnOnce() -> Result<Box<dyn Summarizer>, CompareError>,
     ) -> Result<Box<dyn ContextEngine>, CompareError> {
         Ok(match self {
             EngineChoice::Component(factory) => factory.create(session_id, model)?,
             EngineChoice::Baseline => Box::new(NativeEngine::new(
                 spec,
-                SummarizeEngine::with_summarizer(model.clone(), Box::new(summarizer()?)),
+                SummarizeEngine::with_summarizer(model.clone(), summarizer()?),
             )),
         })
     }

@@ -9,12 +9,20 @@
 //! lives in [`latch_conformance::compare`]; this module wires it to the
 //! agent ([`driver`]), the engines ([`engines`]) and the baseline's summary
 //! calls over HTTP ([`summarizer`]).
+//!
+//! Beside it, the same engines judged on recorded sessions: a session tree
+//! read from a store opened read-only or from a trace ([`recording`]),
+//! replayed request by request through each engine ([`replay`]); traces to
+//! share, in a documented, versioned JSONL format ([`trace`]).
 
 pub mod driver;
 pub mod engines;
+pub mod recording;
+pub mod replay;
 pub mod summarizer;
+pub mod trace;
 
-pub use driver::{CompareOptions, RunOutcome, run_compare, run_one};
+pub use driver::{CompareOptions, RunOutcome, run_compare, run_in, run_one, save_trace};
 pub use engines::{BASELINE, EngineChoice};
 
 use crate::agent::AgentError;
@@ -51,6 +59,24 @@ pub enum CompareError {
     /// A session plan or option was unusable.
     #[error("{0}")]
     Plan(String),
+    /// No session was named and the workspace has none.
+    #[error("there is no session in {0} yet; name one, or pass the store's path with --store")]
+    NoSession(String),
+    /// The session was deleted from history.
+    #[error(
+        "session {0} was deleted from history (`latch history delete`); Latch does not export \
+         or replay deleted sessions"
+    )]
+    Deleted(String),
+    /// The session asked the model before Latch recorded its requests.
+    #[error(
+        "session {0} was recorded by a Latch that did not record its model requests, so its \
+         requests cannot be asked again; sessions recorded from now on can be replayed"
+    )]
+    Unrecorded(String),
+    /// A trace could not be read or written.
+    #[error(transparent)]
+    Trace(#[from] trace::TraceError),
     /// The temporary workspace, the server or a runtime failed.
     #[error("{what}: {source}")]
     Io {

@@ -30,6 +30,8 @@
 //! * [`slots`] — the GROUP block and permission-prompt extension points.
 //! * [`slash`] — slash-command parsing shared by every surface.
 //! * [`commands`] — custom slash commands: Markdown files with `$ARGUMENTS`.
+//! * [`export`] — a session as Markdown for a person or as its durable
+//!   events in JSON (`latch export`, `/export`).
 //! * [`surface`] — [`Surface`], the combined reducer.
 
 #![warn(missing_docs)]
@@ -38,6 +40,7 @@ pub mod activity;
 pub mod catch_up;
 pub mod children;
 pub mod commands;
+pub mod export;
 pub mod pricing;
 pub mod slash;
 pub mod slots;

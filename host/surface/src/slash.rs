@@ -1,6 +1,6 @@
 //! Slash commands, parsed once for every surface: `/context`, `/compact`,
-//! `/recall <query>`, `/group`, `/rewind [seq]`, `/image <path>`, `/sessions`,
-//! `/help`, `/exit`.
+//! `/recall <query>`, `/group`, `/rewind [seq]`, `/image <path>`,
+//! `/export [path]`, `/sessions`, `/help`, `/exit`.
 
 /// Every slash command with its one-line help, in the order shown.
 pub const SLASH_COMMANDS: &[(&str, &str)] = &[
@@ -18,6 +18,10 @@ pub const SLASH_COMMANDS: &[(&str, &str)] = &[
     (
         "/image",
         "/image <path>: attach an image to the next message",
+    ),
+    (
+        "/export",
+        "/export [path]: write the session as Markdown (.json: its events)",
     ),
     ("/sessions", "the workspace's sessions"),
     (
@@ -60,6 +64,9 @@ pub enum Slash {
     Rewind(Option<u64>),
     /// `/image PATH`.
     Image(String),
+    /// `/export` (to `latch-SESSION.md` in the workspace) or
+    /// `/export PATH`.
+    Export(Option<String>),
     /// `/sessions`.
     Sessions,
     /// `/agents`: the agents users defined.
@@ -139,6 +146,8 @@ impl Slash {
                 .map_err(|_| SlashError::BadRewind(rest.to_string())),
             "/image" if rest.is_empty() => Err(SlashError::MissingImage),
             "/image" => Ok(Slash::Image(rest.to_string())),
+            "/export" if rest.is_empty() => Ok(Slash::Export(None)),
+            "/export" => Ok(Slash::Export(Some(rest.to_string()))),
             "/sessions" => Ok(Slash::Sessions),
             "/agents" => Ok(Slash::Agents),
             "/plan" => Ok(Slash::Plan),
@@ -181,7 +190,13 @@ mod tests {
             err.contains("/teleport") && err.contains("/context"),
             "{err}"
         );
+        assert_eq!(Slash::parse("/export"), Some(Ok(Slash::Export(None))));
+        assert_eq!(
+            Slash::parse("/export  notes/run.json "),
+            Some(Ok(Slash::Export(Some("notes/run.json".into()))))
+        );
         assert_eq!(complete("/co"), vec!["/context", "/compact"]);
+        assert_eq!(complete("/ex"), vec!["/export", "/exit"]);
         assert_eq!(complete("/recall x"), Vec::<&str>::new());
         assert_eq!(
             Slash::parse("/init"),

@@ -84,7 +84,7 @@ fn tab_completes_and_runs_a_custom_command_in_the_tui() {
         ],
     );
     assert!(sent(&server, "Review src/math.sh and list its bugs."));
-    tmux.text("tui", "/exp");
+    tmux.text("tui", "/expl");
     tmux.keys("tui", &["Tab"]);
     tmux.text("tui", "test.sh");
     tmux.keys("tui", &["Enter"]);

@@ -83,6 +83,8 @@ pub enum Command {
     Image(String),
     /// Ctrl-V (or Alt-V): attach the image on the system clipboard.
     PasteImage,
+    /// `/export` or `/export PATH`.
+    Export(Option<String>),
     /// `/sessions`.
     Sessions,
     /// `/agents`: the agents users defined.

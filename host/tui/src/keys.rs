@@ -321,6 +321,7 @@ fn submit(state: &mut UiState) -> Vec<Command> {
             Slash::Group => vec![Command::Group],
             Slash::Rewind(seq) => vec![Command::Rewind(seq)],
             Slash::Image(path) => vec![Command::Image(path)],
+            Slash::Export(path) => vec![Command::Export(path)],
             Slash::Sessions => vec![Command::Sessions],
             Slash::Agents => vec![Command::Agents],
             Slash::Plan => vec![Command::TogglePlan],

@@ -62,6 +62,9 @@ pub const SENT_AS_STORED: &[&str] = &[
     "instructions_loaded",
     // The source and command about to run, and a git tree id: like `mutation`.
     "mutation_pending",
+    // The engine asked, the budget, the system prompt and tool schemas of a
+    // model request: what the page could show of it, no reasoning.
+    "model_request",
 ];
 
 /// The kinds the web sends without their data: only that they happened.

@@ -46,6 +46,10 @@
 //! * [`reads`] — bounded reads over real HTTP: `read_file` of a huge
 //!   line, `read_artifact` of a stored tool output, page by page.
 //! * [`recall`] — the model's `recall` tool reaches what rotated out.
+//! * [`replay`] — `latch engine replay` of a session the agent loop
+//!   recorded: the default engine gives back exactly what was sent; the
+//!   window example and the baseline under the same requests; nothing
+//!   written; traces, redacted or not.
 //! * [`reground`] — host-produced re-ground notes: `complete` refused
 //!   twice, a validation failing the same way twice; in the next request
 //!   and after a resume.
@@ -87,6 +91,7 @@ mod providers;
 mod reads;
 mod recall;
 mod reground;
+mod replay;
 mod sandbox;
 mod skills;
 mod trust;

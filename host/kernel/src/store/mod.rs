@@ -32,7 +32,7 @@ mod sessions;
 
 pub use artifacts::{ImageInfo, image_info};
 pub use lease::{LEASE_TTL, LeaseError, LeaseHolder, SessionLease};
-pub use recall::{SearchRow, fts_query};
+pub use recall::{SNIPPET_CHARS, SearchRow, fts_query, snippet};
 pub use repository::RepositoryDrift;
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use sessions::{SessionRecord, new_session_id};
@@ -94,6 +94,21 @@ pub enum StoreError {
         found: u32,
         /// The newest version this build understands.
         supported: u32,
+    },
+    /// A read-only command found a store of an older schema (upgrading it
+    /// would write).
+    #[error(
+        "{path} has store schema version {found}; this Latch reads version {current} without \
+         writing. Open it once with a command that writes (e.g. `latch sessions`) to upgrade \
+         it, then try again; the file has not been changed"
+    )]
+    OlderSchema {
+        /// The file.
+        path: PathBuf,
+        /// The file's schema version.
+        found: u32,
+        /// The version this build reads.
+        current: u32,
     },
     /// A command that only reads (or continues) sessions found no store.
     #[error(
@@ -302,6 +317,62 @@ impl Store {
             });
         }
         Store::open(path)
+    }
+
+    /// Open the existing store at `path` for reading only: for commands that
+    /// must never change a recorded session (`latch engine replay`, `latch
+    /// export`). SQLite itself refuses every write through this handle
+    /// (read-only connection, `query_only`); nothing is migrated, no
+    /// projection is rebuilt and no file is created. A store written by an
+    /// older Latch is refused with how to upgrade it, since upgrading writes.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Store> {
+        let path = path.as_ref().to_path_buf();
+        if !path.is_file() {
+            return Err(StoreError::Missing { path });
+        }
+        check_header(&path)?;
+        let corrupt = |e: rusqlite::Error| StoreError::Corrupt {
+            path: path.clone(),
+            detail: e.to_string(),
+        };
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(&path, flags).map_err(corrupt)?;
+        conn.busy_timeout(Duration::from_secs(10))?;
+        conn.set_prepared_statement_cache_capacity(64);
+        conn.pragma_update(None, "query_only", "ON")?;
+        let has_table: bool = conn
+            .query_row(
+                "SELECT COUNT(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'latch_schema'",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(corrupt)?;
+        if !has_table {
+            return Err(StoreError::Foreign { path });
+        }
+        let found: u32 = conn
+            .query_row("SELECT version FROM latch_schema", [], |r| r.get(0))
+            .map_err(corrupt)?;
+        if found > SCHEMA_VERSION {
+            return Err(StoreError::NewerSchema {
+                path,
+                found,
+                supported: SCHEMA_VERSION,
+            });
+        }
+        if found < SCHEMA_VERSION {
+            return Err(StoreError::OlderSchema {
+                path,
+                found,
+                current: SCHEMA_VERSION,
+            });
+        }
+        Ok(Store {
+            path,
+            conn: Mutex::new(conn),
+            kernels: Mutex::new(HashMap::new()),
+            decoded: AtomicU64::new(0),
+        })
     }
 
     /// How many events this handle has decoded from rows since it was

@@ -40,8 +40,9 @@ pub fn fts_query(query: &str) -> Option<String> {
     Some(quoted.join(" "))
 }
 
-/// The indexed text around the first word of `words` it contains.
-fn snippet(text: &str, words: &[String]) -> String {
+/// The indexed text around the first word of `words` it contains, at most
+/// [`SNIPPET_CHARS`] characters: the snippet of a search hit.
+pub fn snippet(text: &str, words: &[String]) -> String {
     let chars: Vec<char> = text.chars().collect();
     if chars.len() <= SNIPPET_CHARS {
         return text.to_string();

@@ -236,6 +236,27 @@ impl Store {
         }
     }
 
+    /// The id of a session deleted from history (tombstoned, or below a
+    /// tombstoned session) that `prefix` selects, if any: for commands that
+    /// refuse deleted sessions and say so instead of "no match".
+    pub fn deleted_session_matching(&self, prefix: &str) -> Result<Option<String>> {
+        let prefix = prefix.trim().to_ascii_lowercase();
+        if prefix.is_empty() || !prefix.bytes().all(|b| ALPHABET.contains(&b)) {
+            return Ok(None);
+        }
+        Ok(self
+            .conn()
+            .query_row(
+                &format!(
+                    "{HIDDEN_CTE} SELECT id FROM hidden WHERE substr(id, 1, length(?1)) = ?1
+                     ORDER BY (id = ?1) DESC, id LIMIT 1"
+                ),
+                [&prefix],
+                |r| r.get::<_, String>(0),
+            )
+            .optional()?)
+    }
+
     /// True when the session or one of its ancestors is tombstoned.
     pub fn is_hidden(&self, id: &str) -> Result<bool> {
         Ok(self.conn().query_row(

@@ -83,3 +83,45 @@ fn session_ids_are_short_sortable_and_unique() {
         .collect();
     assert!(many.len() > 990, "random suffixes rarely collide");
 }
+
+#[test]
+fn a_read_only_store_reads_and_refuses_every_write() {
+    let (dir, store, id) = store();
+    store.append(&id, EventKind::user_text("kept")).unwrap();
+    store.delete_session(&id).unwrap();
+    drop(store);
+    let path = dir.path().join("t.db");
+    let before = std::fs::read(&path).unwrap();
+    let ro = Store::open_read_only(&path).unwrap();
+    assert_eq!(ro.all_events(&id).unwrap().len(), 2);
+    assert_eq!(
+        ro.deleted_session_matching(&id[..6]).unwrap(),
+        Some(id.clone())
+    );
+    assert_eq!(ro.kernel(&id).unwrap().own_event_count(), 2);
+    let refused = ro.append(&id, EventKind::user_text("new")).unwrap_err();
+    assert!(refused.to_string().contains("readonly"), "{refused}");
+    let model = latch_engine_sdk::ModelProfile::with_defaults("openai", "m");
+    assert!(ro.create_session("/ws", None, &model).is_err());
+    assert!(ro.conn().execute("CREATE TABLE x (y)", []).is_err());
+    drop(ro);
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the file is unchanged"
+    );
+
+    let missing = Store::open_read_only(dir.path().join("none.db")).unwrap_err();
+    assert!(matches!(missing, StoreError::Missing { .. }), "{missing}");
+    assert!(!dir.path().join("none.db").exists(), "nothing is created");
+    {
+        let conn = Connection::open(&path).unwrap();
+        conn.execute("UPDATE latch_schema SET version = 3", [])
+            .unwrap();
+    }
+    let older = Store::open_read_only(&path).unwrap_err();
+    assert!(
+        older.to_string().contains("schema version 3") && older.to_string().contains("upgrade"),
+        "{older}"
+    );
+}

@@ -9,12 +9,14 @@
 //! module never touches a store, a provider or an agent.
 //!
 //! Module order (each uses only those before it): [`facts`], [`wire`],
-//! [`baseline`], [`sessions`], [`model`], [`metrics`], [`report`].
+//! [`baseline`], [`sessions`], [`model`], [`metrics`], [`report`],
+//! [`replay`] (what `latch engine replay` computes from replayed views).
 
 pub mod baseline;
 pub mod facts;
 pub mod metrics;
 pub mod model;
+pub mod replay;
 pub mod report;
 pub mod sessions;
 pub mod wire;
