@@ -213,7 +213,7 @@ impl Agent {
             self.deliver_steering(observer)?;
             // Repeated failure: the kernel asks the model to re-ground.
             self.reground(observer)?;
-            let (_, view) = self.materialize(query)?;
+            let (context_request, view) = self.materialize(query)?;
             // Kernel context is durable before the request that shows it,
             // tagged with the engine that wrote it.
             let author = self.engine.name().to_string();
@@ -244,7 +244,14 @@ impl Agent {
                 provider: self.provider.kind().name(),
                 model: &self.session.model.model,
                 base_url: self.provider.base_url(),
-                estimated_input_tokens: view.report.total_tokens,
+                // The host's own count of the view it sends, never the
+                // engine's report of it: calibration of every session of
+                // this model is reduced from these figures.
+                estimated_input_tokens: latch_engine_sdk::validate::request_tokens(
+                    self.session.model.estimator,
+                    &view,
+                    context_request.budget.tools_tokens,
+                ),
                 common_prefix_tokens: view.report.common_prefix_tokens,
             };
             let result = {
@@ -387,7 +394,7 @@ impl Agent {
                     continue;
                 }
                 let result = if call.name == latch_engine_sdk::RECALL_TOOL {
-                    self.recall_tool(call)
+                    self.recall_tool(call)?
                 } else {
                     match self.permit(call, observer)? {
                         Permit::Run => self.tools.execute(call),
