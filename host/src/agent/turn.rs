@@ -12,7 +12,7 @@ use super::permissions::Permit;
 use super::provider_io::{self, RequestFigures};
 use super::{Agent, AgentError, AgentEvent, StoreMedia, TurnOutcome, fill_provider_metrics};
 use latch_engine_sdk::types::{SessionContext, ToolCall, ToolResult};
-use latch_kernel::EventKind;
+use latch_kernel::{EventKind, StoreError};
 use latch_provider::{
     AssistantTurn, CacheHints, ProviderError, ProviderRequest, StopReason, StreamEvent, Usage,
 };
@@ -181,13 +181,18 @@ impl Agent {
                 if matches!(e, AgentError::Interrupted) {
                     self.delegation_interrupted();
                 }
-                let _ = self.append(
+                let marked = self.append(
                     EventKind::RunInterrupted {
                         reason: e.to_string(),
                     },
                     observer,
                 );
-                Err(e)
+                // A holder that lost the lease wrote nothing: the turn ends
+                // with the refusal, which names who drives the session now.
+                match marked {
+                    Err(lost @ AgentError::Store(StoreError::LeaseLost { .. })) => Err(lost),
+                    _ => Err(e),
+                }
             }
         }
     }

@@ -84,8 +84,9 @@ pub fn run(
         eprintln!("note: {note}");
     }
     // Nobody else drives it while it runs (`latch resume` is refused).
-    let _lease = setup::take_lease(&env, &session.id, "`latch run`")?;
+    let lease = setup::take_lease(&env, &session.id, "`latch run`")?;
     let mut agent = setup::build_agent(&env, session, &provider, "run")?;
+    agent.stop_when_lost(&lease);
     for image in images {
         // Relative to where `latch` runs, as a shell user expects.
         let path = std::path::absolute(image)?;
@@ -121,7 +122,7 @@ pub fn chat(
         resume.as_ref().map(|s| s.as_deref()),
         "`latch` (line interface)",
     )?;
-    let _lease = opened.lease;
+    let lease = opened.lease;
     if let Some(line) = opened
         .changed
         .map(latch_kernel::EventKind::SessionProfile)
@@ -132,6 +133,7 @@ pub fn chat(
     }
     let provider = opened.provider;
     let mut agent = setup::build_agent(&env, opened.session, &provider, "interactive")?;
+    agent.stop_when_lost(&lease);
     let mut out = printer(false);
     if resume.is_some() {
         let repaired = agent.resume(&mut out)?;

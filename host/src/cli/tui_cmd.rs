@@ -76,9 +76,10 @@ pub fn chat(
         resume.as_ref().map(|s| s.as_deref()),
         "`latch` (terminal UI)",
     )?;
-    let _lease = opened.lease;
+    let lease = opened.lease;
     let provider = opened.provider;
     let mut agent = setup::build_agent(&env, opened.session, &provider, "interactive")?;
+    agent.stop_when_lost(&lease);
     if resume.is_some() {
         agent.resume(&mut |_: AgentEvent| {})?;
     }

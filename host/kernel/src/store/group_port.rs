@@ -128,6 +128,7 @@ fn facts(tx: &Transaction<'_>, root: &str, event: &GroupEvent) -> Refused<Facts>
 
 impl GroupPort for Store {
     fn commit(&self, root: &str, mut event: GroupEvent) -> Result<Committed, GroupError> {
+        let fences = self.fences();
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -163,7 +164,7 @@ impl GroupPort for Store {
                 ));
             }
         }
-        let seqs = insert_in(&tx, &entries, now_ms())?;
+        let seqs = insert_in(&tx, &fences, &entries, now_ms())?;
         tx.commit().map_err(sql)?;
         Ok(Committed {
             seq: seqs[0],
@@ -172,6 +173,7 @@ impl GroupPort for Store {
     }
 
     fn deliver(&self, root: &str, recipient: &str) -> Result<Vec<(u64, EventKind)>, GroupError> {
+        let fences = self.fences();
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -217,7 +219,7 @@ impl GroupPort for Store {
                 }),
             ));
         }
-        let seqs = insert_in(&tx, &entries, now_ms())?;
+        let seqs = insert_in(&tx, &fences, &entries, now_ms())?;
         tx.commit().map_err(sql)?;
         Ok(seqs
             .into_iter()
