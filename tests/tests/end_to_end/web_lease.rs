@@ -65,7 +65,7 @@ fn a_driver_stopped_past_its_lease_writes_nothing_after_a_takeover() {
     let ws = project();
     let provider = io
         .block_on(FakeServer::start(Script::new([
-            ScriptedTurn::tool_call("shell", r#"{"command":"sleep 8; echo late > late.txt"}"#),
+            ScriptedTurn::tool_call("shell", r#"{"command":"sleep 12; echo late > late.txt"}"#),
             ScriptedTurn::text("Done."),
         ])))
         .unwrap();
@@ -73,7 +73,7 @@ fn a_driver_stopped_past_its_lease_writes_nothing_after_a_takeover() {
     args.extend(["run", "sleep, then write late.txt"].map(str::to_string));
     let first = Reaped(
         latch_command(ws.path(), &args)
-            .env(latch_kernel::LEASE_TTL_ENV, "600")
+            .env(latch_kernel::LEASE_TTL_ENV, "2000")
             .spawn()
             .unwrap(),
     );
@@ -112,8 +112,13 @@ fn a_driver_stopped_past_its_lease_writes_nothing_after_a_takeover() {
         }
         writable.then_some(())
     });
-    // Past its lease (600 ms), another process takes the session over.
-    std::thread::sleep(Duration::from_millis(1_500));
+    let mut first = first;
+    assert!(
+        first.0.try_wait().unwrap().is_none(),
+        "the first driver ended before it was stopped"
+    );
+    // Past its lease (2 s), another process takes the session over.
+    std::thread::sleep(Duration::from_millis(3_000));
     let mut second = Reaped(
         latch_command(
             ws.path(),
@@ -140,7 +145,6 @@ fn a_driver_stopped_past_its_lease_writes_nothing_after_a_takeover() {
     });
     let before = repaired.len();
     signal(first_pid, "CONT").unwrap();
-    let mut first = first;
     let status = wait_for("the first driver to end", || first.0.try_wait().unwrap());
     let mut stderr = String::new();
     std::io::Read::read_to_string(&mut first.0.stderr.take().unwrap(), &mut stderr).unwrap();
@@ -165,7 +169,7 @@ fn a_driver_stopped_past_its_lease_writes_nothing_after_a_takeover() {
         "no request after the takeover"
     );
     // Its tool call was stopped at once: the command never finished.
-    std::thread::sleep(Duration::from_secs(9).saturating_sub(running.elapsed()));
+    std::thread::sleep(Duration::from_secs(13).saturating_sub(running.elapsed()));
     assert!(
         !ws.path().join("late.txt").exists(),
         "the lost holder's command ran on"
