@@ -31,16 +31,23 @@
 //!   figures are checked against the captured requests (the full sessions
 //!   are `#[ignore]`d: the local tier).
 //! * [`acp`] — `latch acp` driven by a scripted ACP client over stdio.
-//! * [`sandbox`] — `latch sandbox check` refuses its four probes, the
-//!   Unix-socket connect outside the workspace among them.
+//! * [`sandbox`] — `latch sandbox check` refuses its seven probes, the
+//!   Unix-socket connect, TIOCSTI and a setsid survivor among them.
+//! * [`terminal`] — a command never reaches the terminal: keys pushed
+//!   with `TIOCSTI` and keys typed before the prompt never answer it.
 //! * [`commands`] — custom slash commands: Tab, `/help` and `$ARGUMENTS`
 //!   in the TUI and the line interface.
 //! * [`hooks`] — `[hooks]` at every point, in the sandbox, a `pre_tool`
 //!   denial the model reads, trust for a workspace's hooks, the TUI row.
 //! * [`trust`] — workspace trust: `run`/`serve` refuse, `--trust-workspace`,
 //!   `latch trust [--revoke]`, the REPL question and the TUI modal.
+//! * [`trust_doors`] — trust covers what it runs: a trusted server's
+//!   script rewritten asks again, the config dir is hidden from commands
+//!   wherever it is, a shipped store's endpoint never gets the key unasked.
 //! * [`rewind`] — checkpoints: `latch rewind` and `/rewind` put files back
 //!   to before a message as new events; outside changes are left alone.
+//! * [`git_doors`] — a repository a command creates is used only once
+//!   `latch git --adopt` says so, and its programs never run.
 //! * [`local_servers`] — against the fake playing llama.cpp's servers:
 //!   model and window discovered, each retry said once, an empty answer
 //!   said, interrupted sessions marked, `[tools]` checked.
@@ -64,6 +71,8 @@ mod cost;
 mod crash;
 #[path = "cli/first_run.rs"]
 mod first_run;
+#[path = "cli/git_doors.rs"]
+mod git_doors;
 #[path = "cli/group.rs"]
 mod group;
 #[path = "cli/group_hosts.rs"]
@@ -90,8 +99,12 @@ mod safety;
 mod sandbox;
 #[path = "cli/skills_mcp.rs"]
 mod skills_mcp;
+#[path = "cli/terminal.rs"]
+mod terminal;
 #[path = "cli/trust.rs"]
 mod trust;
+#[path = "cli/trust_doors.rs"]
+mod trust_doors;
 #[path = "cli/tui.rs"]
 mod tui;
 #[path = "cli/tui_screen.rs"]

@@ -4,10 +4,14 @@
 //! snapshot a possible mutation takes before its command (so its changes
 //! can be checkpointed): warm (Latch's index current), and the whole
 //! bookkeeping of a command that changes nothing (fingerprint, snapshot,
-//! fingerprint), also as ratios to `git status`.
+//! fingerprint), also as ratios to `git status`. Every git of Latch's runs
+//! through its own door ([`latch_kernel::git`]): its own config, a cleared
+//! environment and the confinement of a fresh namespace and Landlock, all
+//! included in the figures.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use latch_kernel::fingerprint::Fingerprint;
+use latch_kernel::git::{Git, Repository};
 use latch_kernel::snapshot::Snapshot;
 use std::path::Path;
 use std::process::Command;
@@ -87,34 +91,36 @@ fn bench(c: &mut Criterion) {
             .output()
             .unwrap();
     };
+    let store = tempfile::tempdir().unwrap();
+    let repo = Repository::discover(ws).unwrap();
+    let git = Git::open(&repo, ws, store.path()).unwrap();
     let compare = || {
-        let mut before = Fingerprint::take(ws).unwrap();
-        let mut after = Fingerprint::take(ws).unwrap();
+        let mut before = Fingerprint::take(&git).unwrap();
+        let mut after = Fingerprint::take(&git).unwrap();
         assert!(before.changed_paths(&mut after).is_empty());
     };
-    let store = tempfile::tempdir().unwrap();
-    let snapshot = || drop(Snapshot::take(ws, store.path(), &[]).unwrap());
+    let snapshot = || drop(Snapshot::take(&git, &[]).unwrap());
     let cold_start = Instant::now();
     snapshot();
     let cold = cold_start.elapsed();
     let command = || {
-        let mut before = Fingerprint::take(ws).unwrap();
-        drop(Snapshot::take(ws, store.path(), &[]).unwrap());
-        let mut after = Fingerprint::take(ws).unwrap();
+        let mut before = Fingerprint::take(&git).unwrap();
+        drop(Snapshot::take(&git, &[]).unwrap());
+        let mut after = Fingerprint::take(&git).unwrap();
         assert!(before.changed_paths(&mut after).is_empty());
     };
     let mut g = c.benchmark_group("fingerprint_10k");
     g.sample_size(20);
     g.bench_function("git_status", |b| b.iter(status));
     g.bench_function("fingerprint_warm", |b| {
-        b.iter(|| Fingerprint::take(ws).unwrap())
+        b.iter(|| Fingerprint::take(&git).unwrap())
     });
     g.bench_function("before_after", |b| b.iter(compare));
     g.bench_function("snapshot_warm", |b| b.iter(snapshot));
     g.bench_function("command_bookkeeping", |b| b.iter(command));
     g.finish();
     let s = mean(status, 10);
-    let f = mean(|| drop(Fingerprint::take(ws).unwrap()), 10);
+    let f = mean(|| drop(Fingerprint::take(&git).unwrap()), 10);
     let ba = mean(compare, 10);
     println!(
         "10k files: git status {s:?}, fingerprint {f:?} ({:.2}x git status), \

@@ -16,14 +16,20 @@
 //! overwrites (so the rewind itself loses nothing), writes the files, observes
 //! them, and ends with [`EventKind::Rewound`]. A file whose bytes on disk are
 //! not what Latch last knew (changed outside Latch) is a conflict: it is
-//! reported and left alone.
+//! reported and left alone. So is a symbolic link (or a directory, or any
+//! other non-file) where the file was: every read and write of a rewind
+//! and of a checkpoint goes through [`crate::beneath`], which never follows
+//! a link nor leaves the workspace, and the bytes a rewind compares are
+//! read through the descriptor it then writes.
 
+use crate::beneath::{self, BeneathError, Target};
 use crate::event::{EventKind, LeftBehind, sha256_hex};
 use crate::ops::commit_mutation;
 use crate::snapshot::Snapshot;
 use crate::store::{Store, StoreError};
-use std::collections::BTreeMap;
-use std::path::{Component, Path, PathBuf};
+use std::collections::{BTreeMap, HashMap};
+use std::os::fd::OwnedFd;
+use std::path::{Component, Path};
 
 /// Why a checkpoint or a rewind failed.
 #[derive(Debug, thiserror::Error)]
@@ -48,13 +54,21 @@ pub enum RewindError {
     /// A recorded path would leave the workspace.
     #[error("the checkpoint path `{0}` is not inside the workspace")]
     BadPath(String),
+    /// The workspace itself cannot be opened.
+    #[error("the workspace {path} cannot be opened: {source}")]
+    Workspace {
+        /// The workspace.
+        path: String,
+        /// Why.
+        source: BeneathError,
+    },
     /// Reading or writing a file failed.
-    #[error("{path}: {source}")]
+    #[error("{path} {source}")]
     Io {
         /// The file.
         path: String,
         /// The error.
-        source: std::io::Error,
+        source: BeneathError,
     },
 }
 
@@ -107,37 +121,74 @@ pub fn record_command_checkpoints(
     changed: &[String],
     existed: &dyn Fn(&str) -> bool,
 ) -> Result<usize, StoreError> {
+    let Ok(root) = beneath::open_dir(workspace) else {
+        return Ok(0);
+    };
     let changed: Vec<String> = changed
         .iter()
-        .filter(|p| !p.ends_with('/') && resolve(workspace, p).is_ok())
+        .filter(|p| !p.ends_with('/') && relative(p).is_ok())
         .take(COMMAND_CHECKPOINT_MAX_FILES)
         .cloned()
         .collect();
     let entries = snapshot.entries(&changed);
+    // A filter driver's output is not the file as it was: never written back.
+    let held: Vec<String> = changed
+        .iter()
+        .filter(|p| entries.contains_key(*p))
+        .cloned()
+        .collect();
+    let Ok(conversions) = snapshot.conversions(&held) else {
+        return Ok(0);
+    };
+    // What each path held before: `Some(None)` for nothing, `Some(Some(oid))`
+    // for a file; paths that cannot be checkpointed are left out.
+    let mut before_of: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for path in &changed {
+        match entries.get(path) {
+            // A link or a submodule, a large file, a filtered one.
+            Some(e) if !e.regular || e.size > COMMAND_CHECKPOINT_MAX_BYTES => {}
+            Some(_) if conversions.filtered.contains(path) => {}
+            Some(e) => {
+                before_of.insert(path.clone(), Some(e.oid.clone()));
+            }
+            None if existed(path) => {}
+            None => {
+                before_of.insert(path.clone(), None);
+            }
+        }
+    }
+    let blobs: Vec<(String, String)> = before_of
+        .iter()
+        .filter_map(|(p, oid)| oid.clone().map(|o| (o, p.clone())))
+        .collect();
+    let mut artifacts: HashMap<String, String> = HashMap::new();
+    snapshot.read_blobs(&blobs, &conversions, &mut |path, bytes| {
+        let sha = store
+            .put_artifact(&bytes, Some("application/octet-stream"))?
+            .sha256;
+        artifacts.insert(path.to_string(), sha);
+        Ok(())
+    })?;
     let mut events = Vec::new();
-    for path in changed {
-        let before = match entries.get(&path) {
-            Some(e) if e.size > COMMAND_CHECKPOINT_MAX_BYTES => continue,
-            Some(e) => match snapshot.blob(&e.oid, &path) {
-                Some(bytes) => Some(
-                    store
-                        .put_artifact(&bytes, Some("application/octet-stream"))?
-                        .sha256,
-                ),
-                None => continue,
+    for (path, oid) in before_of {
+        let before = match oid {
+            Some(_) => match artifacts.get(&path) {
+                Some(sha) => Some(sha.clone()),
+                None => continue, // unreadable
             },
-            None if existed(&path) => continue,
             None => None,
         };
-        let abs = workspace.join(&path);
-        let after = match std::fs::symlink_metadata(&abs) {
-            Ok(m) if m.is_file() => match std::fs::read(&abs) {
-                Ok(bytes) => LeftBehind::Written(sha256_hex(&bytes)),
-                Err(_) => continue,
-            },
-            // Something Latch would not write back over (a link, a directory).
-            Ok(_) => continue,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => LeftBehind::Removed,
+        let after = match beneath::read(&root, Path::new(&path)) {
+            Ok(Some(bytes)) => LeftBehind::Written(sha256_hex(&bytes)),
+            Ok(None) => LeftBehind::Removed,
+            // Something Latch never reads through nor writes back over (a
+            // link to `~/.bashrc`, a directory swapped for a link) where a
+            // file was: kept, so a rewind names it instead of forgetting
+            // the file. A link made where nothing was is not checkpointed.
+            Err(BeneathError::Symlink | BeneathError::NotAFile) if before.is_some() => {
+                LeftBehind::NotAFile
+            }
+            // A file it cannot read.
             Err(_) => continue,
         };
         // A file rewritten with the bytes it had is no change.
@@ -188,6 +239,10 @@ pub struct RewindPlan {
     pub actions: Vec<(String, FileAction)>,
     /// Files changed outside Latch since it last wrote or saw them: left alone.
     pub conflicts: Vec<String>,
+    /// Those of the conflicts where a symbolic link, a directory or another
+    /// non-file now stands (or a link lies on the way): Latch never writes
+    /// or removes through it.
+    pub links: Vec<String>,
 }
 
 /// The session's user messages, oldest first, each with the files a rewind
@@ -247,11 +302,13 @@ fn known_files(events: &[crate::event::StoredEvent]) -> Known {
                 after: Some(after),
                 ..
             } => {
-                let state = match after {
-                    LeftBehind::Written(h) => Some(Some(h.clone())),
-                    LeftBehind::Removed => None,
+                match after {
+                    LeftBehind::Written(h) => known.insert(path.clone(), Some(Some(h.clone()))),
+                    LeftBehind::Removed => known.insert(path.clone(), None),
+                    // Not a file Latch knows the bytes of: whatever file
+                    // stands there later was put there outside Latch.
+                    LeftBehind::NotAFile => known.remove(path),
                 };
-                known.insert(path.clone(), state);
             }
             EventKind::Rewound { removed, .. } => {
                 for p in removed {
@@ -287,27 +344,28 @@ pub fn plan_rewind(
         }
     }
     let known = known_files(&events);
+    let root = open_workspace(root)?;
     let mut plan = RewindPlan {
         to_seq,
         actions: Vec::new(),
         conflicts: Vec::new(),
+        links: Vec::new(),
     };
     for (path, before) in first {
-        let abs = resolve(root, &path)?;
-        let current = read_current(&abs, &path)?;
-        let expected = known.get(&path).cloned().flatten();
-        let unchanged = match (&current, &expected) {
-            (None, None) => true,
-            (Some(bytes), Some(Some(h))) => &sha256_hex(bytes) == h,
-            // Too large to hash when seen: nothing to compare against.
-            (Some(_), Some(None)) => true,
-            _ => false,
+        let current = match read_current(&root, &path) {
+            Ok(current) => current,
+            Err(Unreadable::Link) => {
+                plan.conflicts.push(path.clone());
+                plan.links.push(path);
+                continue;
+            }
+            Err(Unreadable::Failed(e)) => return Err(e),
         };
         let current_hash = current.as_deref().map(sha256_hex);
         if current_hash == before {
             continue; // Already as it was.
         }
-        if !unchanged {
+        if !unchanged(&current, known.get(&path)) {
             plan.conflicts.push(path);
             continue;
         }
@@ -322,13 +380,28 @@ pub fn plan_rewind(
     Ok(plan)
 }
 
+/// Whether `current` (the file's bytes, `None`: no file) is what Latch last
+/// knew of it.
+fn unchanged(current: &Option<Vec<u8>>, known: Option<&Option<Option<String>>>) -> bool {
+    match (current, known.cloned().flatten()) {
+        (None, None) => true,
+        (Some(bytes), Some(Some(h))) => sha256_hex(bytes) == h,
+        // Too large to hash when seen: nothing to compare against.
+        (Some(_), Some(None)) => true,
+        _ => false,
+    }
+}
+
 /// Apply `plan` to the workspace at `root` as durable events of `session`;
-/// returns the [`EventKind::Rewound`] event's sequence number.
+/// returns the [`EventKind::Rewound`] event's sequence number. Each file is
+/// opened once beneath the workspace, never through a link; a file that
+/// changed since the plan was made (or where a link now stands) is moved
+/// from the plan's actions to its conflicts and left alone.
 pub fn apply_rewind(
     store: &Store,
     session: &str,
     root: &Path,
-    plan: &RewindPlan,
+    plan: &mut RewindPlan,
 ) -> Result<u64, RewindError> {
     let paths: Vec<String> = plan.actions.iter().map(|(p, _)| p.clone()).collect();
     // Every artifact must be there before anything is touched.
@@ -344,36 +417,77 @@ pub fn apply_rewind(
             bytes_of.insert(path.clone(), bytes);
         }
     }
+    let dir = open_workspace(root)?;
     if !paths.is_empty() {
         commit_mutation(store, session, "rewind", paths, None)?;
     }
+    let known = known_files(&store.all_events(session)?);
     let (mut restored, mut removed) = (Vec::new(), Vec::new());
+    let mut left = Vec::new();
     for (path, action) in &plan.actions {
-        let abs = resolve(root, path)?;
-        let current = read_current(&abs, path)?;
-        record_checkpoint(store, session, path, current.as_deref())?;
+        let rel = relative(path)?;
         let io = |source| RewindError::Io {
             path: path.clone(),
             source,
         };
+        let mut target = match beneath::open_target(&dir, rel) {
+            Ok(t) => t,
+            Err(BeneathError::Symlink | BeneathError::NotAFile) => {
+                left.push((path.clone(), true));
+                continue;
+            }
+            Err(e) => return Err(io(e)),
+        };
+        let current = target.bytes().map_err(io)?;
+        if current.is_none() && matches!(action, FileAction::Remove) {
+            removed.push(path.clone()); // Gone already.
+            continue;
+        }
+        if !unchanged(&current, known.get(path)) {
+            left.push((path.clone(), false));
+            continue;
+        }
+        record_checkpoint(store, session, path, current.as_deref())?;
         match action {
             FileAction::Restore(_) => {
                 let bytes = &bytes_of[path];
-                if let Some(parent) = abs.parent() {
-                    std::fs::create_dir_all(parent).map_err(io)?;
+                match beneath::write(&dir, rel, target, bytes, true) {
+                    Ok(()) => {}
+                    Err(
+                        BeneathError::Symlink | BeneathError::NotAFile | BeneathError::Appeared,
+                    ) => {
+                        left.push((path.clone(), true));
+                        continue;
+                    }
+                    Err(e) => return Err(io(e)),
                 }
-                std::fs::write(&abs, bytes).map_err(io)?;
                 store.append(session, EventKind::file_observed(path.clone(), bytes))?;
                 restored.push(path.clone());
             }
             FileAction::Remove => {
-                if current.is_some() {
-                    std::fs::remove_file(&abs).map_err(io)?;
+                if let Target::Existing(_) = target {
+                    match beneath::remove_file(&dir, rel) {
+                        Ok(()) | Err(BeneathError::NotFound) => {}
+                        Err(BeneathError::Symlink | BeneathError::NotAFile) => {
+                            left.push((path.clone(), true));
+                            continue;
+                        }
+                        Err(e) => return Err(io(e)),
+                    }
                 }
                 removed.push(path.clone());
             }
         }
     }
+    for (path, link) in left {
+        plan.actions.retain(|(p, _)| *p != path);
+        if link {
+            plan.links.push(path.clone());
+        }
+        plan.conflicts.push(path);
+    }
+    plan.conflicts.sort();
+    plan.links.sort();
     Ok(store.append(
         session,
         EventKind::Rewound {
@@ -412,24 +526,44 @@ pub fn rewound_summary(event: &EventKind) -> Option<String> {
     Some(summary)
 }
 
-fn resolve(root: &Path, rel: &str) -> Result<PathBuf, RewindError> {
+/// `rel` as a path inside the workspace, or [`RewindError::BadPath`].
+fn relative(rel: &str) -> Result<&Path, RewindError> {
     let p = Path::new(rel);
-    if p.is_absolute()
+    if rel.is_empty()
+        || p.is_absolute()
         || p.components()
             .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir))
     {
         return Err(RewindError::BadPath(rel.to_string()));
     }
-    Ok(root.join(p))
+    Ok(p)
 }
 
-fn read_current(abs: &Path, rel: &str) -> Result<Option<Vec<u8>>, RewindError> {
-    match std::fs::read(abs) {
-        Ok(b) => Ok(Some(b)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(RewindError::Io {
+fn open_workspace(root: &Path) -> Result<OwnedFd, RewindError> {
+    beneath::open_dir(root).map_err(|source| RewindError::Workspace {
+        path: root.display().to_string(),
+        source,
+    })
+}
+
+/// Why a file's current bytes could not be read.
+enum Unreadable {
+    /// A link (or a non-file) is where the file was, or on the way to it.
+    Link,
+    /// Anything else.
+    Failed(RewindError),
+}
+
+/// The bytes at `rel` beneath the workspace `root` (`None`: no file), read
+/// without following a link.
+fn read_current(root: &OwnedFd, rel: &str) -> Result<Option<Vec<u8>>, Unreadable> {
+    let p = relative(rel).map_err(Unreadable::Failed)?;
+    match beneath::read(root, p) {
+        Ok(bytes) => Ok(bytes),
+        Err(BeneathError::Symlink | BeneathError::NotAFile) => Err(Unreadable::Link),
+        Err(source) => Err(Unreadable::Failed(RewindError::Io {
             path: rel.to_string(),
             source,
-        }),
+        })),
     }
 }

@@ -623,6 +623,10 @@ pub enum LeftBehind {
     Written(String),
     /// The command removed the file.
     Removed,
+    /// A symbolic link, a directory or another non-file now stands where
+    /// the file was (or a link lies on the way to it): Latch never reads
+    /// through it, and a rewind leaves it alone and names it.
+    NotAFile,
 }
 
 /// Opaque provider state as stored (see [`EventKind::ProviderState`]).

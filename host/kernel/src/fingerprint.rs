@@ -2,17 +2,20 @@
 //! the workspace?
 //!
 //! A fingerprint covers the files git tracks or would track (`git ls-files
-//! --cached --others --exclude-standard`), each by size and modification
-//! time; where those moved between two fingerprints the file is hashed, so
-//! a file rewritten with the same bytes is no change. Hashes are cached per
-//! path between calls, so a warm fingerprint costs one `git ls-files` and
-//! one `stat` per file. A workspace that is not a git work tree has no
-//! fingerprint: every possible mutation then counts as a change.
+//! --cached --others --exclude-standard`, run through Latch's own git,
+//! [`crate::git`]), each by size and modification time; where those moved
+//! between two fingerprints the file is hashed, so a file rewritten with
+//! the same bytes is no change. Hashes are cached per path between calls,
+//! so a warm fingerprint costs one `git ls-files` and one `stat` per file.
+//! A workspace that is not a git work tree has no fingerprint: every
+//! possible mutation then counts as a change.
 
+use crate::beneath::{self, BeneathError};
+use crate::git::{Git, GitError};
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 use std::time::SystemTime;
 
@@ -38,33 +41,51 @@ fn hash_cache() -> &'static Mutex<HashMap<PathBuf, Entry>> {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-fn hash_file(path: &Path) -> Option<[u8; 32]> {
-    let mut file = std::fs::File::open(path).ok()?;
+/// The hash of what is at `rel` beneath the workspace `root`, never
+/// following a link: a regular file's bytes, a symbolic link's target
+/// (what git tracks of it). Anything else (a FIFO, a device, a link swapped
+/// in on the way) has no hash, and counts as changed.
+fn hash_file(root: &OwnedFd, rel: &str) -> Option<[u8; 32]> {
     let mut hasher = Sha256::new();
-    std::io::copy(&mut file, &mut hasher).ok()?;
+    match beneath::open_file(root, Path::new(rel)) {
+        Ok(mut file) => {
+            std::io::copy(&mut file, &mut hasher).ok()?;
+        }
+        Err(BeneathError::Symlink) => {
+            let (dir, name) = match rel.rsplit_once('/') {
+                Some((dir, name)) => (dir, name),
+                None => (".", rel),
+            };
+            let Ok(beneath::Opened::Dir(dir)) = beneath::open_beneath(root, Path::new(dir)) else {
+                return None;
+            };
+            let target = rustix::fs::readlinkat(&dir, name, Vec::new()).ok()?;
+            hasher.update(b"link:");
+            hasher.update(target.as_bytes());
+        }
+        Err(_) => return None,
+    }
     Some(hasher.finalize().into())
 }
 
 impl Fingerprint {
-    /// Fingerprint `workspace`, or `None` when it is not inside a git work
-    /// tree (or git is not installed).
-    pub fn take(workspace: &Path) -> Option<Fingerprint> {
-        let out = Command::new("git")
-            .args([
-                "ls-files",
-                "-z",
-                "--cached",
-                "--others",
-                "--exclude-standard",
-            ])
-            .current_dir(workspace)
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .output()
-            .ok()?;
-        if !out.status.success() {
-            return None;
-        }
+    /// Fingerprint the workspace of `git`.
+    pub fn take(git: &Git) -> Result<Fingerprint, GitError> {
+        let args = [
+            "ls-files",
+            "-z",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+        ];
+        // An index Latch's git cannot read (a split index keeps half of it
+        // beside the repository's config) is no index: every file is then
+        // one git would track.
+        let out = match git.output(&git.repository().index(), &args, None) {
+            Ok(out) => out,
+            Err(_) => git.output(&git.snapshot_dir().join("no-index"), &args, None)?,
+        };
+        let workspace = git.workspace();
         let cache = hash_cache().lock().unwrap_or_else(|p| p.into_inner());
         let mut files = HashMap::new();
         for rel in out.stdout.split(|b| *b == 0).filter(|r| !r.is_empty()) {
@@ -87,7 +108,7 @@ impl Fingerprint {
             }
             files.insert(rel, entry);
         }
-        Some(Fingerprint {
+        Ok(Fingerprint {
             root: workspace.to_path_buf(),
             files,
         })
@@ -114,6 +135,7 @@ impl Fingerprint {
     /// its hash is what it was.
     pub fn changed_paths(&mut self, after: &mut Fingerprint) -> Vec<String> {
         let mut changed: Vec<String> = Vec::new();
+        let root = beneath::open_dir(&after.root).ok();
         let mut cache = hash_cache().lock().unwrap_or_else(|p| p.into_inner());
         for (rel, new) in after.files.iter_mut() {
             let abs = after.root.join(rel);
@@ -123,7 +145,7 @@ impl Fingerprint {
                 Some(old) if old.mtime == new.mtime => {}
                 Some(old) => {
                     if new.sha256.is_none() {
-                        new.sha256 = hash_file(&abs);
+                        new.sha256 = root.as_ref().and_then(|r| hash_file(r, rel));
                     }
                     // The hash before is known only when an earlier call
                     // hashed that stat; otherwise the move counts as a change.
@@ -149,6 +171,8 @@ impl Fingerprint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::git::Repository;
+    use std::process::Command;
 
     fn git(ws: &Path, args: &[&str]) {
         assert!(
@@ -165,27 +189,64 @@ mod tests {
     #[test]
     fn sees_edits_new_and_removed_files_but_not_ignored_ones() {
         let dir = tempfile::tempdir().unwrap();
+        let store = tempfile::tempdir().unwrap();
         let ws = dir.path();
         git(ws, &["init", "-q"]);
         std::fs::write(ws.join(".gitignore"), "target/\n").unwrap();
+        std::fs::write(ws.join(".git/info/exclude"), "*.tmp\n").unwrap();
         std::fs::write(ws.join("a.rs"), "a").unwrap();
-        let mut before = Fingerprint::take(ws).unwrap();
+        let repo = Repository::discover(ws).unwrap();
+        let g = Git::open(&repo, ws, store.path()).unwrap();
+        let mut before = Fingerprint::take(&g).unwrap();
         std::fs::create_dir_all(ws.join("target")).unwrap();
         std::fs::write(ws.join("target/out"), "built").unwrap();
-        let mut after = Fingerprint::take(ws).unwrap();
+        std::fs::write(ws.join("scratch.tmp"), "scratch").unwrap();
+        let mut after = Fingerprint::take(&g).unwrap();
         assert!(before.changed_paths(&mut after).is_empty());
         std::fs::write(ws.join("a.rs"), "ab").unwrap();
         std::fs::write(ws.join("new.rs"), "n").unwrap();
-        let mut edited = Fingerprint::take(ws).unwrap();
+        let mut edited = Fingerprint::take(&g).unwrap();
         assert_eq!(after.changed_paths(&mut edited), vec!["a.rs", "new.rs"]);
         std::fs::remove_file(ws.join("new.rs")).unwrap();
-        let mut removed = Fingerprint::take(ws).unwrap();
+        let mut removed = Fingerprint::take(&g).unwrap();
         assert_eq!(edited.changed_paths(&mut removed), vec!["new.rs"]);
     }
 
     #[test]
-    fn no_fingerprint_outside_a_git_work_tree() {
+    fn a_link_is_hashed_by_its_target_and_never_read_through() {
+        // A link to an endless file: reading through it would never end.
         let dir = tempfile::tempdir().unwrap();
-        assert!(Fingerprint::take(dir.path()).is_none());
+        let store = tempfile::tempdir().unwrap();
+        let ws = dir.path().to_path_buf();
+        git(&ws, &["init", "-q"]);
+        std::os::unix::fs::symlink("/dev/zero", ws.join("zero")).unwrap();
+        let repo = Repository::discover(&ws).unwrap();
+        let g = Git::open(&repo, &ws, store.path()).unwrap();
+        let mut before = Fingerprint::take(&g).unwrap();
+        assert!(before.contains("zero"));
+        // The same link again, its time moved: the same size, so hashed.
+        std::fs::remove_file(ws.join("zero")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", ws.join("zero")).unwrap();
+        assert!(
+            Command::new("touch")
+                .args(["-h", "-d", "1 hour ago", "zero"])
+                .current_dir(&ws)
+                .status()
+                .unwrap()
+                .success()
+        );
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut after = Fingerprint::take(&g).unwrap();
+            let changed = before.changed_paths(&mut after);
+            let again = Fingerprint::take(&g).unwrap();
+            let _ = done.send((changed, after, again));
+        });
+        let (changed, mut after, mut again) = finished
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .expect("the fingerprint read through the link");
+        // Its hash was unknown before: a change once, then none.
+        assert_eq!(changed, ["zero"]);
+        assert!(after.changed_paths(&mut again).is_empty());
     }
 }

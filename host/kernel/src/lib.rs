@@ -18,16 +18,23 @@
 //! * [`bounds`] — the byte and token bounds on stored tool output.
 //! * [`permission`] — the permission lifecycle's vocabulary and the reducer
 //!   of pending requests and session grants.
+//! * [`git`] — Latch's own git, the one door through which the
+//!   fingerprint, snapshots and checkpoints run git: never the repository's
+//!   config, hooks or drivers, always confined.
+//! * [`beneath`] — file I/O beneath the workspace that never follows a
+//!   link, for every read and write Latch does on the user's behalf.
 //! * [`profile`] — the session profile (provider, model, approval and
 //!   sandbox modes) that resume continues with.
 
 #![warn(missing_docs)]
 
 pub mod agents;
+pub mod beneath;
 pub mod bounds;
 pub mod checkpoint;
 pub mod event;
 pub mod fingerprint;
+pub mod git;
 pub mod group;
 pub mod ops;
 pub mod permission;
@@ -64,7 +71,7 @@ pub use state::{
     REFUSALS_IN_A_ROW, RegroundDue, Unfinished, lineage_label, operation_of,
 };
 pub use store::{
-    LEASE_TTL_ENV, LeaseError, LeaseHolder, SearchRow, SessionLease, SessionRecord, Store,
-    StoreError, default_store_path, lease_ttl,
+    LEASE_TTL_ENV, LeaseError, LeaseHolder, RepositoryDrift, SearchRow, SessionLease,
+    SessionRecord, Store, StoreError, default_store_path, lease_ttl,
 };
 pub use view::StoreSessionView;

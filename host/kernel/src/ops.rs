@@ -19,6 +19,8 @@
 use crate::bounds::bound_tool_output;
 use crate::checkpoint::record_command_checkpoints;
 use crate::event::{CertificationOutcome, EventKind, Outcome};
+use crate::fingerprint::Fingerprint;
+use crate::git::Git;
 use crate::snapshot::Snapshot;
 use crate::state::{Certification, GuardVerdict};
 use crate::store::{Result, Store, StoreError};
@@ -36,9 +38,11 @@ pub struct MutationReceipt {
 /// Run `run`, a command of `source` that may write the workspace at
 /// `workspace`, and record its possible mutation.
 ///
-/// In a git work tree the workspace is fingerprinted (see
-/// [`crate::fingerprint`]) and snapshotted (see [`crate::snapshot`]) before
-/// the command, and an [`EventKind::MutationPending`] naming the snapshot is
+/// In the session's git work tree (the one recorded when the session
+/// started, see [`Store::session_repository`]) the workspace is
+/// fingerprinted (see [`crate::fingerprint`]) and snapshotted (see
+/// [`crate::snapshot`]) by Latch's own git ([`crate::git`]) before the
+/// command, and an [`EventKind::MutationPending`] naming the snapshot is
 /// committed **before** it runs, so a process killed mid-command leaves the
 /// record (a resume settles it with a generation-advancing mutation, see
 /// [`settle_pending_mutations`]). After the command, each file the
@@ -55,11 +59,13 @@ pub fn run_possible_mutation<T>(
     workspace: &std::path::Path,
     run: impl FnOnce() -> T,
 ) -> Result<(T, MutationReceipt)> {
-    let Some(mut before) = crate::fingerprint::Fingerprint::take(workspace) else {
+    let git = session_git(store, session, workspace);
+    let Some((git, mut before)) = git.and_then(|g| Fingerprint::take(&g).ok().map(|f| (g, f)))
+    else {
         let receipt = commit_mutation(store, session, source, Vec::new(), command)?;
         return Ok((run(), receipt));
     };
-    let snapshot = Snapshot::take(workspace, &store_dir(store), &store_files(store));
+    let snapshot = Snapshot::take(&git, &store_files(store)).ok();
     store.append(
         session,
         EventKind::MutationPending {
@@ -69,7 +75,8 @@ pub fn run_possible_mutation<T>(
         },
     )?;
     let out = run();
-    let changed = crate::fingerprint::Fingerprint::take(workspace)
+    let changed = Fingerprint::take(&git)
+        .ok()
         .map(|mut after| before.changed_paths(&mut after));
     if let (Some(snapshot), Some(changed)) = (&snapshot, &changed) {
         record_command_checkpoints(store, session, workspace, snapshot, changed, &|p| {
@@ -88,6 +95,13 @@ pub fn run_possible_mutation<T>(
     )?;
     let generation = store.generation_of(session)?;
     Ok((out, MutationReceipt { seq, generation }))
+}
+
+/// Latch's own git for `session` in `workspace`: `None` outside the
+/// session's repository, or when it cannot run confined.
+fn session_git(store: &Store, session: &str, workspace: &Path) -> Option<Git> {
+    let repo = store.session_repository(session).ok()??;
+    Git::open(&repo, workspace, &store_dir(store)).ok()
 }
 
 /// The directory of `store`'s database (where its snapshots live).
@@ -125,20 +139,25 @@ pub fn settle_pending_mutations(
 ) -> Result<Vec<u64>> {
     let pending = store.with_kernel(session, |k| k.unfinished().pending_mutations.clone())?;
     let mut seqs = Vec::new();
+    let git = if pending.is_empty() {
+        None
+    } else {
+        session_git(store, session, workspace)
+    };
     for p in pending {
-        let dir = store_dir(store);
-        let earlier = p
-            .snapshot
-            .as_deref()
-            .and_then(|tree| Snapshot::open(workspace, &dir, tree));
-        if let Some(earlier) = earlier
-            && let Some(now) = Snapshot::take(workspace, &dir, &store_files(store))
+        let earlier = git
+            .as_ref()
+            .zip(p.snapshot.as_deref())
+            .map(|(git, tree)| Snapshot::open(git, tree));
+        if let (Some(git), Some(earlier)) = (&git, earlier)
+            && let Ok(now) = Snapshot::take(git, &store_files(store))
         {
             let changed = earlier.changed_since(&now);
             // A path the tree holds as something else than a regular file
             // (a link) existed; one it does not hold was new.
+            let held = earlier.entries(&changed);
             record_command_checkpoints(store, session, workspace, &earlier, &changed, &|p| {
-                earlier.holds(p)
+                held.contains_key(p)
             })?;
         }
         seqs.push(store.append(

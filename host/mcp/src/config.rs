@@ -63,6 +63,50 @@ pub struct ServerConfig {
     pub startup_timeout_ms: Option<u64>,
     /// Time one tool call may take, in milliseconds (default 120000).
     pub tool_timeout_ms: Option<u64>,
+    /// Files of the workspace this entry runs, as they were when the user
+    /// trusted the workspace's config (set by the host, never read from
+    /// the file): a stdio server starts, or restarts, only while each is
+    /// unchanged.
+    #[serde(skip)]
+    pub trusted_files: Vec<TrustedFile>,
+}
+
+/// A file a trusted server runs, and the hash it had when trusted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TrustedFile {
+    /// The file.
+    pub path: std::path::PathBuf,
+    /// The path shown in messages (relative to the workspace).
+    pub shown: String,
+    /// SHA-256 (hex) of its bytes when trusted.
+    pub sha256: String,
+}
+
+impl TrustedFile {
+    /// Ok while the file has the bytes it had when trusted; else why the
+    /// server may not start, and what to do.
+    pub fn unchanged(&self) -> Result<(), String> {
+        use sha2::{Digest, Sha256};
+        let now = std::fs::File::open(&self.path).and_then(|mut f| {
+            let mut h = Sha256::new();
+            std::io::copy(&mut f, &mut h)?;
+            Ok(hex::encode(h.finalize()))
+        });
+        match now {
+            Ok(now) if now == self.sha256 => Ok(()),
+            Ok(_) => Err(format!(
+                "{} changed since this workspace's config was trusted, so the server is not \
+                 started; review the change, then run `latch trust` (or pass \
+                 --trust-workspace)",
+                self.shown
+            )),
+            Err(e) => Err(format!(
+                "{} was trusted as part of this workspace's config but cannot be read now \
+                 ({e}), so the server is not started",
+                self.shown
+            )),
+        }
+    }
 }
 
 fn yes() -> bool {

@@ -27,7 +27,7 @@ mod servers;
 mod session;
 pub mod spawn;
 
-pub use config::{ConfigError, McpConfig, ServerConfig, Transport};
+pub use config::{ConfigError, McpConfig, ServerConfig, Transport, TrustedFile};
 pub use content::{CallOutcome, Image, outcome_of};
 pub use error::{McpError, StartDetail};
 pub use server::{ServerState, ServerTool};

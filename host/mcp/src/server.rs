@@ -334,6 +334,15 @@ impl Server {
             .map_err(|e| handshake(e.message))?;
         let (client, pid) = match &transport {
             Transport::Stdio { command, args, env } => {
+                // What the user trusted is what runs: checked at every start
+                // and restart, since a command or an edit may rewrite it
+                // while the session goes on.
+                for file in &self.config.trusted_files {
+                    file.unchanged().map_err(|m| {
+                        self.tail.close();
+                        (Failure::Spawn(std::io::ErrorKind::Other), m)
+                    })?;
+                }
                 let sandbox = self
                     .sandbox
                     .as_ref()

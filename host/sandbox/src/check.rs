@@ -1,8 +1,11 @@
 //! `latch sandbox check`: what this machine can enforce, and a self-test
-//! that runs four probes inside a `workspace-write` sandbox — a write
+//! that runs seven probes inside a `workspace-write` sandbox — a write
 //! outside the workspace, a read of `~/.ssh`, a TCP connect to 127.0.0.1,
 //! a connect to a Unix socket outside the workspace (a listener the check
-//! starts itself) — each of which must be refused.
+//! starts itself), `TIOCSTI` (pushing input into a terminal), opening the
+//! controlling terminal, and a `setsid` child left writing after its
+//! command returned — each of which must be refused (the last: stopped
+//! with its command).
 //!
 //! A probe is a process the caller builds (the `latch` binary runs itself
 //! as `latch sandbox probe OP TARGET`, which calls [`probe`]); it exits 0
@@ -15,6 +18,7 @@ use crate::rules::SandboxPolicy;
 use std::io::Read;
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -47,6 +51,18 @@ pub enum ProbeOp {
     Connect,
     /// Connect to the Unix socket at a path.
     UnixConnect,
+    /// Push a byte into the input of the terminal on standard input
+    /// (`TIOCSTI`, also with high bits set in the request). Refused when
+    /// every attempt fails with `EPERM` — the seccomp filter's answer on
+    /// any descriptor (the kernel alone would say `ENOTTY` on one that is
+    /// no terminal).
+    Tiocsti,
+    /// Open the controlling terminal (`/dev/tty`).
+    ControllingTerminal,
+    /// Leave a `setsid` shell appending to the file at the target every
+    /// 100 ms (for 5 s at most), and return once it has started. Refused
+    /// when the file stops growing once the probe has returned.
+    Survivor,
 }
 
 impl ProbeOp {
@@ -57,6 +73,9 @@ impl ProbeOp {
             ProbeOp::Read => "read",
             ProbeOp::Connect => "connect",
             ProbeOp::UnixConnect => "unix-connect",
+            ProbeOp::Tiocsti => "tiocsti",
+            ProbeOp::ControllingTerminal => "controlling-terminal",
+            ProbeOp::Survivor => "survivor",
         }
     }
 
@@ -67,6 +86,9 @@ impl ProbeOp {
             ProbeOp::Read,
             ProbeOp::Connect,
             ProbeOp::UnixConnect,
+            ProbeOp::Tiocsti,
+            ProbeOp::ControllingTerminal,
+            ProbeOp::Survivor,
         ]
         .into_iter()
         .find(|o| o.name() == name)
@@ -97,7 +119,70 @@ pub fn probe(op: ProbeOp, target: &str) -> std::io::Result<()> {
             TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map(drop)
         }
         ProbeOp::UnixConnect => UnixStream::connect(target).map(drop),
+        ProbeOp::Tiocsti => tiocsti(),
+        ProbeOp::ControllingTerminal => std::fs::File::open("/dev/tty").map(drop),
+        ProbeOp::Survivor => survivor(Path::new(target)),
     }
+}
+
+/// [`ProbeOp::Tiocsti`]: Ok when one push was not refused with `EPERM`.
+fn tiocsti() -> std::io::Result<()> {
+    let byte = b'x';
+    let mut refused = None;
+    let [sti, linux] = crate::seccomp::TERMINAL_REQUESTS.map(u64::from);
+    for request in [sti, sti | (1 << 32), linux] {
+        // SAFETY: TIOCSTI reads one byte at the pointer; TIOCLINUX reads
+        // one byte (the subcode) there too.
+        let r = unsafe { libc::ioctl(0, request as _, &byte as *const u8) };
+        let e = std::io::Error::last_os_error();
+        if r == 0 || e.raw_os_error() != Some(libc::EPERM) {
+            println!(
+                "request {request:#x} was not refused by the sandbox (the kernel answered: {})",
+                if r == 0 {
+                    "ok".to_string()
+                } else {
+                    e.to_string()
+                }
+            );
+            return Ok(());
+        }
+        refused = Some(e);
+    }
+    Err(refused.unwrap_or_else(|| std::io::Error::from_raw_os_error(libc::EPERM)))
+}
+
+/// [`ProbeOp::Survivor`]: start the `setsid` writer and wait until it has
+/// written once.
+fn survivor(target: &Path) -> std::io::Result<()> {
+    let mut writer = Command::new("sh");
+    writer
+        .args([
+            "-c",
+            "i=0; while [ $i -lt 50 ] && [ ! -e \"$1.stop\" ]; do echo x >> \"$1\"; \
+             i=$((i+1)); sleep 0.1; done",
+            "latch-survivor",
+        ])
+        .arg(target)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    // SAFETY: setsid is async-signal-safe and touches no memory.
+    unsafe {
+        writer.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    writer.spawn()?;
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while !target.exists() {
+        if std::time::Instant::now() > deadline {
+            return Err(std::io::Error::other("the writer never started"));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    println!("started a setsid writer on {}", target.display());
+    Ok(())
 }
 
 /// One probe's outcome.
@@ -164,10 +249,28 @@ pub fn self_test(
             ProbeOp::UnixConnect,
             socket.display().to_string(),
         ),
+        (
+            "TIOCSTI (push input into a terminal)",
+            ProbeOp::Tiocsti,
+            "standard input".to_string(),
+        ),
+        (
+            "open the controlling terminal",
+            ProbeOp::ControllingTerminal,
+            "/dev/tty".to_string(),
+        ),
+        (
+            "a setsid child outliving its command",
+            ProbeOp::Survivor,
+            workspace.join("survivor.log").display().to_string(),
+        ),
     ];
     let mut results = Vec::new();
     for (what, op, target) in probes {
-        let result = run_probe(&sandbox, probe_command(op, &target), what, &target);
+        let mut result = run_probe(&sandbox, probe_command(op, &target), what, &target);
+        if op == ProbeOp::Survivor {
+            outlived(Path::new(&target), &mut result);
+        }
         results.push(result);
     }
     let _ = std::fs::remove_file(&outside);
@@ -175,6 +278,27 @@ pub fn self_test(
     let _ = std::fs::remove_file(&socket);
     let _ = sandbox.remove_temp_dir();
     Ok(results)
+}
+
+/// After the survivor probe returned: refused when its writer's file
+/// stopped growing (the writer died with its command).
+fn outlived(target: &Path, result: &mut ProbeResult) {
+    if !result.detail.contains("started a setsid writer") {
+        result.refused = false;
+        return;
+    }
+    let size = || std::fs::metadata(target).map(|m| m.len()).unwrap_or(0);
+    std::thread::sleep(Duration::from_millis(300));
+    let before = size();
+    std::thread::sleep(Duration::from_millis(700));
+    let after = size();
+    let _ = std::fs::write(format!("{}.stop", target.display()), b"");
+    result.refused = before == after;
+    result.detail = if result.refused {
+        "stopped with its command".to_string()
+    } else {
+        format!("still writing after its command returned ({before} → {after} bytes)")
+    };
 }
 
 fn run_probe(sandbox: &Sandbox, mut cmd: Command, what: &str, target: &str) -> ProbeResult {
@@ -210,6 +334,7 @@ fn run_probe(sandbox: &Sandbox, mut cmd: Command, what: &str, target: &str) -> P
                     "network is unreachable",
                     "read-only file system",
                     "operation not permitted",
+                    "no such device or address",
                 ]
                 .iter()
                 .any(|w| lower.contains(w));

@@ -5,11 +5,33 @@
 //! Like Codex's default shell environment policy: a command the model runs
 //! never reads the user's keys from its environment by accident.
 //!
+//! [`latch_config_dir`] is where Latch keeps its own secrets (the API key
+//! in the user's config, the serve tokens); the sandbox hides it.
+//!
 //! The provider keys ([`PROVIDER_KEYS`]) are left out in every mode,
 //! `full-access` and granted escalations included, and so from every MCP
 //! server too, unless the user names them in `env_passthrough`.
 
 use std::ffi::{OsStr, OsString};
+use std::path::PathBuf;
+
+/// The variable that moves Latch's config directory.
+pub const CONFIG_DIR_ENV: &str = "LATCH_CONFIG_DIR";
+
+/// Latch's config directory (the user's config, the trust answers, the
+/// serve tokens): `$LATCH_CONFIG_DIR`, else `$XDG_CONFIG_HOME/latch` (when
+/// absolute), else `~/.config/latch`. The host reads its config there and
+/// the sandbox hides it from every confined command, wherever it is.
+pub fn latch_config_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os(CONFIG_DIR_ENV) {
+        return Some(PathBuf::from(dir));
+    }
+    let xdg = std::env::var_os("XDG_CONFIG_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    xdg.or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".config")))
+        .map(|d| d.join("latch"))
+}
 
 /// Parts of a variable name that mark it as a secret.
 pub const SECRET_MARKERS: &[&str] = &["KEY", "SECRET", "TOKEN", "PASSWORD", "CREDENTIAL"];

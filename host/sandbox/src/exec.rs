@@ -1,32 +1,29 @@
 //! [`Sandbox`]: applies a [`SandboxPolicy`] to a [`Command`] before it
-//! spawns. In the forked child, before `exec`, it
-//!
-//! 1. enters a fresh user namespace (mapping only the user's own ids) with
-//!    a fresh network namespace when the network is off (only a down
-//!    loopback is left: every connect fails) and a mount namespace when
-//!    paths must be pinned or protected;
-//! 2. binds the workspace's `.git` onto itself (so it cannot be renamed or
-//!    removed) and `.git/hooks`, `.git/config` and `.latch` read-only;
-//! 3. sets `no_new_privs` and restricts itself with the Landlock ruleset
-//!    built in the parent.
+//! spawns. The process spawned is the command's keeper
+//! ([`crate::keeper`]): a new session with no terminal, and in a confined
+//! mode new user, mount and PID namespaces (and a network namespace when
+//! the network is off) whose init confines itself ([`crate::confine`]:
+//! mounts, `no_new_privs`, Landlock, seccomp) before it forks the command.
 //!
 //! In the parent it sets `TMPDIR` to the session's temp dir and drops the
 //! variables whose names look secret from the command's environment
 //! ([`crate::env`]). The temp dir lives until [`Sandbox::remove_temp_dir`].
 //!
-//! Namespaces, mounts and Landlock domains are inherited by every
-//! descendant and none can be left: a process spawned from a backgrounded
-//! shell is as confined as the shell.
+//! Namespaces, mounts, the Landlock domain and the seccomp filter are
+//! inherited by every descendant and none can be left: a process spawned
+//! from a backgrounded shell is as confined as the shell, and dies with
+//! the command.
 
+use crate::confine::Confinement;
 use crate::env;
 use crate::error::SandboxError;
+use crate::keeper::{self, Plan, write_proc};
 use crate::landlock;
 use crate::mode::SandboxMode;
-use crate::rules::{SandboxPolicy, rules};
+use crate::rules::{SandboxPolicy, hide, rules};
 use crate::seccomp;
 use crate::supervise::{self, SocketRules};
-use std::ffi::{CStr, CString};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -45,6 +42,9 @@ pub struct Sandbox {
     /// finds what a stricter sibling (see [`Sandbox::adjusted`]) created.
     temp_dir: Option<PathBuf>,
     home: Option<PathBuf>,
+    /// Latch's own config directory ([`env::latch_config_dir`], as given
+    /// and as its real path), hidden from every confined command.
+    secrets: Vec<PathBuf>,
     abi: u32,
 }
 
@@ -62,6 +62,7 @@ impl Sandbox {
             session: String::new(),
             temp_dir: None,
             home: None,
+            secrets: Vec::new(),
             abi: 0,
         }
     }
@@ -83,6 +84,7 @@ impl Sandbox {
                 session: session.to_string(),
                 temp_dir: Some(session_temp_dir(session)),
                 home,
+                secrets: Vec::new(),
                 abi: 0,
             });
         }
@@ -99,19 +101,21 @@ impl Sandbox {
             what: format!("the session temp dir {}", temp_dir.display()),
             source,
         })?;
+        let secrets = config_dirs(&workspace);
         let sandbox = Sandbox {
             policy,
             workspace,
             session: session.to_string(),
             temp_dir: Some(temp_dir),
             home,
+            secrets,
             abi,
         };
         if sandbox.needs_namespaces() {
             namespaces_available().map_err(|detail| SandboxError::NamespacesUnavailable {
                 mode,
                 what: if sandbox.policy.network {
-                    "protecting `.git` and `.latch`"
+                    "giving each command its own PID namespace (killed whole when it ends)"
                 } else {
                     "cutting off the network"
                 },
@@ -204,7 +208,6 @@ impl Sandbox {
 
     fn needs_namespaces(&self) -> bool {
         self.policy.mode != SandboxMode::FullAccess
-            && (!self.policy.network || self.policy.mode == SandboxMode::WorkspaceWrite)
     }
 
     /// `cmd`, confined (the MCP client and every tool spawn through this).
@@ -218,32 +221,56 @@ impl Sandbox {
     /// its environment the variables of Latch's whose names look secret
     /// ([`crate::env`]; variables set on `cmd` itself and the policy's
     /// `env_passthrough` stay), and install the steps that run in the child
-    /// before `exec`. A failure of those steps makes the spawn fail with the
-    /// kernel's error. Under `full-access` only the provider keys
-    /// ([`env::PROVIDER_KEYS`]) not passed through are removed.
+    /// before `exec` (its keeper, see [`crate::keeper`]). A failure of
+    /// those steps makes the spawn fail with the kernel's error. Under
+    /// `full-access` only the provider keys ([`env::PROVIDER_KEYS`]) not
+    /// passed through are removed, and the command is still kept: its own
+    /// session without a terminal, its leftovers killed when it ends.
     pub fn apply(&self, cmd: &mut Command) -> Result<(), SandboxError> {
         let mode = self.policy.mode;
+        let setup = |what: &Path, source: std::io::Error| SandboxError::Setup {
+            mode,
+            what: what.display().to_string(),
+            source,
+        };
+        let lifeline = keeper::lifeline().map_err(|e| setup(Path::new("the lifeline"), e))?;
+        // SAFETY: geteuid/getegid cannot fail and touch no memory.
+        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+        let mut plan = Plan {
+            unshare: 0,
+            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
+            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
+            confine: None,
+            lifeline,
+            terminal_filter: seccomp::terminal_program(),
+            stop_signal: keeper::stop_signal(),
+        };
         if mode == SandboxMode::FullAccess {
             let hidden = env::hidden_provider_keys(
                 std::env::vars_os().map(|(name, _)| name),
                 &self.policy.env_passthrough,
             );
             remove_unless_set(cmd, hidden);
+            install(cmd, plan);
             return Ok(());
         }
         let temp_dir = self.temp_dir.clone().unwrap_or_else(std::env::temp_dir);
-        let rules = rules(
+        let mut rules = rules(
             &self.policy,
             &self.workspace,
             &temp_dir,
             self.home.as_deref(),
         );
+        hide(&mut rules, &self.secrets);
+        // A secret inside a writable hierarchy stays reachable through its
+        // rule: an empty mount goes over it instead.
+        let masked = self
+            .secrets
+            .iter()
+            .filter(|s| s.is_dir() && rules.write.iter().any(|w| s.starts_with(w)))
+            .map(|s| c_path(s).map_err(|e| setup(s, e)))
+            .collect::<Result<Vec<_>, _>>()?;
         let ruleset = landlock::ruleset(mode, self.abi, &rules)?;
-        let setup = |what: &Path, source: std::io::Error| SandboxError::Setup {
-            mode,
-            what: what.display().to_string(),
-            source,
-        };
         let mut protected = Vec::new();
         for path in &rules.protected {
             if !path.exists() && path.ends_with(".git/hooks") {
@@ -259,33 +286,34 @@ impl Sandbox {
             .iter()
             .map(|p| c_path(p).map_err(|e| setup(p, e)))
             .collect::<Result<Vec<_>, _>>()?;
-        let mut unshare = 0;
+        plan.unshare = libc::CLONE_NEWUSER | libc::CLONE_NEWNS | libc::CLONE_NEWPID;
         if !self.policy.network {
-            unshare |= libc::CLONE_NEWNET;
-        }
-        if !pinned.is_empty() || !protected.is_empty() {
-            unshare |= libc::CLONE_NEWNS;
-        }
-        if unshare != 0 {
-            unshare |= libc::CLONE_NEWUSER;
+            plan.unshare |= libc::CLONE_NEWNET;
         }
         let channel = supervise::start(self.socket_rules(&temp_dir))
             .map_err(|e| setup(Path::new("the socket supervisor"), e))?;
-        let child = ChildSteps::new(unshare, ruleset, pinned, protected, mode, channel);
+        plan.confine = Some(Confinement::new(
+            mode, self.abi, ruleset, pinned, protected, masked, channel,
+        ));
         cmd.env("TMPDIR", &temp_dir);
         let hidden = env::hidden(
             std::env::vars_os().map(|(name, _)| name),
             &self.policy.env_passthrough,
         );
         remove_unless_set(cmd, hidden);
-        // SAFETY: `enter` runs in the forked child before exec and makes only
-        // async-signal-safe system calls (unshare, open, write, close, mount,
-        // prctl, landlock_restrict_self) on data prepared in the parent; it
-        // allocates nothing and takes no lock.
-        unsafe {
-            cmd.pre_exec(move || child.enter());
-        }
+        install(cmd, plan);
         Ok(())
+    }
+}
+
+/// Install `plan` as the step `cmd`'s child runs before `exec`.
+fn install(cmd: &mut Command, plan: Plan) {
+    // SAFETY: `Plan::enter` runs in the forked child before exec and makes
+    // only async-signal-safe system calls (setsid, unshare, fork, mount,
+    // prctl, landlock, seccomp, poll, waitpid, kill, close) on data prepared
+    // in the parent; it allocates nothing and takes no lock.
+    unsafe {
+        cmd.pre_exec(move || plan.enter());
     }
 }
 
@@ -300,166 +328,6 @@ fn remove_unless_set(cmd: &mut Command, names: Vec<std::ffi::OsString>) {
             cmd.env_remove(name);
         }
     }
-}
-
-/// What the child does before `exec`, prepared in the parent.
-struct ChildSteps {
-    unshare: libc::c_int,
-    ruleset: OwnedFd,
-    uid_map: Vec<u8>,
-    gid_map: Vec<u8>,
-    pinned: Vec<CString>,
-    protected: Vec<(CString, libc::c_ulong)>,
-    /// The seccomp program ([`seccomp::program`]).
-    filter: Vec<libc::sock_filter>,
-    /// The child's end of the channel to the supervisor.
-    channel: OwnedFd,
-}
-
-impl ChildSteps {
-    fn new(
-        unshare: libc::c_int,
-        ruleset: OwnedFd,
-        pinned: Vec<CString>,
-        protected: Vec<(CString, libc::c_ulong)>,
-        mode: SandboxMode,
-        channel: OwnedFd,
-    ) -> ChildSteps {
-        // SAFETY: geteuid/getegid cannot fail and touch no memory.
-        let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
-        ChildSteps {
-            unshare,
-            ruleset,
-            uid_map: format!("{uid} {uid} 1\n").into_bytes(),
-            gid_map: format!("{gid} {gid} 1\n").into_bytes(),
-            pinned,
-            protected,
-            filter: seccomp::program(mode),
-            channel,
-        }
-    }
-
-    /// Runs in the forked child: only async-signal-safe system calls.
-    fn enter(&self) -> std::io::Result<()> {
-        let check = |r: libc::c_long| {
-            if r < 0 {
-                Err(std::io::Error::last_os_error())
-            } else {
-                Ok(())
-            }
-        };
-        // SAFETY: plain system calls on NUL-terminated strings and byte
-        // buffers owned by `self`, which outlives every call.
-        unsafe {
-            if self.unshare != 0 {
-                check(libc::unshare(self.unshare) as libc::c_long)?;
-                write_proc(c"/proc/self/setgroups", b"deny")?;
-                write_proc(c"/proc/self/uid_map", &self.uid_map)?;
-                write_proc(c"/proc/self/gid_map", &self.gid_map)?;
-            }
-            if self.unshare & libc::CLONE_NEWNS != 0 {
-                let none = std::ptr::null::<libc::c_char>();
-                check(libc::mount(
-                    none,
-                    c"/".as_ptr(),
-                    none,
-                    libc::MS_REC | libc::MS_PRIVATE,
-                    std::ptr::null(),
-                ) as libc::c_long)?;
-                for p in &self.pinned {
-                    check(libc::mount(
-                        p.as_ptr(),
-                        p.as_ptr(),
-                        none,
-                        libc::MS_BIND,
-                        std::ptr::null(),
-                    ) as libc::c_long)?;
-                }
-                for (p, flags) in &self.protected {
-                    check(libc::mount(
-                        p.as_ptr(),
-                        p.as_ptr(),
-                        none,
-                        libc::MS_BIND,
-                        std::ptr::null(),
-                    ) as libc::c_long)?;
-                    check(libc::mount(
-                        none,
-                        p.as_ptr(),
-                        none,
-                        libc::MS_REMOUNT | libc::MS_BIND | libc::MS_RDONLY | flags,
-                        std::ptr::null(),
-                    ) as libc::c_long)?;
-                }
-            }
-            check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) as libc::c_long)?;
-            check(libc::syscall(
-                libc::SYS_landlock_restrict_self,
-                self.ruleset.as_raw_fd(),
-                0u32,
-            ))?;
-            self.hand_over_listener()?;
-        }
-        Ok(())
-    }
-
-    /// Install the seccomp filter with a listener, tell the supervisor our
-    /// pid and the listener's fd, and wait until it has taken it.
-    ///
-    /// # Safety
-    /// Runs in the forked child: async-signal-safe system calls only.
-    unsafe fn hand_over_listener(&self) -> std::io::Result<()> {
-        let refused = || std::io::Error::from_raw_os_error(libc::EPERM);
-        let prog = libc::sock_fprog {
-            len: self.filter.len() as libc::c_ushort,
-            filter: self.filter.as_ptr().cast_mut(),
-        };
-        // SAFETY: plain system calls on memory owned by `self` and this frame.
-        unsafe {
-            let listener = libc::syscall(
-                libc::SYS_seccomp,
-                libc::SECCOMP_SET_MODE_FILTER,
-                libc::SECCOMP_FILTER_FLAG_NEW_LISTENER,
-                &prog as *const libc::sock_fprog,
-            );
-            if listener < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let msg = [libc::getpid(), listener as libc::c_int];
-            let channel = self.channel.as_raw_fd();
-            if libc::write(channel, msg.as_ptr().cast(), 8) != 8 {
-                return Err(refused());
-            }
-            let mut ack = 0u8;
-            let n = libc::read(channel, (&mut ack as *mut u8).cast(), 1);
-            libc::close(listener as libc::c_int);
-            if n != 1 || ack != 1 {
-                return Err(refused());
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Write `data` to a `/proc` file with raw system calls.
-///
-/// # Safety
-/// Async-signal-safe; `path` and `data` must stay valid during the call.
-unsafe fn write_proc(path: &CStr, data: &[u8]) -> std::io::Result<()> {
-    // SAFETY: see the function's contract.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let n = libc::write(fd, data.as_ptr().cast(), data.len());
-        let err = std::io::Error::last_os_error();
-        libc::close(fd);
-        if n != data.len() as isize {
-            return Err(err);
-        }
-    }
-    Ok(())
 }
 
 fn c_path(p: &Path) -> std::io::Result<CString> {
@@ -492,6 +360,27 @@ fn mount_flags(path: &Path) -> libc::c_ulong {
     flags
 }
 
+/// Latch's config directory as given and as its real path, unless it
+/// holds the workspace (hiding it would hide the workspace too).
+fn config_dirs(workspace: &Path) -> Vec<PathBuf> {
+    let Some(dir) = env::latch_config_dir() else {
+        return Vec::new();
+    };
+    let dir = if dir.is_absolute() {
+        dir
+    } else {
+        std::env::current_dir().unwrap_or_default().join(dir)
+    };
+    let mut dirs = vec![dir.clone()];
+    if let Ok(real) = std::fs::canonicalize(&dir)
+        && real != dir
+    {
+        dirs.push(real);
+    }
+    dirs.retain(|d| d.parent().is_some() && !workspace.starts_with(d));
+    dirs
+}
+
 /// `/tmp/latch-SESSION` (characters other than ASCII letters and digits
 /// become `-`).
 fn session_temp_dir(session: &str) -> PathBuf {
@@ -513,8 +402,8 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// Whether this process can create an unprivileged user and network
-/// namespace (checked once by running `true` in one).
+/// Whether this process can create unprivileged user, network, mount and
+/// PID namespaces (checked once by running `true` in them).
 pub fn namespaces_available() -> Result<(), String> {
     static PROBED: OnceLock<Result<(), String>> = OnceLock::new();
     PROBED
@@ -526,12 +415,16 @@ pub fn namespaces_available() -> Result<(), String> {
             cmd.stdin(std::process::Stdio::null())
                 .stdout(std::process::Stdio::null())
                 .stderr(std::process::Stdio::null());
-            // SAFETY: as in `ChildSteps::enter`: only async-signal-safe calls
-            // on buffers prepared here.
+            // SAFETY: as in `Plan::enter`: only async-signal-safe calls on
+            // buffers prepared here.
             unsafe {
                 cmd.pre_exec(move || {
-                    if libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET | libc::CLONE_NEWNS)
-                        != 0
+                    if libc::unshare(
+                        libc::CLONE_NEWUSER
+                            | libc::CLONE_NEWNET
+                            | libc::CLONE_NEWNS
+                            | libc::CLONE_NEWPID,
+                    ) != 0
                     {
                         return Err(std::io::Error::last_os_error());
                     }

@@ -75,6 +75,12 @@ pub fn require(mode: SandboxMode) -> Result<u32, SandboxError> {
     }
 }
 
+/// The rights a read rule grants under ABI `version` (for a rule added in
+/// the child, after a mount the parent could not see).
+pub(crate) fn read_access(version: u32) -> u64 {
+    AccessFs::from_read(abi_of(version)).bits()
+}
+
 /// Build the ruleset of `rules` for ABI `version`: every file-system right
 /// the ABI knows is handled, so anything not granted is refused.
 pub fn ruleset(mode: SandboxMode, version: u32, rules: &Rules) -> Result<OwnedFd, SandboxError> {

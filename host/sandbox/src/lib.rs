@@ -9,18 +9,27 @@
 //! * [`env`] — the variables a confined command does not inherit (names
 //!   that look secret, unless passed through).
 //! * [`landlock`] — the kernel's Landlock ABI and the ruleset.
-//! * `exec` — [`Sandbox`]: namespaces, mounts and Landlock applied to a
-//!   [`std::process::Command`] before it spawns.
+//! * `exec` — [`Sandbox`]: the keeper, namespaces, mounts and Landlock
+//!   applied to a [`std::process::Command`] before it spawns.
+//! * `keeper` — every command's keeper: its own session without a
+//!   terminal, a PID namespace (or, under `full-access`, a child
+//!   subreaper) killed whole when the command ends, is stopped
+//!   ([`stop`]) or Latch exits.
+//! * `confine` — what the init of a confined command's namespaces does
+//!   before the command starts: mounts, Landlock, seccomp.
 //! * [`approval`] — run, ask or deny.
 //! * [`check`] — what the machine can enforce, and the self-test.
+//! * [`helper`] — [`HelperJail`]: the stricter confinement of the programs
+//!   Latch runs for its own bookkeeping (its git), never for the agent.
 //!
 //! Anything else that spawns a process for the agent (an MCP stdio server)
 //! confines it the same way: `sandbox.command(std_command)?`, then, for
 //! tokio (rmcp's `TokioChildProcess`), `tokio::process::Command::from(it)`;
 //! the steps installed before `exec` travel with the command.
 //!
-//! * `seccomp` — the system-call filter: Unix sockets, io_uring, and
-//!   metadata writes under `read-only`.
+//! * `seccomp` — the system-call filter: Unix sockets, io_uring, terminal
+//!   injection (`TIOCSTI`, `TIOCLINUX`), and metadata writes under
+//!   `read-only`.
 //! * `supervise` — the parent's threads that check and perform each
 //!   `connect` the filter hands over.
 //!
@@ -37,9 +46,12 @@
 
 pub mod approval;
 pub mod check;
+mod confine;
 pub mod env;
 mod error;
 mod exec;
+pub mod helper;
+mod keeper;
 pub mod landlock;
 pub mod mode;
 pub mod rules;
@@ -49,5 +61,7 @@ mod supervise;
 pub use approval::{Action, Verdict, decide};
 pub use error::SandboxError;
 pub use exec::{Sandbox, namespaces_available};
+pub use helper::{HelperJail, JailError};
+pub use keeper::stop;
 pub use mode::{ApprovalMode, SandboxMode, UnknownMode};
 pub use rules::SandboxPolicy;

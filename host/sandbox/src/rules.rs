@@ -66,13 +66,15 @@ pub struct Rules {
     pub write: Vec<PathBuf>,
     /// Device files it may read and write.
     pub devices: Vec<PathBuf>,
-    /// Paths bound onto themselves, so they cannot be renamed or removed
-    /// (the workspace's `.git` directory).
+    /// Paths bound onto themselves, so they cannot be renamed or removed.
     pub pinned: Vec<PathBuf>,
-    /// Paths inside writable hierarchies that stay read-only: the
-    /// workspace's `.git/hooks` and `.git/config` (a command may not plant
-    /// code that git runs later outside the sandbox), a `.git` file, and
-    /// Latch's `.latch` directory (the store and the config).
+    /// Paths inside writable hierarchies that stay read-only (and, being
+    /// mount points, cannot be renamed or removed): all of the workspace's
+    /// `.git` (a directory or a `.git` file), the repository directories a
+    /// `.git` file names when a writable root holds them (a command may
+    /// plant nothing git runs later outside the sandbox — hooks, config,
+    /// `commondir` — nor rewrite what Latch's own git reads), and Latch's
+    /// `.latch` directory (the store and the config).
     pub protected: Vec<PathBuf>,
 }
 
@@ -112,14 +114,14 @@ pub fn rules(
         rules.write.push(temp_dir.to_path_buf());
         rules.write.extend(policy.writable_roots.iter().cloned());
         let git = workspace.join(".git");
-        if git.is_dir() {
-            rules.pinned.push(git.clone());
-            rules.protected.push(git.join("hooks"));
-            if git.join("config").exists() {
-                rules.protected.push(git.join("config"));
+        if std::fs::symlink_metadata(&git).is_ok() {
+            for dir in linked_git_dirs(&git) {
+                let writable = rules.write.iter().any(|w| dir.starts_with(w));
+                if writable && !dir.starts_with(&git) && !rules.protected.contains(&dir) {
+                    rules.protected.push(dir);
+                }
             }
-        } else if git.is_file() {
-            rules.protected.push(git);
+            rules.protected.insert(0, git);
         }
         let latch = workspace.join(".latch");
         if latch.exists() {
@@ -129,9 +131,59 @@ pub fn rules(
     rules
 }
 
+/// The repository directories a workspace's `.git` leads to, as real
+/// paths: the directory itself, or the one a `.git` file names (`gitdir:
+/// PATH`), then the `commondir` that directory names (where a linked
+/// worktree's config, hooks and objects live).
+fn linked_git_dirs(git: &Path) -> Vec<PathBuf> {
+    let base = git.parent().unwrap_or(Path::new("/"));
+    let git_dir = if git.is_file() {
+        let Ok(text) = std::fs::read_to_string(git) else {
+            return Vec::new();
+        };
+        let Some(named) = text.lines().next().and_then(|l| l.strip_prefix("gitdir:")) else {
+            return Vec::new();
+        };
+        base.join(named.trim())
+    } else {
+        git.to_path_buf()
+    };
+    let mut dirs = Vec::new();
+    if let Ok(real) = std::fs::canonicalize(&git_dir) {
+        if let Ok(common) = std::fs::read_to_string(real.join("commondir"))
+            && let Ok(common) = std::fs::canonicalize(real.join(common.trim()))
+        {
+            dirs.push(common);
+        }
+        dirs.insert(0, real);
+    }
+    dirs
+}
+
+/// Take `hidden` (and everything under them) out of what `rules` lets a
+/// command read, as [`HOME_SECRETS`] are: an entry that holds a hidden path
+/// is replaced by its other entries. Used for Latch's own config directory
+/// wherever it is (`LATCH_CONFIG_DIR`). A hidden path inside a writable
+/// hierarchy is still reachable through that hierarchy's rule; the sandbox
+/// masks those with a mount.
+pub fn hide(rules: &mut Rules, hidden: &[PathBuf]) {
+    let mut read = Vec::new();
+    for entry in std::mem::take(&mut rules.read) {
+        if hidden.iter().any(|h| h == &entry) {
+            continue;
+        }
+        if hidden.iter().any(|h| h.starts_with(&entry)) && entry.is_dir() {
+            readable_except(&entry, hidden, &mut read);
+        } else {
+            read.push(entry);
+        }
+    }
+    rules.read = read;
+}
+
 /// Add every entry of `dir` to `out`, except the `hidden` paths: an entry
 /// that holds a hidden path is entered and its other entries added.
-fn readable_except(dir: &Path, hidden: &[PathBuf], out: &mut Vec<PathBuf>) {
+pub(crate) fn readable_except(dir: &Path, hidden: &[PathBuf], out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
@@ -217,7 +269,7 @@ mod tests {
     }
 
     #[test]
-    fn workspace_write_writes_the_workspace_and_temp_dir_and_protects_git_and_latch() {
+    fn workspace_write_writes_the_workspace_and_temp_dir_and_protects_all_of_git_and_latch() {
         let ws = tempfile::tempdir().unwrap();
         let w = ws.path();
         std::fs::create_dir_all(w.join(".git/hooks")).unwrap();
@@ -230,21 +282,64 @@ mod tests {
             r.write,
             vec![w.to_path_buf(), "/tmp/latch-s".into(), "/opt/cache".into()]
         );
-        assert_eq!(r.pinned, vec![w.join(".git")]);
+        assert_eq!(r.protected, vec![w.join(".git"), w.join(".latch")]);
+        assert!(r.pinned.is_empty());
+        // A `.git` file (a linked worktree) is protected as a whole, and so
+        // are the repository directories it names when a writable root
+        // holds them (here a second writable root).
+        let main = tempfile::tempdir().unwrap();
+        let main_git = std::fs::canonicalize(main.path()).unwrap().join(".git");
+        std::fs::create_dir_all(main_git.join("worktrees/wt")).unwrap();
+        std::fs::write(main_git.join("worktrees/wt/commondir"), "../..\n").unwrap();
+        let wt = tempfile::tempdir().unwrap();
+        std::fs::write(
+            wt.path().join(".git"),
+            format!("gitdir: {}\n", main_git.join("worktrees/wt").display()),
+        )
+        .unwrap();
+        let r = rules(&p, wt.path(), Path::new("/tmp/x"), None);
+        assert_eq!(r.protected, vec![wt.path().join(".git")]);
+        p.writable_roots.push(main.path().to_path_buf());
+        let r = rules(&p, wt.path(), Path::new("/tmp/x"), None);
         assert_eq!(
             r.protected,
             vec![
-                w.join(".git/hooks"),
-                w.join(".git/config"),
-                w.join(".latch")
+                wt.path().join(".git"),
+                main_git.join("worktrees/wt"),
+                main_git.clone()
             ]
         );
-        // A `.git` file (a linked worktree) is protected as a whole.
-        let wt = tempfile::tempdir().unwrap();
-        std::fs::write(wt.path().join(".git"), "gitdir: /elsewhere").unwrap();
-        let r = rules(&p, wt.path(), Path::new("/tmp/x"), None);
-        assert_eq!(r.protected, vec![wt.path().join(".git")]);
-        assert!(r.pinned.is_empty());
+        // A workspace with no `.git` yet protects none (a repository a
+        // command creates is protected from the next command on).
+        let bare = tempfile::tempdir().unwrap();
+        assert!(
+            rules(&p, bare.path(), Path::new("/tmp/x"), None)
+                .protected
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn a_hidden_directory_anywhere_is_left_out_and_its_siblings_stay() {
+        let root = tempfile::tempdir().unwrap();
+        let config = root.path().join("elsewhere/latch-config");
+        std::fs::create_dir_all(&config).unwrap();
+        std::fs::write(config.join("config.toml"), "api_key = \"k\"").unwrap();
+        std::fs::create_dir_all(root.path().join("elsewhere/tools")).unwrap();
+        let ws = tempfile::tempdir().unwrap();
+        let mut r = rules(
+            &policy(SandboxMode::ReadOnly),
+            ws.path(),
+            Path::new("/tmp/t"),
+            None,
+        );
+        let covered = |r: &Rules, p: &Path| r.read.iter().any(|g| p.starts_with(g));
+        assert!(covered(&r, &config.join("config.toml")));
+        hide(&mut r, std::slice::from_ref(&config));
+        assert!(!covered(&r, &config.join("config.toml")));
+        assert!(!covered(&r, &config));
+        assert!(covered(&r, &root.path().join("elsewhere/tools")));
+        assert!(covered(&r, Path::new("/usr/bin/sh")) && covered(&r, ws.path()));
     }
 
     #[test]

@@ -16,6 +16,19 @@
 //!   `mount_setattr` with `EPERM`.
 //! * Under `read-only`: chmod, chown, utime, truncate and xattr writes fail
 //!   with `EPERM` (Landlock has no rights for file metadata).
+//! * `ioctl` `TIOCSTI` (push bytes into a terminal's input, as if typed)
+//!   and `TIOCLINUX` (the console's selection and paste) fail with `EPERM`,
+//!   whatever the terminal: the command has none of its own, and this holds
+//!   even where the kernel would allow it. The request is compared on its
+//!   low 32 bits, as the kernel reads it, so high bits set in the 64-bit
+//!   argument change nothing.
+//!
+//! Under `full-access` no filter confines the command; only the terminal
+//! rule ([`terminal_program`]) is installed, where the kernel lets a
+//! process without `no_new_privs` install one (a user with
+//! `CAP_SYS_ADMIN`, such as root, who could otherwise inject into any
+//! terminal; without that capability the kernel itself refuses `TIOCSTI`
+//! to a process with no controlling terminal).
 
 use crate::mode::SandboxMode;
 
@@ -92,8 +105,12 @@ const fn errno(e: i32) -> u32 {
     libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA)
 }
 
-/// The filter program for `mode`.
-pub(crate) fn program(mode: SandboxMode) -> Vec<libc::sock_filter> {
+/// `ioctl` requests no command may make, on any descriptor.
+pub(crate) const TERMINAL_REQUESTS: [u32; 2] = [libc::TIOCSTI as u32, libc::TIOCLINUX as u32];
+
+/// The start of every program: the native architecture only, the syscall
+/// number loaded.
+fn preamble() -> Vec<libc::sock_filter> {
     let mut p = vec![
         stmt(LD_ABS, ARCH),
         jump(JEQ, AUDIT_ARCH, 1, 0),
@@ -106,6 +123,36 @@ pub(crate) fn program(mode: SandboxMode) -> Vec<libc::sock_filter> {
         jump(JGE, 0x4000_0000, 0, 1),
         stmt(RET, errno(libc::ENOSYS)),
     ]);
+    p
+}
+
+/// `ioctl` with a [`TERMINAL_REQUESTS`] request fails with `EPERM`; any
+/// other `ioctl` is allowed; other syscalls go on to the next rule.
+fn terminal_rule() -> [libc::sock_filter; 6] {
+    let [sti, linux] = TERMINAL_REQUESTS;
+    [
+        jump(JEQ, libc::SYS_ioctl as u32, 0, 5),
+        // The low half of the request: the kernel takes an `unsigned int`.
+        stmt(LD_ABS, arg_low(1)),
+        jump(JEQ, sti, 2, 0),
+        jump(JEQ, linux, 1, 0),
+        stmt(RET, ALLOW),
+        stmt(RET, errno(libc::EPERM)),
+    ]
+}
+
+/// The program of a `full-access` command: the terminal rule only.
+pub(crate) fn terminal_program() -> Vec<libc::sock_filter> {
+    let mut p = preamble();
+    p.extend(terminal_rule());
+    p.push(stmt(RET, ALLOW));
+    p
+}
+
+/// The filter program for `mode`.
+pub(crate) fn program(mode: SandboxMode) -> Vec<libc::sock_filter> {
+    let mut p = preamble();
+    p.extend(terminal_rule());
     for nr in [libc::SYS_socket, libc::SYS_socketpair] {
         p.extend([
             jump(JEQ, nr as u32, 0, 8),
@@ -156,6 +203,12 @@ mod tests {
             }
             let last = p.last().unwrap();
             assert_eq!((u32::from(last.code), last.k), (RET, ALLOW));
+        }
+        let t = terminal_program();
+        for (i, ins) in t.iter().enumerate() {
+            if u32::from(ins.code) & 0x07 == libc::BPF_JMP {
+                assert!(i + 1 + (ins.jt.max(ins.jf) as usize) < t.len(), "{i}");
+            }
         }
         assert!(program(SandboxMode::ReadOnly).len() > program(SandboxMode::WorkspaceWrite).len());
     }

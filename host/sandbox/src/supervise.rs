@@ -1,12 +1,12 @@
 //! The supervisor that answers the seccomp filter's `connect`
 //! notifications ([`crate::seccomp`]), in threads of the parent.
 //!
-//! Each confined spawn gets a socket pair: the child, once its filter is
-//! installed, writes its pid and the listener's fd number and waits; the
-//! parent takes the listener with `pidfd_getfd`, acknowledges, and a thread
-//! answers the listener's notifications until every process under that
-//! filter has exited. No acknowledgement, no `exec`: a command never runs
-//! unsupervised.
+//! Each confined spawn gets a socket pair: the child (the init of the
+//! command's PID namespace), once its filter is installed, sends the
+//! listener over it (`SCM_RIGHTS`) and waits; the parent acknowledges, and
+//! a thread answers the listener's notifications until every process under
+//! that filter has exited. No acknowledgement, no `exec`: a command never
+//! runs unsupervised.
 //!
 //! A `connect` is never let through as asked (`SECCOMP_USER_NOTIF_FLAG_
 //! CONTINUE` would re-read the address after the check): the supervisor
@@ -74,24 +74,21 @@ pub(crate) fn start(rules: SocketRules) -> io::Result<OwnedFd> {
 /// Adopt each child's listener until every copy of the child end is closed.
 fn adopt_all(channel: OwnedFd, rules: Arc<SocketRules>) {
     loop {
-        let mut msg = [0i32; 2];
-        // SAFETY: recv into the 8-byte buffer we own.
-        let n = unsafe { libc::recv(channel.as_raw_fd(), msg.as_mut_ptr().cast(), 8, 0) };
-        if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
-            continue;
-        }
-        if n != 8 {
-            return;
-        }
-        let ok = match take_listener(msg[0], msg[1]) {
-            Ok(listener) => {
+        let listener = match receive_fd(&channel) {
+            Ok(Some(listener)) => listener,
+            Ok(None) => return,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(_) => return,
+        };
+        let ok = match listener {
+            Some(listener) => {
                 let rules = rules.clone();
                 std::thread::Builder::new()
                     .name("latch-sandbox-supervise".into())
                     .spawn(move || supervise(Arc::new(listener), rules))
                     .is_ok()
             }
-            Err(_) => false,
+            None => false,
         };
         let ack = [u8::from(ok)];
         // SAFETY: send from the 1-byte buffer we own.
@@ -126,8 +123,53 @@ fn pidfd_getfd(pidfd: &OwnedFd, fd: i32) -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(got as RawFd) })
 }
 
-fn take_listener(pid: i32, fd: i32) -> io::Result<OwnedFd> {
-    pidfd_getfd(&pidfd_open(pid)?, fd)
+/// One message of the channel: `Some` with the fd it carries
+/// (`SCM_RIGHTS`; `None` for a message without one), or `None` once every
+/// copy of the child end is closed.
+fn receive_fd(channel: &OwnedFd) -> io::Result<Option<Option<OwnedFd>>> {
+    #[repr(C, align(8))]
+    struct Control([u8; 64]);
+    let mut control = Control([0; 64]);
+    let mut byte = 0u8;
+    let mut iov = libc::iovec {
+        iov_base: (&mut byte as *mut u8).cast(),
+        iov_len: 1,
+    };
+    // SAFETY: the msghdr points at `iov` and `control`, both owned here;
+    // the CMSG macros stay inside `control`, and each fd a message carries
+    // is new to this process and owned by us from here on.
+    unsafe {
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.0.as_mut_ptr().cast();
+        msg.msg_controllen = control.0.len() as _;
+        let n = libc::recvmsg(channel.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut received = None;
+        let mut cmsg = libc::CMSG_FIRSTHDR(&msg);
+        while !cmsg.is_null() {
+            if (*cmsg).cmsg_level == libc::SOL_SOCKET && (*cmsg).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(cmsg).cast::<libc::c_int>();
+                let count = ((*cmsg).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<libc::c_int>();
+                for i in 0..count {
+                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
+                    // One listener per message; anything more is closed.
+                    if received.is_none() {
+                        received = Some(fd);
+                    }
+                }
+            }
+            cmsg = libc::CMSG_NXTHDR(&msg, cmsg);
+        }
+        Ok(Some(received))
+    }
 }
 
 /// Answer the notifications of one listener until no process is under it.

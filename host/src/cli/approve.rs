@@ -2,11 +2,12 @@
 //! request on the terminal — the command, or the edit's unified diff, and
 //! why it is asked — and reads `y` (yes), `n` (no, optionally with a reason
 //! after it) or `a` (always, for this session) from standard input. End of
-//! input denies.
+//! input denies. On a terminal only keys typed after the prompt was shown
+//! answer it: what was typed (or pushed) before is discarded.
 
 use crate::agent::{Decision, DecisionPort};
 use latch_kernel::{PermissionKind, PermissionRequest};
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::sync::Mutex;
 
 /// Asks on the terminal (stdin/stdout of the interactive session).
@@ -81,18 +82,17 @@ pub fn parse_answer(line: &str) -> Option<Decision> {
 impl DecisionPort for TerminalApprover {
     fn decide(&self, request: &PermissionRequest) -> Decision {
         let _one_at_a_time = self.lock.lock().unwrap_or_else(|p| p.into_inner());
-        let stdin = std::io::stdin();
         loop {
             print!("{}", prompt_text(request));
             let _ = std::io::stdout().flush();
-            let mut line = String::new();
-            match stdin.lock().read_line(&mut line) {
-                Ok(0) | Err(_) => {
+            // Only what is typed from now on answers (see `read_answer`).
+            let line = match super::repl_input::read_answer() {
+                Ok(Some(line)) => line,
+                Ok(None) | Err(_) => {
                     println!();
                     return Decision::Deny(Some("no answer: the input ended".into()));
                 }
-                Ok(_) => {}
-            }
+            };
             if let Some(d) = parse_answer(&line) {
                 return d;
             }

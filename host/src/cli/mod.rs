@@ -9,6 +9,7 @@ pub mod demo;
 pub mod demo_team;
 pub mod engine_cmd;
 pub mod engine_new;
+pub mod git_cmd;
 pub mod group_cmd;
 pub mod integrations;
 pub mod latch_dir;
@@ -122,6 +123,12 @@ pub enum Command {
     /// Latch since are shown and left alone; history is never deleted.
     #[command(after_help = "Examples:\n  latch rewind 01jd2k\n  latch rewind 01jd2k --to 42")]
     Rewind(rewind_cmd::RewindArgs),
+    /// Show which git repository Latch's own git (fingerprint, snapshots,
+    /// checkpoints) uses for a session: the one its workspace was in when
+    /// the session started. `--adopt` uses the one there now (a repository
+    /// a command created is never used otherwise).
+    #[command(after_help = "Examples:\n  latch git\n  latch git 01jd2k --adopt")]
+    Git(git_cmd::GitArgs),
     /// Resume a session (by id or unique prefix, or the latest one).
     #[command(after_help = "Examples:\n  latch resume --last\n  latch resume 01jd2k")]
     Resume {
@@ -394,6 +401,7 @@ pub fn run(cli: Cli) -> anyhow::Result<i32> {
             session_cmd::run(&cli.global, &workspace, &task, json, &image)
         }
         Some(Command::Rewind(args)) => rewind_cmd::run(&cli.global, &workspace, &args),
+        Some(Command::Git(args)) => git_cmd::run(&cli.global, &workspace, &args),
         Some(Command::Resume {
             session,
             last,

@@ -6,7 +6,12 @@
 //! only reported (the flag applies it). Whatever differs from the recorded
 //! profile is recorded as a new profile listing the changes, which every
 //! surface shows in the transcript. The API key is never stored: it comes
-//! from the configuration or the environment of the provider resumed. A
+//! from the configuration or the environment of the provider resumed, and
+//! it goes only to an endpoint a trusted source names: the flags, the
+//! user's config, a trusted workspace config, the provider's environment
+//! variable or default, or one the user used before or accepted (see
+//! [`UnnamedEndpoint`]); a store shipped in a repository cannot send it
+//! elsewhere. A
 //! member that joined an agent group from this host keeps its group (the
 //! store's password, never recorded, comes from `--store`, `[group] store`
 //! or `PGPASSWORD`).
@@ -19,6 +24,60 @@ use latch_kernel::{JoinedGroup, SessionProfile, SessionRecord};
 use latch_provider::{ProviderConfig, ProviderKind};
 use latch_sandbox::{ApprovalMode, SandboxMode};
 use std::collections::HashMap;
+
+/// A resumed session's recorded endpoint that no trusted source names:
+/// asked about where someone can answer, refused elsewhere.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "session {session} was recorded talking to the {provider} provider at {url}, which nothing \
+     you trust names (--base-url, your config, a trusted workspace config, ${env}, an endpoint \
+     you used before); resuming would send your API key there. If it is yours, pass \
+     --base-url {url} (asked once, then remembered); otherwise pass --base-url with your own \
+     endpoint, or --provider"
+)]
+pub struct UnnamedEndpoint {
+    /// The session.
+    pub session: String,
+    /// The provider recorded.
+    pub provider: String,
+    /// The recorded base URL.
+    pub url: String,
+    /// The provider's base-URL variable.
+    pub env: &'static str,
+}
+
+impl UnnamedEndpoint {
+    /// The question a terminal asks.
+    pub fn question(&self) -> String {
+        format!(
+            "session {} was recorded talking to the {} provider at\n  {}\nwhich nothing you \
+             trust names (your flags, your config, a trusted workspace config, ${}). Resuming \
+             sends your API key there. A session store shipped in a repository can record any \
+             address.",
+            self.session, self.provider, self.url, self.env
+        )
+    }
+}
+
+/// Whether `url` is named by a trusted source for `kind`: the user's
+/// (trusted) configuration, the provider's environment variable or default,
+/// or an endpoint the user used or accepted before.
+fn named_by_trusted_source(kind: ProviderKind, url: &str, config: &crate::config::Config) -> bool {
+    use crate::config::trust::store::endpoint_key;
+    let key = endpoint_key(url);
+    let env = std::env::var(kind.base_url_env()).ok();
+    let named = [
+        config.provider.base_url.as_deref(),
+        env.as_deref(),
+        kind.default_base_url(),
+    ];
+    if named.iter().flatten().any(|n| endpoint_key(n) == key) {
+        return true;
+    }
+    crate::config::trust::TrustStore::user()
+        .and_then(|s| s.knows_endpoint(url))
+        .unwrap_or(false)
+}
 
 /// A session opened for resume: what it runs with now.
 pub struct Resumed {
@@ -94,8 +153,21 @@ fn resolve_mode<M: Copy + PartialEq + std::fmt::Display>(
 }
 
 /// How `record` resumes under `global`'s flags and `env`'s configuration
-/// (nothing is written).
+/// (nothing is written); a recorded endpoint no trusted source names is
+/// refused ([`UnnamedEndpoint`]).
 pub fn resolve(env: &Env, global: &GlobalArgs, record: SessionRecord) -> anyhow::Result<Resumed> {
+    resolve_asking(env, global, record, &|_| false)
+}
+
+/// [`resolve`], asking `ask` about a recorded endpoint no trusted source
+/// names: a yes is remembered (in the user's trust file) and resumes with
+/// it, a no refuses.
+pub fn resolve_asking(
+    env: &Env,
+    global: &GlobalArgs,
+    record: SessionRecord,
+    ask: &dyn Fn(&UnnamedEndpoint) -> bool,
+) -> anyhow::Result<Resumed> {
     let config = &env.config.config;
     let recorded = env.store.session_profile(&record.id)?;
     let mut sources: HashMap<&'static str, String> = HashMap::new();
@@ -120,8 +192,28 @@ pub fn resolve(env: &Env, global: &GlobalArgs, record: SessionRecord) -> anyhow:
             sources.insert("base_url", format!("--base-url {url}"));
             Some(url.clone())
         }
-        // The recorded one, or the provider's default when none was set.
-        (None, Some(p)) if same_provider => p.base_url.clone(),
+        // The recorded one, or the provider's default when none was set;
+        // the key goes to a recorded one only when something the user
+        // trusts names it, or the user says so now.
+        (None, Some(p)) if same_provider => {
+            if let Some(url) = &p.base_url
+                && !named_by_trusted_source(kind, url, config)
+            {
+                let unnamed = UnnamedEndpoint {
+                    session: record.id.clone(),
+                    provider: kind.name().to_string(),
+                    url: url.clone(),
+                    env: kind.base_url_env(),
+                };
+                if !ask(&unnamed) {
+                    return Err(unnamed.into());
+                }
+                if let Ok(store) = crate::config::trust::TrustStore::user() {
+                    let _ = store.know_endpoint(url);
+                }
+            }
+            p.base_url.clone()
+        }
         // No record of it (an older session) or another provider: as a new
         // session would choose it.
         (None, _) => {

@@ -32,8 +32,8 @@ pub fn run(global: &GlobalArgs, workspace: &Path, args: &RewindArgs) -> anyhow::
     };
     // Nobody else drives the session while its files go back.
     let _lease = setup::take_lease(&env, &record.id, "`latch rewind`")?;
-    let plan = latch_kernel::plan_rewind(&env.store, &record.id, &env.workspace, to)?;
-    latch_kernel::apply_rewind(&env.store, &record.id, &env.workspace, &plan)?;
+    let mut plan = latch_kernel::plan_rewind(&env.store, &record.id, &env.workspace, to)?;
+    latch_kernel::apply_rewind(&env.store, &record.id, &env.workspace, &mut plan)?;
     print!("{}", plan_text(&plan));
     Ok(if plan.conflicts.is_empty() { 0 } else { 1 })
 }
@@ -75,9 +75,14 @@ pub fn plan_text(plan: &RewindPlan) -> String {
         out.push_str(&format!("  {verb} {}\n", terminal_safe(path, 400)));
     }
     for path in &plan.conflicts {
+        let why = if plan.links.contains(path) {
+            "a symbolic link (or a directory) stands where the file was, or on the way \
+             to it; Latch never writes through a link"
+        } else {
+            "changed outside Latch since Latch last wrote it"
+        };
         out.push_str(&format!(
-            "  ! left alone {}: changed outside Latch since Latch last wrote it; \
-             restore it by hand\n",
+            "  ! left alone {}: {why}; restore it by hand\n",
             terminal_safe(path, 400)
         ));
     }

@@ -1,8 +1,10 @@
 //! `latch sandbox check`: what this machine can enforce (the Landlock ABI,
 //! network isolation), the configured modes, and the self-test — a write
-//! outside the workspace, a read of `~/.ssh` and a TCP connect to
-//! 127.0.0.1, each run as a probe process (`latch sandbox probe`, hidden)
-//! inside a `workspace-write` sandbox and each of which must be refused.
+//! outside the workspace, a read of `~/.ssh`, a TCP connect to 127.0.0.1, a
+//! Unix socket outside the workspace, `TIOCSTI`, the controlling terminal
+//! and a `setsid` child left behind, each run as a probe process (`latch
+//! sandbox probe`, hidden) inside a `workspace-write` sandbox and each of
+//! which must be refused (see [`latch_sandbox::check`]).
 
 use super::GlobalArgs;
 use crate::config::Config;
@@ -15,14 +17,17 @@ use std::process::Command;
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
     /// Print what this machine can enforce and run the self-test (a write
-    /// outside the workspace, a read of ~/.ssh, a TCP connect to 127.0.0.1:
-    /// each must be refused); exits 1 when one is not.
+    /// outside the workspace, a read of ~/.ssh, a TCP connect to 127.0.0.1,
+    /// a Unix socket outside the workspace, TIOCSTI, the controlling
+    /// terminal, a setsid child outliving its command: each must be
+    /// refused); exits 1 when one is not.
     #[command(after_help = "Example:\n  latch sandbox check")]
     Check,
     /// One probe of the self-test (run by `check` inside the sandbox).
     #[command(hide = true)]
     Probe {
-        /// write, read or connect.
+        /// write, read, connect, unix-connect, tiocsti,
+        /// controlling-terminal or survivor.
         op: String,
         /// The path or `host:port`.
         target: String,
@@ -34,7 +39,10 @@ pub fn run(global: &GlobalArgs, workspace: &Path, cmd: SandboxCommand) -> anyhow
     match cmd {
         SandboxCommand::Probe { op, target } => {
             let Some(op) = ProbeOp::parse(&op) else {
-                anyhow::bail!("unknown probe `{op}`: use write, read or connect");
+                anyhow::bail!(
+                    "unknown probe `{op}`: use write, read, connect, unix-connect, tiocsti, \
+                     controlling-terminal or survivor"
+                );
             };
             Ok(match check::probe(op, &target) {
                 Ok(()) => {
@@ -59,8 +67,11 @@ fn check_cmd(global: &GlobalArgs, workspace: &Path) -> anyhow::Result<i32> {
         Err(e) => println!("Landlock:          unavailable: {e}"),
     }
     match &caps.namespaces {
-        Ok(()) => println!("network isolation: available (unprivileged user + network namespaces)"),
-        Err(e) => println!("network isolation: unavailable: {e}"),
+        Ok(()) => println!(
+            "namespaces:        available (unprivileged user, network, mount and PID namespaces: \
+             no network, each command killed whole)"
+        ),
+        Err(e) => println!("namespaces:        unavailable: {e}"),
     }
     match Config::load(workspace, global.config.as_deref()) {
         Ok(loaded) => {
@@ -120,7 +131,7 @@ fn check_cmd(global: &GlobalArgs, workspace: &Path) -> anyhow::Result<i32> {
             },
             r.what,
             r.target,
-            r.detail
+            r.detail.lines().last().unwrap_or_default()
         );
     }
     if real_ssh.is_none() {

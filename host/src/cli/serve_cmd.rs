@@ -62,9 +62,10 @@ pub struct ServeArgs {
     /// A reconnecting page more than N events behind gets one snapshot.
     #[arg(long, default_value_t = 1_000, value_name = "N")]
     pub snapshot_after: usize,
-    /// Replace this workspace's kept token (open tabs must then open the
-    /// newly printed URL). By default the token is kept in the user's
-    /// config directory, so an open tab reconnects after a restart.
+    /// Replace this workspace's kept token (every tab's credential stops
+    /// working; open tabs must then open the newly printed link). By
+    /// default the token is kept in the user's config directory, so an
+    /// open tab reconnects after a restart.
     #[arg(long)]
     pub new_token: bool,
 }
@@ -528,7 +529,7 @@ pub fn run(global: &GlobalArgs, workspace: &Path, args: &ServeArgs) -> anyhow::R
         &backend.workspace,
         args.new_token,
     )?;
-    let mut config = WebConfig::new(token.clone());
+    let mut config = WebConfig::new(token);
     config.snapshot_after = args.snapshot_after;
     config.allowed_hosts = args.allow_hosts.clone();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -549,10 +550,17 @@ pub fn run(global: &GlobalArgs, workspace: &Path, args: &ServeArgs) -> anyhow::R
             IpAddr::V6(ip) => format!("[{ip}]"),
             IpAddr::V4(ip) => ip.to_string(),
         };
-        // The token rides in the fragment, which the browser never sends
-        // to a server; the page moves it into the tab's sessionStorage.
-        println!("http://{host}:{}/#token={token}", addr.port());
+        // A link's code rides in the fragment, which the browser never
+        // sends to a server; the page exchanges it once for the tab's own
+        // credential, so the link in the browser's history opens nothing.
+        // Each time one is used, the next is printed.
+        let base = format!("http://{host}:{}", addr.port());
+        println!("{base}/#token={}", config.links.mint());
         std::io::stdout().flush()?;
+        config.links.on_use(move |code| {
+            println!("latch serve: a tab opened; for another tab: {base}/#token={code}");
+            let _ = std::io::stdout().flush();
+        });
         eprintln!("latch serve: sessions of {shown}; Ctrl-C stops the server (runs stop with it)");
         if let Err(why) = &backend.provider {
             eprintln!("latch serve: history is browsable, but no new session can start: {why}");

@@ -1,8 +1,11 @@
-//! The token of `latch serve`, kept per workspace in the user's config
-//! directory (`<config dir>/serve-tokens/<workspace hash>`, mode 0600), so a
-//! tab open on the page reconnects by itself after the server restarts.
-//! `latch serve --new-token` replaces it (every open tab is then refused
-//! and must open the newly printed URL).
+//! The token of `latch serve`: the server's secret, kept per workspace in
+//! the user's config directory (`<config dir>/serve-tokens/<workspace
+//! hash>`, mode 0600, hidden from every confined command). It never rides
+//! in a URL: the printed link carries a one-tab code, and each tab's
+//! credential is derived from this secret (see `latch_web::server::tabs`),
+//! so a tab open on the page reconnects by itself after the server
+//! restarts. `latch serve --new-token` replaces it (every open tab is then
+//! refused and must open the newly printed link).
 
 use sha2::{Digest, Sha256};
 use std::io::Write;

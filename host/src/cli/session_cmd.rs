@@ -116,11 +116,12 @@ pub fn chat(
     let ask = super::trust_cmd::ask_on_terminal;
     setup::settle_trust(&mut env, global, setup::TrustPolicy::Ask(&ask))?;
     let prices = env.config.config.price_table();
-    let opened = setup::open_session(
+    let opened = setup::open_session_asking(
         &env,
         global,
         resume.as_ref().map(|s| s.as_deref()),
         "`latch` (line interface)",
+        &super::trust_cmd::ask_endpoint_on_terminal,
     )?;
     let lease = opened.lease;
     if let Some(line) = opened

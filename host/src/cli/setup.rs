@@ -454,6 +454,17 @@ fn build_with(
     };
     let provider_client = Provider::new(provider.config.clone())?;
     let (approval, sandbox) = session_modes(env, &session.id)?;
+    // What the session's files say that Latch does not use: instructions
+    // linked out of the workspace, a git repository that appeared since.
+    for w in crate::agent::prompt::repository_instructions(&env.workspace).1 {
+        eprintln!("warning: {}", super::render::terminal_safe(&w, 2_000));
+    }
+    if is_root && let Some(drift) = env.store.repository_drift(&session.id)? {
+        eprintln!(
+            "note: {}",
+            super::render::terminal_safe(&drift.notice(&session.id), 2_000)
+        );
+    }
     let options = AgentOptions {
         mode: mode.to_string(),
         max_tokens: provider.max_tokens,
@@ -673,6 +684,15 @@ pub fn new_session_in(
     profile::record(&env.store, &record.id, &settings, |_| {
         "the session's start".into()
     })?;
+    // The endpoint came from the flags, the environment or a trusted
+    // config: a later resume of this session may send the key there again
+    // without asking (see `resume::UnnamedEndpoint`).
+    if let Some(url) = &settings.base_url
+        && let Ok(store) = crate::config::trust::TrustStore::user()
+        && let Err(e) = store.know_endpoint(url)
+    {
+        tracing::warn!("could not remember the endpoint {url}: {e}");
+    }
     Ok(record)
 }
 
@@ -707,6 +727,19 @@ pub fn open_session(
     resume: Option<Option<&str>>,
     surface: &str,
 ) -> anyhow::Result<Opened> {
+    open_session_asking(env, global, resume, surface, &|_| false)
+}
+
+/// [`open_session`], asking `ask` about a resumed session's recorded
+/// endpoint that nothing trusted names (see
+/// [`super::resume::UnnamedEndpoint`]).
+pub fn open_session_asking(
+    env: &Env,
+    global: &super::GlobalArgs,
+    resume: Option<Option<&str>>,
+    surface: &str,
+    ask: &dyn Fn(&super::resume::UnnamedEndpoint) -> bool,
+) -> anyhow::Result<Opened> {
     let Some(selector) = resume else {
         let provider = choose_provider(global, &env.config.config)?;
         let session = new_session(env, &provider)?;
@@ -725,7 +758,7 @@ pub fn open_session(
     };
     let record = select_session(env, selector)?;
     let lease = take_lease(env, &record.id, surface)?;
-    let resumed = super::resume::resolve(env, global, record)?;
+    let resumed = super::resume::resolve_asking(env, global, record, ask)?;
     for note in &resumed.notes {
         eprintln!("note: {note}");
     }

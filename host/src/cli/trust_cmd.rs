@@ -8,7 +8,7 @@ use super::GlobalArgs;
 use crate::config::Config;
 use crate::config::trust::{TRUST_FLAG, TrustGrant, TrustStore, WorkspaceTrust};
 use anyhow::Context;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 
 /// `latch trust [--revoke]`.
@@ -89,14 +89,38 @@ pub fn ask_on_terminal(trust: &WorkspaceTrust) -> bool {
              [n]o: ignore them for this run: "
         );
         let _ = std::io::stderr().flush();
-        let mut line = String::new();
-        match stdin.lock().read_line(&mut line) {
-            Ok(0) | Err(_) => return false,
-            Ok(_) => {}
-        }
+        let line = match super::repl_input::read_answer() {
+            Ok(Some(line)) => line,
+            Ok(None) | Err(_) => return false,
+        };
         match parse_answer(&line) {
             Some(answer) => return answer,
             None => eprintln!("answer y or n ({TRUST_FLAG} trusts it for one run)"),
+        }
+    }
+}
+
+/// The terminal's question about a resumed session's recorded endpoint
+/// that nothing trusted names: yes resumes with it (and remembers it), no
+/// or no terminal refuses. Asked on stderr before any screen starts.
+pub fn ask_endpoint_on_terminal(unnamed: &super::resume::UnnamedEndpoint) -> bool {
+    if !std::io::stdin().is_terminal() {
+        return false;
+    }
+    eprintln!();
+    for line in unnamed.question().lines() {
+        eprintln!("{}", super::render::terminal_safe(line, 2_000));
+    }
+    loop {
+        eprint!("Send your API key to this endpoint and resume? [y]es / [n]o: ");
+        let _ = std::io::stderr().flush();
+        let line = match super::repl_input::read_answer() {
+            Ok(Some(line)) => line,
+            Ok(None) | Err(_) => return false,
+        };
+        match parse_answer(&line) {
+            Some(answer) => return answer,
+            None => eprintln!("answer y or n (--base-url URL names it for one run)"),
         }
     }
 }

@@ -70,11 +70,12 @@ pub fn chat(
     setup::settle_trust(&mut env, global, setup::TrustPolicy::Ask(&ask_trust))?;
     // The lease is held until the screen closes: nobody else drives the
     // session meanwhile.
-    let opened = setup::open_session(
+    let opened = setup::open_session_asking(
         &env,
         global,
         resume.as_ref().map(|s| s.as_deref()),
         "`latch` (terminal UI)",
+        &super::trust_cmd::ask_endpoint_on_terminal,
     )?;
     let lease = opened.lease;
     let provider = opened.provider;

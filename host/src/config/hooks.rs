@@ -4,7 +4,10 @@
 //! `{ command = "…", matcher = "write_file|edit_file" }` whose `matcher`
 //! (at `pre_tool` and `post_tool` only) names the tools it runs for, as
 //! Claude Code's hooks do (see [`ToolMatcher`]). A workspace's hooks start
-//! programs, so they take effect only once the workspace is trusted.
+//! programs, so they take effect only once the workspace is trusted; and
+//! a workspace's config adds hooks, never removes or replaces the user's
+//! ([`keep_user_hooks`]): `pre_tool = []` in a repository leaves the user's
+//! guard hooks in place.
 
 use crate::agent::hooks::{DEFAULT_HOOK_TIMEOUT, Hook, HookCommands, ToolMatcher};
 use serde::Deserialize;
@@ -145,6 +148,43 @@ fn turn_end<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Hook>, D::Error> {
     entries(d, "turn_end", false)
 }
 
+/// The hook points (each a list of hooks).
+pub const POINTS: [&str; 5] = [
+    "session_start",
+    "user_message",
+    "pre_tool",
+    "post_tool",
+    "turn_end",
+];
+
+/// Make the workspace layer's hook lists add to the user layer's: each
+/// point the workspace names becomes the user's hooks followed by the
+/// workspace's own (an entry the user already has is not repeated), so the
+/// merge that follows (the later layer wins) keeps every hook of the
+/// user's. Run it after trust left out what the workspace may not set.
+pub fn keep_user_hooks(user: &toml::Table, workspace: &mut toml::Table) {
+    let Some(user_hooks) = user.get("hooks").and_then(toml::Value::as_table) else {
+        return;
+    };
+    let Some(ws_hooks) = workspace
+        .get_mut("hooks")
+        .and_then(toml::Value::as_table_mut)
+    else {
+        return;
+    };
+    for point in POINTS {
+        let (Some(theirs), Some(toml::Value::Array(ours))) = (
+            user_hooks.get(point).and_then(toml::Value::as_array),
+            ws_hooks.get(point),
+        ) else {
+            continue;
+        };
+        let mut all = theirs.clone();
+        all.extend(ours.iter().filter(|h| !theirs.contains(h)).cloned());
+        ws_hooks.insert(point.to_string(), toml::Value::Array(all));
+    }
+}
+
 impl HooksConfig {
     /// The hooks the agent runs.
     pub fn commands(&self) -> HookCommands {
@@ -221,6 +261,44 @@ matcher = "*"
         assert!(mcp.matcher.matches("mcp__github__create_issue"));
         assert!(!mcp.matcher.matches("mcp__github__get_issue"));
         assert!(hooks.post_tool[0].matcher.matches("edit_file"));
+    }
+
+    #[test]
+    fn a_workspace_adds_hooks_and_never_removes_the_users() {
+        let user: toml::Table = toml::from_str(
+            "[hooks]\npre_tool = [\"guard\"]\nturn_end = [{ command = \"notify\" }]\n",
+        )
+        .unwrap();
+        let merged = |ws: &str| {
+            let mut ws: toml::Table = toml::from_str(ws).unwrap();
+            keep_user_hooks(&user, &mut ws);
+            let mut all = user.clone();
+            for (k, v) in ws {
+                match (all.get_mut(&k), v) {
+                    (Some(toml::Value::Table(a)), toml::Value::Table(b)) => a.extend(b),
+                    (_, v) => {
+                        all.insert(k, v);
+                    }
+                }
+            }
+            toml::Value::Table(all)
+                .try_into::<crate::config::Config>()
+                .unwrap()
+                .hooks
+        };
+        // An empty list removes nothing.
+        let hooks = merged("[hooks]\npre_tool = []\nturn_end = []\n");
+        assert_eq!(hooks.pre_tool, vec![Hook::new("guard")]);
+        assert_eq!(hooks.turn_end, vec![Hook::new("notify")]);
+        // A list of its own adds after the user's, without repeating them.
+        let hooks = merged("[hooks]\npre_tool = [\"ws check\", \"guard\"]\n");
+        assert_eq!(
+            hooks.pre_tool,
+            vec![Hook::new("guard"), Hook::new("ws check")]
+        );
+        // A point the user left empty takes the workspace's list.
+        let hooks = merged("[hooks]\npost_tool = [\"fmt\"]\n");
+        assert_eq!(hooks.post_tool, vec![Hook::new("fmt")]);
     }
 
     #[test]

@@ -400,6 +400,7 @@ impl Config {
                     let base = user.as_ref().map(|(_, _, t)| t.clone()).unwrap_or_default();
                     trust =
                         WorkspaceTrust::assess(workspace, &path, &text, &mut table, &base, grant)?;
+                    hooks::keep_user_hooks(&base, &mut table);
                     layers.extend(user);
                     layers.push((path, text, table));
                 } else {
@@ -413,13 +414,26 @@ impl Config {
             merge(&mut merged, table);
             sources.push(path);
         }
-        let config: Config =
+        let mut config: Config =
             toml::Value::Table(merged)
                 .try_into()
                 .map_err(|e: toml::de::Error| ConfigError::Invalid {
                     path: sources.last().cloned().unwrap_or_default(),
                     message: e.to_string(),
                 })?;
+        // A trusted server from the workspace starts only while the files
+        // it runs are the ones the user trusted.
+        for (name, server) in config.mcp.servers.iter_mut() {
+            server.trusted_files = trust
+                .files_of(&["mcp", "servers", name])
+                .into_iter()
+                .map(|f| latch_mcp::TrustedFile {
+                    path: f.path,
+                    shown: f.shown,
+                    sha256: f.sha256,
+                })
+                .collect();
+        }
         Ok(LoadedConfig {
             config,
             sources,
@@ -523,12 +537,11 @@ pub fn parse_estimator(name: &str) -> Option<EstimatorProfile> {
 }
 
 /// The user's Latch config directory: `$LATCH_CONFIG_DIR`, else
-/// `<config dir>/latch`.
+/// `$XDG_CONFIG_HOME/latch`, else `~/.config/latch` — the directory the
+/// command sandbox hides, so both always agree
+/// ([`latch_sandbox::env::latch_config_dir`]).
 pub fn user_config_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("LATCH_CONFIG_DIR") {
-        return Some(PathBuf::from(dir));
-    }
-    dirs::config_dir().map(|d| d.join("latch"))
+    latch_sandbox::env::latch_config_dir()
 }
 
 /// One config file: its path, text and table, validated alone so errors

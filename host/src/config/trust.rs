@@ -1,9 +1,11 @@
 //! Workspace trust, in one place: which keys of a workspace's
 //! `.latch/config.toml` take effect only once the user trusts that config
 //! ([`rules`]: what lowers safety, changes where the provider key goes or
-//! starts a program), the user's recorded answer ([`store`], keyed by the
-//! canonical workspace path and the SHA-256 of the config, so a changed
-//! config asks again), and the words every surface shows.
+//! starts a program), the workspace files those keys run ([`files`]: an MCP
+//! server's script, a hook's, an engine component), the user's recorded
+//! answer ([`store`], keyed by the canonical workspace path and the SHA-256
+//! of the config and of those files, so a changed config or a rewritten
+//! script asks again), and the words every surface shows.
 //!
 //! Until the workspace is trusted those keys are left out of the merged
 //! configuration (everything else in the workspace file applies); the
@@ -11,9 +13,11 @@
 //! CLI and the surfaces read the [`WorkspaceTrust`] of a loaded config and
 //! ask, refuse or warn with its texts; they never decide on their own.
 
+pub mod files;
 pub mod rules;
 pub mod store;
 
+pub use files::NamedFile;
 pub use rules::{Effect, RULES, Rule};
 pub use store::{TrustStore, TrustStoreError, TrustedWorkspace};
 
@@ -91,10 +95,14 @@ pub struct WorkspaceTrust {
     pub workspace: PathBuf,
     /// Its config file (`.latch/config.toml`).
     pub file: PathBuf,
-    /// SHA-256 (hex) of that file's bytes.
+    /// SHA-256 (hex) of that file's bytes and of every workspace file its
+    /// keys run ([`files::grant_digest`]; the file's alone when it names
+    /// none): what the user's answer is recorded against.
     pub config_sha256: String,
     /// Its keys that need trust (applied only when trusted).
     pub keys: Vec<GatedKey>,
+    /// The workspace files those keys run, with their hashes.
+    pub files: Vec<NamedFile>,
     /// Whether they were applied.
     pub state: TrustState,
 }
@@ -112,9 +120,12 @@ impl WorkspaceTrust {
         grant: TrustGrant,
     ) -> Result<WorkspaceTrust, TrustStoreError> {
         let workspace = std::fs::canonicalize(workspace).unwrap_or_else(|_| workspace.into());
+        let keys = gated_keys(table, base);
+        let files = files::named_files(&workspace, table, &keys);
         let mut trust = WorkspaceTrust {
-            config_sha256: sha256(text),
-            keys: gated_keys(table, base),
+            config_sha256: files::grant_digest(text, &files),
+            keys,
+            files,
             workspace,
             file: file.to_path_buf(),
             state: TrustState::NotNeeded,
@@ -180,9 +191,34 @@ impl WorkspaceTrust {
             .max()
             .unwrap_or(0)
             .min(72);
-        self.keys
+        let mut out: String = self
+            .keys
             .iter()
             .map(|k| format!("  {:<width$}  {}\n", k.shown(), k.effect.label()))
+            .collect();
+        if !self.files.is_empty() {
+            out.push_str(
+                "the workspace files they run, checked again before each start (a change asks \
+                 again):\n",
+            );
+            for f in &self.files {
+                out.push_str(&format!("  {}  sha256 {}\n", f.shown, &f.sha256[..12]));
+            }
+        }
+        out
+    }
+
+    /// The files of the key `key` (e.g. `["mcp", "servers", "fs"]`) when
+    /// the workspace's config is trusted in this run: what must be
+    /// unchanged before that program starts.
+    pub fn files_of(&self, key: &[&str]) -> Vec<NamedFile> {
+        if !matches!(self.state, TrustState::Recorded | TrustState::ThisRun) {
+            return Vec::new();
+        }
+        self.files
+            .iter()
+            .filter(|f| f.key.iter().map(String::as_str).eq(key.iter().copied()))
+            .cloned()
             .collect()
     }
 

@@ -569,8 +569,12 @@ fn a_resumed_member_without_a_usable_store_says_how_to_give_it() {
         store
             .append(&id, EventKind::SessionProfile(profile))
             .unwrap();
+        // The recorded endpoint is the user's own (named by the provider's
+        // variable): the key may go there, and the group store is what is
+        // missing.
         let out = latch(b.path())
             .args(["resume", &id])
+            .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
             .stdin(Stdio::null())
             .output()
             .unwrap();
@@ -590,6 +594,7 @@ fn a_resumed_member_without_a_usable_store_says_how_to_give_it() {
     let given = url.replacen("postgres://latch@", "postgres://latch:pw-not-kept@", 1);
     let out = latch(b.path())
         .args(["resume", &id, "--store", &given])
+        .env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
         .stdin(Stdio::null())
         .output()
         .unwrap();

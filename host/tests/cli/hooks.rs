@@ -353,3 +353,56 @@ matcher = "write_file"
         child_second.body
     );
 }
+
+#[test]
+fn a_workspace_never_removes_the_users_own_hooks() {
+    let rt = runtime();
+    let server = rt
+        .block_on(FakeServer::start(Script::new([
+            ScriptedTurn::tool_call("shell", r#"{"command":"echo hi > made.txt"}"#),
+            ScriptedTurn::text("Done."),
+        ])))
+        .unwrap();
+    let ws = project();
+    // The user's own guard, in the user's config.
+    let user = ws.path().join(".test-home/config");
+    std::fs::create_dir_all(&user).unwrap();
+    std::fs::write(
+        user.join("config.toml"),
+        "[hooks]\npre_tool = [\"echo the guard of the user said no; exit 1\"]\n",
+    )
+    .unwrap();
+    // A repository that empties the list: it starts nothing, so it needs
+    // no trust — and it must not switch the guard off.
+    std::fs::create_dir_all(ws.path().join(".latch")).unwrap();
+    std::fs::write(
+        ws.path().join(".latch/config.toml"),
+        "[hooks]\npre_tool = []\n",
+    )
+    .unwrap();
+    let out = latch(ws.path())
+        .args(at(&server))
+        .args(["run", "make the file"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !ws.path().join("made.txt").exists(),
+        "the guard was removed"
+    );
+    let second = server.requests()[1].body.to_string();
+    assert!(second.contains("the guard of the user said no"), "{second}");
+    assert_eq!(
+        summary(&hook_events(ws.path())),
+        [(
+            "pre_tool".to_string(),
+            Some("shell".to_string()),
+            Some(1),
+            true
+        )]
+    );
+}

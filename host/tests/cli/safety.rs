@@ -1,6 +1,8 @@
 //! The binary's data-safety pins: no step cap by default, commands never
-//! outlive Latch, resume settles managed processes, `demo --store` uses its
-//! path and the read-only commands never create a store.
+//! outlive Latch (a SIGKILLed one included), nothing a command starts — a
+//! `setsid` child included — outlives the command or the session, resume
+//! settles managed processes, `demo --store` uses its path and the
+//! read-only commands never create a store.
 
 use super::{at, latch, project, resume_last, runtime};
 use latch_kernel::{EventKind, Store};
@@ -60,45 +62,62 @@ fn an_eighty_step_run_finishes_without_a_step_cap() {
     assert_eq!(capped.requests().len(), 3);
 }
 
-/// Whether process `pid` is gone (or a zombie nobody reaped yet).
-fn dead(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => true,
-        Ok(stat) => stat
-            .rsplit(')')
-            .next()
-            .and_then(|rest| rest.split_whitespace().next())
-            .is_some_and(|state| state == "Z" || state == "X"),
+/// Whether a process whose command line holds `marker` runs (a command
+/// inside its own PID namespace knows only its namespace's pids, so the
+/// test finds its processes by what they run).
+fn running(marker: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline"))
+            .map(|c| String::from_utf8_lossy(&c).contains(marker))
+            .unwrap_or(false)
+    })
+}
+
+/// Wait up to `limit` until none of `markers` runs; those still running.
+fn outliving(markers: &[String], limit: Duration) -> Vec<String> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let left: Vec<String> = markers.iter().filter(|m| running(m)).cloned().collect();
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 
-fn read_pid(path: &Path, deadline: Instant) -> i32 {
-    loop {
-        if let Some(pid) = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-        {
-            return pid;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "{} never appeared",
-            path.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+/// Sleep lengths no other process uses, as markers.
+fn markers(n: usize) -> Vec<String> {
+    let base = 300 + std::process::id() % 500;
+    (0..n).map(|i| format!("{base}.{i}4321")).collect()
 }
 
 #[test]
 fn commands_die_with_a_killed_latch() {
     let rt = runtime();
+    let m = markers(4);
     let server = rt
         .block_on(FakeServer::start(Script::new([
             ScriptedTurn::tool_call(
                 "shell",
-                r#"{"command":"sleep 300 & echo $! > bg.pid; wait","background":true}"#,
+                serde_json::json!({
+                    "command": format!(
+                        "setsid sleep {} </dev/null >/dev/null 2>&1 & sleep {} & echo up > bg.up; wait",
+                        m[0], m[1]
+                    ),
+                    "background": true,
+                })
+                .to_string(),
             ),
-            ScriptedTurn::tool_call("shell", r#"{"command":"echo $$ > fg.pid; exec sleep 300"}"#),
+            ScriptedTurn::tool_call(
+                "shell",
+                serde_json::json!({
+                    "command": format!(
+                        "setsid sleep {} </dev/null >/dev/null 2>&1 & echo up > fg.up; exec sleep {}",
+                        m[2], m[3]
+                    ),
+                })
+                .to_string(),
+            ),
             ScriptedTurn::text("unreachable"),
         ])))
         .unwrap();
@@ -111,31 +130,79 @@ fn commands_die_with_a_killed_latch() {
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
-    let background = read_pid(&ws.path().join("bg.pid"), deadline);
-    let foreground = read_pid(&ws.path().join("fg.pid"), deadline);
-    assert!(!dead(background) && !dead(foreground));
-    child.kill().unwrap(); // SIGKILL: nothing of Latch runs after this
-    child.wait().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut survivors = vec![background, foreground];
-    while !survivors.is_empty() && Instant::now() < deadline {
-        survivors.retain(|&pid| !dead(pid));
+    while !m.iter().all(|m| running(m)) {
+        assert!(Instant::now() < deadline, "the commands never all ran");
         std::thread::sleep(Duration::from_millis(20));
     }
-    for &pid in &survivors {
+    child.kill().unwrap(); // SIGKILL: nothing of Latch runs after this
+    child.wait().unwrap();
+    let survivors = outliving(&m, Duration::from_secs(10));
+    for marker in &survivors {
         // Do not leak them into the machine.
-        unsafe_kill(pid);
+        let _ = std::process::Command::new("pkill")
+            .args(["-9", "-f", marker])
+            .status();
     }
     assert!(
         survivors.is_empty(),
-        "commands outlived the killed Latch: {survivors:?}"
+        "commands (or their setsid children) outlived the killed Latch: {survivors:?}"
     );
 }
 
-fn unsafe_kill(pid: i32) {
-    let _ = std::process::Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status();
+#[test]
+fn nothing_a_command_starts_outlives_it_or_the_session() {
+    let rt = runtime();
+    let m = markers(1);
+    let server = rt
+        .block_on(FakeServer::start(Script::new([
+            // The issue's own command: a detached writer, then exit.
+            ScriptedTurn::tool_call(
+                "shell",
+                r#"{"command":"setsid sh -c 'sleep 1; while :; do date >> f; sleep 0.2; done' </dev/null >/dev/null 2>&1 & echo started"}"#,
+            ),
+            // A managed process with a detached writer of its own.
+            ScriptedTurn::tool_call(
+                "shell",
+                serde_json::json!({
+                    "command": format!(
+                        "setsid sh -c 'while :; do date >> g; sleep 0.2; done' </dev/null >/dev/null 2>&1 & exec sleep {}",
+                        m[0]
+                    ),
+                    "background": true,
+                })
+                .to_string(),
+            ),
+            // While the managed process lives, its writer writes.
+            ScriptedTurn::tool_call("shell", r#"{"command":"sleep 1.5; wc -c < g"}"#),
+            ScriptedTurn::text("Done."),
+        ])))
+        .unwrap();
+    let ws = project();
+    let out = latch(ws.path())
+        .args(at(&server))
+        .args(["run", "start things"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The managed process ran, and its writer with it, until the session
+    // ended.
+    let third = server.requests()[3].body.to_string();
+    assert!(!third.contains("No such file"), "{third}");
+    let size = |name: &str| std::fs::metadata(ws.path().join(name)).map_or(0, |m| m.len());
+    std::thread::sleep(Duration::from_millis(1_500));
+    let (f, g) = (size("f"), size("g"));
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(size("f"), f, "f still grows after its command returned");
+    assert_eq!(size("g"), g, "g still grows after the session ended");
+    assert!(g > 0, "the managed process's writer never ran");
+    assert!(
+        outliving(&m, Duration::from_secs(5)).is_empty(),
+        "the managed process outlived the session"
+    );
 }
 
 #[test]

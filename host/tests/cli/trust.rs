@@ -31,6 +31,12 @@ fn trust_file(ws: &Path) -> PathBuf {
     ws.join(".test-home/config/trusted-workspaces.toml")
 }
 
+/// Whether a workspace answer is recorded (the file also keeps the
+/// provider endpoints sessions were created with).
+fn trust_recorded(ws: &Path) -> bool {
+    std::fs::read_to_string(trust_file(ws)).is_ok_and(|t| t.contains("[[workspace]]"))
+}
+
 /// A model that writes `target` (outside the workspace) with `shell`.
 fn escape(server: &FakeServer, target: &Path) {
     server.push(ScriptedTurn::tool_call(
@@ -123,7 +129,7 @@ fn run_and_serve_refuse_an_untrusted_config_that_trust_applies_until_it_changes(
         target.exists(),
         "the trusted full-access sandbox let it write"
     );
-    assert!(!trust_file(&ws_path).exists(), "a flag records nothing");
+    assert!(!trust_recorded(&ws_path), "a flag records nothing");
     std::fs::remove_file(&target).unwrap();
 
     // `latch trust` records it and prints exactly what it trusts.
@@ -277,7 +283,7 @@ fn a_pipe_is_never_asked_each_ignored_key_is_named_and_the_rest_applies() {
         !target.exists(),
         "the ignored full-access never applied: the default sandbox refused the write"
     );
-    assert!(!trust_file(&ws_path).exists());
+    assert!(!trust_recorded(&ws_path));
     // The rest of the file applied: the session's window.
     let store =
         latch_kernel::Store::open_existing(latch_kernel::default_store_path(&ws_path)).unwrap();
@@ -353,7 +359,7 @@ fn the_repl_on_a_terminal_asks_once_and_remembers_a_yes() {
     tmux.keys("no", &["Enter"]);
     tmux.wait_for("no", &["ignoring sandbox.mode", "type a task"]);
     leave(&tmux, "no");
-    assert!(!trust_file(&ws_path).exists());
+    assert!(!trust_recorded(&ws_path));
     // Yes: recorded; the next start does not ask.
     tmux.start("yes", &line);
     tmux.wait_for("yes", &["Trust this config? [y]es"]);
@@ -361,7 +367,7 @@ fn the_repl_on_a_terminal_asks_once_and_remembers_a_yes() {
     tmux.keys("yes", &["Enter"]);
     tmux.wait_for("yes", &["recorded in", "type a task"]);
     leave(&tmux, "yes");
-    assert!(trust_file(&ws_path).exists());
+    assert!(trust_recorded(&ws_path));
     tmux.start("again", &line);
     let screen = tmux.wait_for("again", &["type a task"]).join("\n");
     assert!(!screen.contains("Trust this config?"), "{screen}");
@@ -409,7 +415,7 @@ fn the_terminal_ui_asks_in_a_modal_before_the_session_starts() {
     assert_eq!(sessions(), 0, "no session before the answer");
     tmux.keys("modal", &["y"]);
     tmux.wait_for("modal", &["message · /help", "ready"]);
-    assert!(trust_file(&ws_path).exists(), "the yes is recorded");
+    assert!(trust_recorded(&ws_path), "the yes is recorded");
     leave(&tmux, "modal");
     // Trusted: the next start opens the session at once.
     tmux.start("again", &line);

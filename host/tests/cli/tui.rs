@@ -154,7 +154,17 @@ pub(crate) fn latch_line(
     server: &FakeServer,
     extra: &[&str],
 ) -> String {
-    let cmd = latch(workspace);
+    let mut line = command_line(&latch(workspace), extra);
+    line.push_str(&format!(
+        " --provider openai-compatible --base-url '{}' --model local",
+        server.openai_base_url()
+    ));
+    line
+}
+
+/// `cmd` with `extra` arguments as a shell command line for tmux: its
+/// environment changes through `env`, every word quoted.
+pub(crate) fn command_line(cmd: &Command, extra: &[&str]) -> String {
     let mut line = String::from("env");
     for (k, v) in cmd.get_envs() {
         if v.is_none() {
@@ -174,10 +184,6 @@ pub(crate) fn latch_line(
     for a in cmd.get_args().chain(extra.iter().map(std::ffi::OsStr::new)) {
         line.push_str(&format!(" '{}'", a.to_string_lossy()));
     }
-    line.push_str(&format!(
-        " --provider openai-compatible --base-url '{}' --model local",
-        server.openai_base_url()
-    ));
     line
 }
 

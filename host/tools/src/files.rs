@@ -9,17 +9,28 @@
 //! the write, and records an external change on a mismatch. The mutation is
 //! committed before the bytes are written, and the written content is
 //! observed afterwards so consecutive edits work.
+//!
+//! Every read and write goes through a descriptor opened beneath the
+//! workspace without following a link ([`latch_kernel::beneath`]): the path
+//! is checked ([`crate::paths`]), then opened once; a write replaces the
+//! bytes of the very file whose current bytes the guard checked, or
+//! creates a new one with `O_EXCL`. A command that swaps a directory for a
+//! link meanwhile (`renameat2(RENAME_EXCHANGE)`) makes the call fail; it can
+//! never make Latch read or write outside the workspace.
 
 use crate::args::Args;
 use crate::error::ToolError;
 use crate::page::{Pager, page_lines};
 use crate::paths::{Access, Resolved};
 use crate::{Reply, ToolContext};
+use latch_kernel::beneath::{self, BeneathError, Opened, Target};
 use latch_kernel::{
     EventKind, FILE_HASH_MAX_BYTES, FileKnowledge, check_guarded_write, commit_mutation,
     record_checkpoint, sha256_hex,
 };
-use std::io::{BufReader, ErrorKind, Read};
+use std::io::{BufReader, Read};
+use std::os::fd::OwnedFd;
+use std::path::Path;
 
 /// Bytes inspected for NUL to tell binary files from text.
 const SNIFF_BYTES: usize = 8192;
@@ -30,19 +41,43 @@ fn missing(rel: &str) -> ToolError {
     ))
 }
 
+/// What a failed open beneath the workspace means for `rel`.
+fn opened_error(rel: &str, e: BeneathError) -> ToolError {
+    match e {
+        BeneathError::NotFound => missing(rel),
+        BeneathError::Symlink | BeneathError::Outside => ToolError::Denied {
+            reason: format!(
+                "`{rel}` is (or passes through) a symbolic link that changed while Latch \
+                 opened it; Latch never reads or writes through a link"
+            ),
+        },
+        BeneathError::NotAFile => ToolError::Failed(format!(
+            "`{rel}` is not a regular file (a directory, a FIFO or a device)"
+        )),
+        BeneathError::Appeared => ToolError::Failed(format!(
+            "`{rel}` appeared while Latch was creating it; read it with read_file first"
+        )),
+        BeneathError::Io(why) => ToolError::Failed(format!("`{rel}` {why}")),
+    }
+}
+
 /// `read_file {path, offset?, limit?}`.
 pub(crate) fn read_file(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> {
     let r = ctx.resolve(args.str("path"), Access::Read)?;
-    let meta = match std::fs::metadata(&r.abs) {
-        Ok(m) => m,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Err(missing(&r.rel)),
-        Err(e) => return Err(ToolError::io(&r.abs, e)),
+    let root = ctx.workspace_dir()?;
+    let file = match beneath::open_beneath(&root, Path::new(&r.rel)) {
+        Ok(Opened::File(f)) => f,
+        Ok(Opened::Dir(_)) => {
+            return Err(ToolError::Failed(format!(
+                "`{}` is a directory; use list_files to see its contents",
+                r.rel
+            )));
+        }
+        Err(e) => return Err(opened_error(&r.rel, e)),
     };
-    if meta.is_dir() {
-        return Err(ToolError::Failed(format!(
-            "`{}` is a directory; use list_files to see its contents",
-            r.rel
-        )));
+    let meta = file.metadata().map_err(|e| ToolError::io(&r.abs, e))?;
+    if !meta.is_file() {
+        return Err(opened_error(&r.rel, BeneathError::NotAFile));
     }
     if args.opt_u64("limit") == Some(0) {
         return Err(args.invalid("`limit` must be at least 1"));
@@ -54,7 +89,8 @@ pub(crate) fn read_file(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErr
     );
     let io = |e| ToolError::io(&r.abs, e);
     let (observation, size, binary) = if meta.len() <= FILE_HASH_MAX_BYTES as u64 {
-        let bytes = std::fs::read(&r.abs).map_err(io)?;
+        let mut bytes = Vec::new();
+        (&file).read_to_end(&mut bytes).map_err(io)?;
         let binary = bytes[..bytes.len().min(SNIFF_BYTES)].contains(&0);
         if !binary {
             for (i, line) in bytes.split_inclusive(|b| *b == b'\n').enumerate() {
@@ -67,7 +103,6 @@ pub(crate) fn read_file(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErr
             binary,
         )
     } else {
-        let file = std::fs::File::open(&r.abs).map_err(io)?;
         let mut reader = BufReader::new(file);
         let mut sniff = Vec::with_capacity(SNIFF_BYTES);
         (&mut reader)
@@ -119,19 +154,18 @@ fn shell_quote(path: &str) -> String {
     }
 }
 
-/// The file's current bytes, or none when it does not exist.
-fn current_bytes(r: &Resolved) -> Result<Option<Vec<u8>>, ToolError> {
-    match std::fs::metadata(&r.abs) {
-        Ok(m) if m.is_dir() => Err(ToolError::Failed(format!(
-            "`{}` is a directory, not a file",
+/// The file at `r`, opened beneath the workspace to be written, and its
+/// current bytes (none when it does not exist).
+fn open_target(root: &OwnedFd, r: &Resolved) -> Result<(Target, Option<Vec<u8>>), ToolError> {
+    let mut target = beneath::open_target(root, Path::new(&r.rel)).map_err(|e| match e {
+        BeneathError::NotAFile => ToolError::Failed(format!(
+            "`{}` is a directory (or another special file), not a file",
             r.rel
-        ))),
-        Ok(_) => std::fs::read(&r.abs)
-            .map(Some)
-            .map_err(|e| ToolError::io(&r.abs, e)),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(ToolError::io(&r.abs, e)),
-    }
+        )),
+        e => opened_error(&r.rel, e),
+    })?;
+    let current = target.bytes().map_err(|e| opened_error(&r.rel, e))?;
+    Ok((target, current))
 }
 
 /// The write guard: an existing file must have been observed in this session
@@ -164,20 +198,20 @@ fn guard(ctx: &ToolContext, r: &Resolved, current: Option<&[u8]>) -> Result<(), 
 }
 
 /// Record what the write replaces (a checkpoint `rewind` restores from),
-/// commit the mutation, write, then observe what was written.
+/// commit the mutation, write through `target`, then observe what was
+/// written.
 fn commit_and_write(
     ctx: &ToolContext,
     tool: &str,
+    (root, target): (&OwnedFd, Target),
     r: &Resolved,
     before: Option<&[u8]>,
     content: &[u8],
 ) -> Result<(), ToolError> {
     record_checkpoint(ctx.store(), ctx.session(), &r.rel, before)?;
     commit_mutation(ctx.store(), ctx.session(), tool, vec![r.rel.clone()], None)?;
-    if let Some(parent) = r.abs.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| ToolError::io(parent, e))?;
-    }
-    std::fs::write(&r.abs, content).map_err(|e| ToolError::io(&r.abs, e))?;
+    beneath::write(root, Path::new(&r.rel), target, content, true)
+        .map_err(|e| opened_error(&r.rel, e))?;
     ctx.append(EventKind::file_observed(r.rel.clone(), content))?;
     Ok(())
 }
@@ -190,11 +224,13 @@ fn line_count(text: &str) -> usize {
 pub(crate) fn write_file(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> {
     let r = ctx.resolve(args.str("path"), Access::Write)?;
     let content = args.str("content");
-    let current = current_bytes(&r)?;
+    let root = ctx.workspace_dir()?;
+    let (target, current) = open_target(&root, &r)?;
     guard(ctx, &r, current.as_deref())?;
     commit_and_write(
         ctx,
         "write_file",
+        (&root, target),
         &r,
         current.as_deref(),
         content.as_bytes(),
@@ -226,7 +262,9 @@ pub(crate) fn edit_file(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErr
     if old == new {
         return Err(args.invalid("`old_string` and `new_string` are identical"));
     }
-    let Some(bytes) = current_bytes(&r)? else {
+    let root = ctx.workspace_dir()?;
+    let (target, current) = open_target(&root, &r)?;
+    let Some(bytes) = current else {
         return Err(ToolError::Failed(format!(
             "`{}` does not exist; create it with write_file",
             r.rel
@@ -261,7 +299,14 @@ pub(crate) fn edit_file(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolErr
     } else {
         text.replacen(old, new, 1)
     };
-    commit_and_write(ctx, "edit_file", &r, Some(&before), updated.as_bytes())?;
+    commit_and_write(
+        ctx,
+        "edit_file",
+        (&root, target),
+        &r,
+        Some(&before),
+        updated.as_bytes(),
+    )?;
     let what = if count == 1 {
         format!("1 occurrence at line {first_line}")
     } else {

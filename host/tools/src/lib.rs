@@ -7,7 +7,8 @@
 //! evidence, denials, managed-process starts and exits — and return the
 //! bounded [`ToolResult`]; the agent loop commits that result itself.
 //!
-//! * `files` — `read_file`, `write_file`, `edit_file` (guarded, confined).
+//! * `files` — `read_file`, `write_file`, `edit_file` (guarded, confined,
+//!   never through a link).
 //! * `artifacts` — `read_artifact`: a stored tool output (or other artifact
 //!   of the session's tree), page by page like `read_file`.
 //! * `search` — `list_files`, `grep` (respecting `.gitignore`).
@@ -183,7 +184,30 @@ impl ToolContext {
     }
 
     pub(crate) fn resolve(&self, raw: &str, access: Access) -> Result<Resolved, ToolError> {
-        paths::resolve(&self.workspace, self.store.path(), raw, access)
+        let r = paths::resolve(&self.workspace, self.store.path(), raw, access)?;
+        // The session's repository directories, wherever a `.git` file put
+        // them, are git's like any `.git`.
+        if access == Access::Write
+            && let Some(repo) = self.store.session_repository(&self.session)?
+            && (r.abs.starts_with(&repo.git_dir) || r.abs.starts_with(&repo.common_dir))
+        {
+            return Err(ToolError::Denied {
+                reason: format!(
+                    "`{raw}` is inside the repository directory {}, which belongs to git: the \
+                     file tools never change a repository's config, hooks or objects",
+                    repo.git_dir.display()
+                ),
+            });
+        }
+        Ok(r)
+    }
+
+    /// The workspace, opened for I/O beneath it (see
+    /// [`latch_kernel::beneath`]).
+    pub(crate) fn workspace_dir(&self) -> Result<std::os::fd::OwnedFd, ToolError> {
+        latch_kernel::beneath::open_dir(&self.workspace).map_err(|e| {
+            ToolError::Failed(format!("the workspace {} {e}", self.workspace.display()))
+        })
     }
 
     pub(crate) fn append(&self, event: EventKind) -> Result<u64, ToolError> {

@@ -1,7 +1,12 @@
 //! Workspace confinement: every path a tool touches is resolved inside the
 //! workspace. `..` that climbs out of it and symbolic links whose target lies
-//! outside it are denied; so are writes into Latch's own `.latch/` directory
-//! and to the store file.
+//! outside it are denied; so are writes into Latch's own `.latch/` directory,
+//! to the store file, and into any `.git` (a repository's config, hooks and
+//! objects are git's: a command that changes them, such as `git commit`,
+//! needs the user's approval). The resolved path is only the name a tool
+//! then opens beneath the workspace without following a link
+//! ([`latch_kernel::beneath`]): a link swapped in after this check makes
+//! the open fail.
 
 use crate::error::ToolError;
 use std::io::ErrorKind;
@@ -127,6 +132,15 @@ pub(crate) fn resolve(
         if rel == ".latch" || rel.starts_with(".latch/") {
             return Err(ToolError::Denied {
                 reason: format!("`{raw}` is inside .latch/, which belongs to Latch"),
+            });
+        }
+        if let Some(git) = rel.split('/').find(|c| c.eq_ignore_ascii_case(".git")) {
+            return Err(ToolError::Denied {
+                reason: format!(
+                    "`{raw}` is inside {git}/, which belongs to git: the file tools never change a \
+                     repository's config, hooks or objects (run git through `shell`; a command \
+                     that writes .git, such as `git commit`, asks the user first)"
+                ),
             });
         }
         if is_store_file(&abs, store) {

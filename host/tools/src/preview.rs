@@ -10,7 +10,9 @@ use crate::paths::Access;
 use crate::policy::{hard_deny, is_read_only};
 use crate::spec::spec_of;
 use latch_engine_sdk::types::ToolCall;
+use latch_kernel::beneath;
 use latch_sandbox::Action;
+use std::path::Path;
 
 /// Bytes of a diff kept in a preview (the rest is cut with a marker).
 pub const MAX_DIFF_BYTES: usize = 16 * 1024;
@@ -77,8 +79,12 @@ pub fn preview(ctx: &ToolContext, call: &ToolCall) -> Preview {
             let Ok(r) = ctx.resolve(args.str("path"), Access::Write) else {
                 return Preview::other();
             };
-            let before = std::fs::read(&r.abs)
+            // Read beneath the workspace, never through a link (one swapped
+            // in since the check would show a file outside in the diff).
+            let before = ctx
+                .workspace_dir()
                 .ok()
+                .and_then(|root| beneath::read(&root, Path::new(&r.rel)).ok().flatten())
                 .map(|b| String::from_utf8_lossy(&b).into_owned());
             let after = if spec.name == "write_file" {
                 Some(args.str("content").to_string())

@@ -4,12 +4,14 @@
 //! spawns the process, then hands the child to a reaper thread that waits for
 //! it and commits `process_exited` the moment it exits, without anyone
 //! polling. The [`ProcessTable`] is shared between threads (and between the
-//! tool contexts of one Latch process); its processes live as long as their
-//! group leader: when the leader exits, what it left behind is stopped.
+//! tool contexts of one Latch process); each process is its sandbox's
+//! keeper, whose whole tree (a `setsid` or double-forked child included)
+//! dies when the command exits or is stopped.
 
 use crate::run::{Capture, finish_group, kill_group, lock, spawn};
 use latch_kernel::{EventKind, Store};
 use latch_sandbox::Sandbox;
+use latch_sandbox::stop;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,7 +53,8 @@ pub struct ProcessInfo {
     pub session: String,
     /// The command line.
     pub command: String,
-    /// The operating system's process id (also its process group id).
+    /// The operating system's process id: the command's keeper (also its
+    /// process group id).
     pub pid: u32,
     /// Bytes of output so far.
     pub output_bytes: u64,
@@ -89,6 +92,18 @@ impl Managed {
                 .unwrap_or_else(|| self.started.elapsed()),
             exit,
         }
+    }
+
+    /// After [`stop`]: wait up to `timeout` for the exit; a keeper that did
+    /// not end its tree within half of it has its group killed outright.
+    fn stopped(&self, timeout: Duration) -> Option<ProcessExit> {
+        if let Some(exit) = self.wait_exit(timeout / 2) {
+            return Some(exit);
+        }
+        if lock(&self.exit).is_none() {
+            kill_group(self.pid);
+        }
+        self.wait_exit(timeout / 2)
     }
 
     /// Wait until the reaper recorded the exit, at most `timeout`.
@@ -243,7 +258,7 @@ impl ProcessTable {
             .spawn(reaper)
         {
             // Without a reaper nobody would record the exit: stop it now.
-            kill_group(managed.pid);
+            stop(managed.pid);
             return Err(StartError::Spawn {
                 command: command.to_string(),
                 source,
@@ -252,8 +267,8 @@ impl ProcessTable {
         Ok(managed.info())
     }
 
-    /// Stop process `id` of `session` (its whole process group) and wait up
-    /// to `wait` for its exit to be committed. `None` when there is no such
+    /// Stop process `id` of `session` (its whole tree) and wait up to
+    /// `wait` for its exit to be committed. `None` when there is no such
     /// process.
     pub fn kill(&self, session: &str, id: &str, wait: Duration) -> Option<ProcessInfo> {
         let m = self.get(session, id)?;
@@ -261,10 +276,10 @@ impl ProcessTable {
             let exit = lock(&m.exit);
             if exit.is_none() {
                 m.kill_requested.store(true, Ordering::SeqCst);
-                kill_group(m.pid);
+                stop(m.pid);
             }
         }
-        m.wait_exit(wait);
+        m.stopped(wait);
         Some(m.info())
     }
 
@@ -306,11 +321,11 @@ impl ProcessTable {
             let exit = lock(&m.exit);
             if exit.is_none() {
                 m.kill_requested.store(true, Ordering::SeqCst);
-                kill_group(m.pid);
+                stop(m.pid);
             }
         }
         for m in &procs {
-            m.wait_exit(wait);
+            m.stopped(wait);
         }
     }
 }

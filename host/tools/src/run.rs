@@ -1,43 +1,29 @@
 //! Running `sh -c` commands: output capture (head and tail of the combined
-//! stdout and stderr), foreground runs with a timeout that kills the whole
-//! process group, the [`Cancel`] signal that kills a foreground run's group
-//! at once when the user interrupts the turn, and the process-group
-//! plumbing managed processes share.
+//! stdout and stderr), foreground runs with a timeout that kills the
+//! command's whole tree, the [`Cancel`] signal that kills a foreground
+//! run's tree at once when the user interrupts the turn, and the plumbing
+//! managed processes share.
 //!
-//! Commands never outlive Latch. Every command's process group holds a
-//! watchdog on the *lifeline*, a pipe whose only write end Latch holds for
-//! its whole life and never writes: when Latch exits or dies (even by
-//! SIGKILL) the kernel closes that end, every watchdog reads end of file and
-//! kills its own process group.
+//! Every command runs under its sandbox's keeper ([`latch_sandbox::stop`]):
+//! its own session without a terminal, and a process tree that dies whole
+//! when the command ends, is stopped, or Latch exits (even by SIGKILL).
+//! The pid a caller sees is the keeper's, which leads the command's
+//! process group and ends as the command ended.
 
 use latch_sandbox::Sandbox;
 use std::collections::VecDeque;
-use std::io::{PipeReader, PipeWriter, Read};
-use std::os::fd::{AsRawFd, RawFd};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::io::Read;
+use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// The descriptor number the lifeline's read end has in every command.
-const LIFELINE_FD: RawFd = 3;
-
-/// The wrapper every command runs under, as `sh -c WRAPPER latch-command
-/// COMMAND`: a watchdog in the command's process group waits on the lifeline
-/// and kills the group when Latch is gone; then the command replaces the
-/// wrapper, so it keeps the group leader's pid, without the lifeline open.
-const WRAPPER: &str =
-    "(read _ <&3; kill -9 0) </dev/null >/dev/null 2>&1 &\nexec 3<&-\nexec sh -c \"$1\"";
-
-/// The lifeline: its read end goes to every command; its write end lives in
-/// this static until the process ends.
-fn lifeline() -> Option<&'static (PipeReader, PipeWriter)> {
-    static LIFELINE: OnceLock<Option<(PipeReader, PipeWriter)>> = OnceLock::new();
-    LIFELINE.get_or_init(|| std::io::pipe().ok()).as_ref()
-}
+/// How long a stopped command's keeper has to end its tree before its
+/// process group is killed outright.
+const STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// The cancel signal of the commands tool calls run in the foreground
 /// (`shell`, `validate`): once it is set, a running command's whole process
@@ -140,8 +126,8 @@ impl Capture {
     }
 }
 
-/// A spawned `sh -c` process in its own process group, with a thread
-/// copying its combined output into a [`Capture`].
+/// A spawned `sh -c` command under its keeper, with a thread copying its
+/// combined output into a [`Capture`].
 pub(crate) struct Spawned {
     pub(crate) child: Child,
     pub(crate) capture: Arc<Mutex<Capture>>,
@@ -149,19 +135,14 @@ pub(crate) struct Spawned {
     pub(crate) drained: Receiver<()>,
 }
 
-/// Spawn `sh -c command` in `dir`, in a new process group, with standard
-/// input closed and stdout and stderr on one pipe, confined by `sandbox`
-/// (which every process the command starts inherits).
+/// Spawn `sh -c command` in `dir`, with standard input closed and stdout
+/// and stderr on one pipe, confined by `sandbox` (which every process the
+/// command starts inherits) and under its keeper (its own session, its
+/// tree killed whole).
 pub(crate) fn spawn(dir: &Path, command: &str, sandbox: &Sandbox) -> std::io::Result<Spawned> {
     let (mut reader, writer) = std::io::pipe()?;
-    let (line_read, _) = lifeline().ok_or_else(|| {
-        std::io::Error::other("could not create the pipe that ties commands to Latch's life")
-    })?;
-    let line_fd = line_read.as_raw_fd();
     let mut cmd = Command::new("sh");
     cmd.arg("-c")
-        .arg(WRAPPER)
-        .arg("latch-command")
         .arg(command)
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -169,24 +150,7 @@ pub(crate) fn spawn(dir: &Path, command: &str, sandbox: &Sandbox) -> std::io::Re
         .stderr(writer)
         .env("PAGER", "cat")
         .env("GIT_PAGER", "cat")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .process_group(0);
-    // SAFETY: the closure runs in the forked child before exec and calls only
-    // dup2(2) and fcntl(2), which are async-signal-safe; it allocates nothing
-    // and touches no lock.
-    unsafe {
-        cmd.pre_exec(move || {
-            if line_fd == LIFELINE_FD {
-                // Already in place: only clear close-on-exec.
-                if libc::fcntl(LIFELINE_FD, libc::F_SETFD, 0) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if libc::dup2(line_fd, LIFELINE_FD) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
+        .env("GIT_TERMINAL_PROMPT", "0");
     sandbox
         .apply(&mut cmd)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
@@ -235,8 +199,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Send SIGKILL to every process of the group `pgid`. A group that no longer
-/// exists is not an error.
+/// Send SIGKILL to every process of the group `pgid` (the keeper's group:
+/// the keeper and, in a confined mode, the namespace's init and the
+/// command). A group that no longer exists is not an error.
 pub(crate) fn kill_group(pgid: u32) {
     let Ok(pgid) = i32::try_from(pgid) else {
         return;
@@ -245,21 +210,35 @@ pub(crate) fn kill_group(pgid: u32) {
         return;
     }
     // SAFETY: kill(2) takes plain integers and touches no memory of ours; a
-    // negative pid addresses the process group the child leads.
+    // negative pid addresses the process group the keeper leads.
     unsafe {
         libc::kill(-pgid, libc::SIGKILL);
     }
 }
 
-/// After the group leader exited: wait briefly for the output to drain, then
-/// kill what is left of the group (processes it left behind) and wait a
-/// little more for the pipe to close.
+/// Stop the running command `child` at once: its keeper kills the whole
+/// tree and dies by SIGKILL; a keeper that has not ended after
+/// [`STOP_GRACE`] has its group killed outright. Returns how it ended.
+pub(crate) fn stop(child: &mut Child) -> std::io::Result<ExitStatus> {
+    latch_sandbox::stop(child.id());
+    let deadline = Instant::now() + STOP_GRACE;
+    while Instant::now() < deadline {
+        if let Some(status) = child.try_wait()? {
+            return Ok(status);
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    kill_group(child.id());
+    child.wait()
+}
+
+/// After the keeper exited (its command's tree is gone with it): wait
+/// briefly for the output to drain; a group member still holding the pipe
+/// is killed, and the pipe waited for a little more.
 pub(crate) fn finish_group(pgid: u32, drained: &Receiver<()>) {
     if drained.recv_timeout(Duration::from_millis(150)).is_err() {
         kill_group(pgid);
         let _ = drained.recv_timeout(Duration::from_secs(1));
-    } else {
-        kill_group(pgid);
     }
 }
 
@@ -334,9 +313,9 @@ fn exit_parts(status: ExitStatus) -> (Option<i32>, Option<i32>) {
     (status.code(), status.signal())
 }
 
-/// Run `command` in the foreground in `sandbox`; kill its process group
+/// Run `command` in the foreground in `sandbox`; kill its whole tree
 /// after `timeout`, or as soon as `cancel` is set. Processes it leaves
-/// behind are stopped when it exits.
+/// behind die when it exits.
 pub(crate) fn run_foreground(
     dir: &Path,
     command: &str,
@@ -358,13 +337,11 @@ pub(crate) fn run_foreground(
             break (status, false, false);
         }
         if cancel.is_cancelled() {
-            kill_group(pgid);
-            break (child.wait()?, false, true);
+            break (stop(&mut child)?, false, true);
         }
         let now = Instant::now();
         if now >= deadline {
-            kill_group(pgid);
-            break (child.wait()?, true, false);
+            break (stop(&mut child)?, true, false);
         }
         std::thread::sleep(nap.min(deadline - now));
         nap = (nap * 2).min(Duration::from_millis(25));

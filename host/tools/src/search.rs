@@ -1,6 +1,9 @@
 //! `list_files` and `grep`: walks of the workspace that respect `.gitignore`
 //! (also outside a git repository), skip `.git` and `.latch`, visit entries
-//! in a stable order, and stop at a bounded number of results.
+//! in a stable order, and stop at a bounded number of results. `grep` reads
+//! each file beneath the workspace without following a link
+//! ([`latch_kernel::beneath`]): a file swapped for a link after the walk
+//! saw it is skipped, never read through.
 
 use crate::args::Args;
 use crate::error::ToolError;
@@ -135,6 +138,7 @@ pub(crate) fn grep(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> {
         .build()
         .map_err(|e| args.invalid(format!("`pattern` is not a valid regular expression: {e}")))?;
     let root = root_of(ctx, args)?;
+    let dir = ctx.workspace_dir()?;
     let filter = glob(args, "glob")?;
     let mut out = String::new();
     let mut shown = 0usize;
@@ -157,7 +161,7 @@ pub(crate) fn grep(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> {
         {
             continue;
         }
-        let Ok(bytes) = std::fs::read(entry.path()) else {
+        let Ok(Some(bytes)) = latch_kernel::beneath::read(&dir, Path::new(&rel)) else {
             continue;
         };
         if bytes[..bytes.len().min(8192)].contains(&0) {

@@ -6,7 +6,10 @@
 //! (source `shell`, with the command) is recorded even if the command then
 //! fails; in a git work tree it advances the generation only when the
 //! workspace fingerprint moved ([`run_possible_mutation`]). Background
-//! commands always commit an advancing one before they start.
+//! commands always commit an advancing one before they start. A command
+//! that leaves the workspace in a git repository Latch's own git does not
+//! use (a `git init`, a planted `.git`) gets a note saying so: the
+//! repository is used only once the user adopts it (`latch git --adopt`).
 
 use crate::args::Args;
 use crate::error::ToolError;
@@ -14,7 +17,7 @@ use crate::policy::{hard_deny, is_read_only};
 use crate::process::{ProcessInfo, StartError};
 use crate::run::{human_duration, run_foreground};
 use crate::{Reply, ToolContext};
-use latch_kernel::{commit_mutation, run_possible_mutation};
+use latch_kernel::{RepositoryDrift, commit_mutation, run_possible_mutation};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,10 +57,12 @@ pub(crate) fn shell(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> 
             ctx.cancel(),
         )
     };
+    let mut appeared = None;
     let run = if is_read_only(command) {
         execute()
     } else {
-        run_possible_mutation(
+        let drift_before = repository_drift(ctx);
+        let run = run_possible_mutation(
             ctx.store(),
             ctx.session(),
             "shell",
@@ -65,7 +70,9 @@ pub(crate) fn shell(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> 
             ctx.workspace(),
             execute,
         )?
-        .0
+        .0;
+        appeared = repository_drift(ctx).filter(|d| Some(d) != drift_before.as_ref());
+        run
     };
     let run = run.map_err(|e| ToolError::io(format!("sh -c {command:?}"), e))?;
     if let Some(answer) = run.interrupted_answer() {
@@ -83,11 +90,39 @@ pub(crate) fn shell(ctx: &ToolContext, args: &Args) -> Result<Reply, ToolError> 
         run.status_line(timeout),
         human_duration(run.elapsed)
     ));
+    if let Some(drift) = appeared {
+        out.push_str(&format!("\n{}", repository_note(ctx.session(), &drift)));
+    }
     Ok(Reply {
         content: out,
         is_error: !run.success(),
         completion: None,
     })
+}
+
+/// The repository that holds the workspace now, when Latch's own git does
+/// not use it for the session (see [`latch_kernel::git`]).
+fn repository_drift(ctx: &ToolContext) -> Option<RepositoryDrift> {
+    ctx.store().repository_drift(ctx.session()).ok().flatten()
+}
+
+/// What the model and the user read after a command that left the
+/// workspace in a repository Latch's own git does not use (a `git init`,
+/// a planted `.git`): it stays unused until the user adopts it.
+fn repository_note(session: &str, drift: &RepositoryDrift) -> String {
+    let name = |r: &Option<latch_kernel::git::Repository>| match r {
+        Some(r) => format!("the git repository {}", r.git_dir.display()),
+        None => "no git repository".to_string(),
+    };
+    format!(
+        "[note: the workspace is now in {}; Latch's own git keeps to {}, the one this session \
+         started in, so commands are {}checkpointed as before. A repository a command creates \
+         or plants is never used on its own: only the user can adopt it, with `latch git \
+         {session} --adopt`]",
+        name(&drift.found),
+        name(&drift.used),
+        if drift.used.is_none() { "not " } else { "" }
+    )
 }
 
 fn background(ctx: &ToolContext, command: &str) -> Result<Reply, ToolError> {

@@ -29,7 +29,7 @@ pub mod log_sink;
 pub mod state;
 pub mod widgets;
 
-pub use app::{ask_trust, run};
+pub use app::{KeySource, Questions, ask_trust, run, run_loop};
 pub use event::{Command, Input, PermissionAnswer};
 /// The terminal library the keys come from (its key types drive
 /// [`keys::on_key`]).

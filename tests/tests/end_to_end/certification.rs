@@ -106,6 +106,9 @@ fn two_requirements_proven_by_two_commands_certify_and_an_edit_stales_both() {
     );
     let ws = std::path::PathBuf::from(h.store.session(&h.session).unwrap().workspace);
     crate_repo(&ws);
+    // The repository appeared after the session started: Latch's own git
+    // uses it once the user says so (`latch git --adopt`).
+    h.store.adopt_repository(&h.session).unwrap();
 
     h.agent
         .run_turn("Prove tests and lints, then complete.", &mut |_| {})

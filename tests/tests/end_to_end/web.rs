@@ -87,9 +87,13 @@ fn latch_command(ws: &Path, args: &[String]) -> Command {
 /// A running `latch serve`.
 struct Served {
     child: Child,
-    /// The URL it printed, as printed.
+    /// The link it printed, as printed (good for one tab).
     url: String,
+    /// The link's code (`#token=CODE`).
+    code: String,
     base: String,
+    /// The server's own token (kept per workspace, never in a URL): what a
+    /// script presents.
     token: String,
     ws: PathBuf,
 }
@@ -143,22 +147,44 @@ fn spawn_served(ws: &Path, mut cmd: Command) -> Served {
         .expect("latch serve printed no URL");
     // `/#token=` (the fragment never reaches a server); `/?token=` from
     // servers before it.
-    let (base, token) = url
+    let (base, code) = url
         .split_once("/#token=")
         .or_else(|| url.split_once("/?token="))
-        .unwrap_or_else(|| panic!("no token in the printed URL {url}"));
+        .unwrap_or_else(|| panic!("no link code in the printed URL {url}"));
     Served {
         base: base.to_string(),
-        token: token.to_string(),
+        code: code.to_string(),
+        token: server_token(ws),
         url,
         child,
         ws: ws.to_path_buf(),
     }
 }
 
+/// The token `latch serve` keeps for `ws` (under its config dir).
+fn server_token(ws: &Path) -> String {
+    let dir = ws.join(".config/serve-tokens");
+    let file = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .next()
+        .expect("a kept token");
+    std::fs::read_to_string(file.path())
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
 impl Served {
     fn api(&self, path: &str) -> String {
         format!("{}/api{path}", self.base)
+    }
+
+    /// A new link for one more tab (`#token=CODE`; add `&session=…`).
+    async fn link(&self) -> String {
+        let (status, body) = self.post("/links", Value::Null).await;
+        assert_eq!(status, 201, "{body}");
+        format!("{}/#token={}", self.base, body["code"].as_str().unwrap())
     }
 
     async fn get(&self, path: &str) -> Value {
@@ -385,20 +411,48 @@ fn api_refuses_requests_without_the_token() {
         assert_eq!(c.get(&events).send().await.unwrap().status().as_u16(), 401);
         let ok = c.get(&url).bearer_auth(&served.token).send().await.unwrap();
         assert_eq!(ok.status().as_u16(), 200);
-        // The printed URL carries the token in its fragment, which no
-        // server sees; the page loads without it and sets no cookie.
+        // The printed URL carries a link's code in its fragment, which no
+        // server sees, and never the server's token; the page loads
+        // without it and sets no cookie.
         assert_eq!(
             served.url,
-            format!("{}/#token={}", served.base, served.token)
+            format!("{}/#token={}", served.base, served.code)
         );
+        assert_ne!(served.code, served.token);
         for page in [
             format!("{}/", served.base),
-            format!("{}/?token={}", served.base, served.token),
+            format!("{}/?token={}", served.base, served.code),
         ] {
             let page = c.get(page).send().await.unwrap();
             assert_eq!(page.status().as_u16(), 200);
             assert!(page.headers().get("set-cookie").is_none());
         }
+        // The link's code is no credential: it opens one tab, once, and
+        // gives that tab a credential of its own.
+        let as_bearer = c.get(&url).bearer_auth(&served.code).send().await.unwrap();
+        assert_eq!(as_bearer.status().as_u16(), 401);
+        let tab = c
+            .post(served.api("/tab"))
+            .bearer_auth(&served.code)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(tab.status().as_u16(), 201);
+        let credential = tab.json::<Value>().await.unwrap()["credential"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let ok = c.get(&url).bearer_auth(&credential).send().await.unwrap();
+        assert_eq!(ok.status().as_u16(), 200);
+        let again = c
+            .post(served.api("/tab"))
+            .bearer_auth(&served.code)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status().as_u16(), 401);
+        let body: Value = again.json().await.unwrap();
+        assert_eq!(body["kind"], "link_used", "{body}");
         // A cookie with the token authorizes nothing.
         let cookie = format!("latch_token={}", served.token);
         let with_cookie = c.get(&url).header("cookie", cookie).send().await.unwrap();

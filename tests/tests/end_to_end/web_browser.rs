@@ -147,8 +147,12 @@ fn the_page_streams_a_turn_survives_closing_and_shows_it_finished() {
         );
         tokio::time::sleep(Duration::from_secs(6)).await;
 
-        // Reopen: the finished turn, including what happened while closed.
-        c.goto(&page).await.unwrap();
+        // Reopen (with the next link `latch serve` printed: a link opens
+        // one tab): the finished turn, including what happened while
+        // closed.
+        c.goto(&format!("{}&session={id}", served.link().await))
+            .await
+            .unwrap();
         until(&c, "the finished turn", &format!("{TRANSCRIPT}.includes('All done: add now adds.')")).await;
         until(&c, "the shell row, done", "[...document.querySelectorAll('.tool')].some(r => r.innerText.includes('[done] shell') && r.innerText.includes('slow check passed'))").await;
         until(&c, "the activity, ready", "document.getElementById('activity').innerText === 'ready'").await;
@@ -267,9 +271,10 @@ fn the_page_reconnects_a_dropped_stream_after_its_last_event() {
         let target = served.base.trim_start_matches("http://").to_string();
         let proxy = Proxy::start(target).await;
         let c = browser(drv.1, profile.path()).await;
-        let token = served.token.clone();
+        let link = served.link().await;
+        let code = link.split_once("#token=").unwrap().1.to_string();
         c.goto(&format!(
-            "http://127.0.0.1:{}/#token={token}&session={id}",
+            "http://127.0.0.1:{}/#token={code}&session={id}",
             proxy.port
         ))
         .await

@@ -392,3 +392,69 @@ fn serve_without_a_provider_browses_history_and_says_why_no_turn_can_start() {
         c.close().await.unwrap();
     });
 }
+
+#[test]
+fn the_printed_link_opens_one_tab_and_a_second_visit_opens_nothing() {
+    let rt = runtime();
+    let ws = project();
+    let provider = rt
+        .block_on(FakeServer::start(Script::new([ScriptedTurn::text("Hi.")])))
+        .unwrap();
+    let served: Served = serve(ws.path(), &provider, &[]);
+    let drv = driver();
+    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    rt.block_on(async {
+        // The first visit opens the page and leaves no code in the address
+        // bar (nor in what history records of the tab from now on).
+        let c = browser(drv.1, first.path()).await;
+        c.goto(&served.url).await.unwrap();
+        until(
+            &c,
+            "the page",
+            "document.getElementById('status').innerText === 'ready'",
+        )
+        .await;
+        let href = js(&c, "location.href").await;
+        assert!(!href.as_str().unwrap().contains(&served.code), "{href}");
+        let kept = js(&c, "sessionStorage.getItem('latch-token')").await;
+        let kept = kept.as_str().unwrap().to_string();
+        assert!(
+            kept.starts_with("tab.") && !kept.contains(&served.code),
+            "{kept}"
+        );
+        // A reload keeps the tab's own credential.
+        c.refresh().await.unwrap();
+        until(
+            &c,
+            "the page after a reload",
+            "document.getElementById('status').innerText === 'ready'",
+        )
+        .await;
+        c.close().await.unwrap();
+
+        // The same link again — from the history, in another profile —
+        // opens nothing, and says why.
+        let again = browser(drv.1, second.path()).await;
+        again.goto(&served.url).await.unwrap();
+        until(
+            &again,
+            "the refusal",
+            "document.getElementById('notice').innerText.includes('used already')",
+        )
+        .await;
+        assert_eq!(
+            js(&again, "sessionStorage.getItem('latch-token')").await,
+            json!(null)
+        );
+        // The link printed after the first one was used opens a tab.
+        let next = served.link().await;
+        again.goto(&next).await.unwrap();
+        until(
+            &again,
+            "the page from a fresh link",
+            "document.getElementById('status').innerText === 'ready'",
+        )
+        .await;
+        again.close().await.unwrap();
+    });
+}

@@ -10,6 +10,8 @@
 //!   pending deliveries) is maintained by the transaction that appends each
 //!   group event and rebuilt from the log at open; the store implements
 //!   [`crate::group::GroupPort`] over it.
+//! * Each session records the git repository Latch's own git uses for it,
+//!   fixed when it is created (see [`Store::session_repository`]).
 //! * Each session has at most one driver: a lease row names the process
 //!   that holds it (see [`SessionLease`]).
 //! * The kernel reducers are cached per session with a sequence watermark and
@@ -24,12 +26,14 @@ mod lease;
 mod profile;
 mod provider;
 mod recall;
+mod repository;
 mod schema;
 mod sessions;
 
 pub use artifacts::{ImageInfo, image_info};
 pub use lease::{LEASE_TTL, LEASE_TTL_ENV, LeaseError, LeaseHolder, SessionLease, lease_ttl};
 pub use recall::{SearchRow, fts_query};
+pub use repository::RepositoryDrift;
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
 pub use sessions::{SessionRecord, new_session_id};
 

@@ -3,7 +3,7 @@
 //! `latch_schema` table.
 
 /// The schema version this build writes and understands.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// `PRAGMA application_id` of a Latch store ("LATC").
 pub const APPLICATION_ID: i64 = 0x4C41_5443;
@@ -130,5 +130,10 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         ttl_ms      INTEGER NOT NULL
     );
     CREATE INDEX events_session_profile ON events(session, seq) WHERE kind = 'session_profile';
+    "#,
+    // 5: the git repository Latch's own git uses for each session, fixed
+    // when the session is created (JSON; NULL for sessions created before).
+    r#"
+    ALTER TABLE sessions ADD COLUMN git_repository TEXT;
     "#,
 ];

@@ -96,6 +96,12 @@ impl Store {
             what: "model profile",
             source,
         })?;
+        // Which repository Latch's own git uses, fixed now (see
+        // `repository.rs`).
+        let repository = match self.repository_for_new_session(workspace, parent) {
+            Err(StoreError::UnknownSession(p)) => return Err(StoreError::UnknownSession(p)),
+            other => other?,
+        };
         let conn = self.conn();
         if let Some(p) = parent {
             let exists: bool = conn.query_row(
@@ -111,9 +117,10 @@ impl Store {
             let created_ms = now_ms();
             let id = new_session_id(created_ms);
             let inserted = conn.execute(
-                "INSERT OR IGNORE INTO sessions (id, parent, workspace, model_json, created_ms)
-                 VALUES (?1, ?2, ?3, ?4, ?5)",
-                rusqlite::params![id, parent, workspace, model_json, created_ms],
+                "INSERT OR IGNORE INTO sessions
+                     (id, parent, workspace, model_json, created_ms, git_repository)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                rusqlite::params![id, parent, workspace, model_json, created_ms, repository],
             )?;
             if inserted == 1 {
                 return Ok(SessionRecord {

@@ -367,3 +367,65 @@ fn https_urls_are_spoken_with_tls_and_a_failure_names_the_server_and_the_url() {
         failures[1]
     );
 }
+
+#[test]
+fn a_trusted_script_rewritten_mid_session_is_not_restarted() {
+    use sha2::{Digest, Sha256};
+    let dir = tempfile::tempdir().unwrap();
+    let ws = dir.path().canonicalize().unwrap();
+    let script = ws.join("server.js");
+    std::fs::write(
+        &script,
+        format!(
+            "import(require('url').pathToFileURL({:?}).href);\n",
+            npm_server("server-everything").display()
+        ),
+    )
+    .unwrap();
+    let mut trusted = node(script.clone(), &["stdio"]);
+    trusted.trusted_files = vec![latch_mcp::TrustedFile {
+        path: script.clone(),
+        shown: "server.js".into(),
+        sha256: hex::encode(Sha256::digest(std::fs::read(&script).unwrap())),
+    }];
+    let cfg = config(vec![("local", trusted)]);
+    let sandbox = TestSandbox::new(&ws);
+    let mut servers = McpServers::start(&cfg, &ws, &sandbox).unwrap();
+    assert!(
+        servers.start_failures().is_empty(),
+        "{:?}",
+        servers.start_failures()
+    );
+    let pid = servers.pid("local").unwrap();
+    // A command rewrites the trusted script, then the server dies.
+    std::fs::write(
+        &script,
+        "require('fs').writeFileSync('payload-ran', 'x');\n",
+    )
+    .unwrap();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    wait_for(
+        || {
+            matches!(
+                servers.statuses()[0].state,
+                ServerState::Disconnected { .. }
+            )
+        },
+        "the disconnect to be noticed",
+    );
+    let err = servers
+        .call("mcp__local__echo", r#"{"message":"x"}"#)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("server.js changed since this workspace's config was trusted"),
+        "{err}"
+    );
+    assert!(!ws.join("payload-ran").exists(), "the rewritten script ran");
+}

@@ -2,9 +2,9 @@
 //! outside the workspace fail with EACCES in `workspace-write`, nothing can
 //! be written in `read-only`, a process spawned from a backgrounded shell
 //! inherits the restriction, a loopback TCP connect fails unless the
-//! network is allowed, `.git/hooks` and `.latch` stay read-only,
+//! network is allowed, all of `.git` and `.latch` stay read-only,
 //! `full-access` behaves as an unsandboxed command, a missing Landlock is a
-//! clear error, and the self-test refuses all four probes. Sockets,
+//! clear error, and the self-test refuses all its probes. Sockets,
 //! signals and metadata writes are in [`sockets`].
 
 use latch_sandbox::check::{self, ProbeOp};
@@ -14,6 +14,8 @@ use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Command, Output};
 
+mod helper;
+mod isolation;
 mod sockets;
 
 struct Fixture {
@@ -116,7 +118,7 @@ fn probe_entry() {
         let (op, target) = spec.split_once(' ').unwrap();
         let result = match ProbeOp::parse(op) {
             Some(op) => check::probe(op, target),
-            None => sockets::probe(op, target),
+            None => isolation::probe(op, target).unwrap_or_else(|| sockets::probe(op, target)),
         };
         match result {
             Ok(()) => {
@@ -245,40 +247,72 @@ fn full_access_behaves_as_an_unsandboxed_command() {
 }
 
 #[test]
-fn git_hooks_git_config_and_latch_stay_read_only_and_git_cannot_be_moved() {
+fn all_of_git_and_latch_stay_read_only_and_git_cannot_be_moved() {
     let f = fixture();
     let w = f.ws.path();
     std::fs::create_dir_all(w.join(".git/objects")).unwrap();
+    std::fs::create_dir_all(w.join(".git/hooks")).unwrap();
     std::fs::write(w.join(".git/config"), "[core]\n").unwrap();
     std::fs::create_dir_all(w.join(".latch")).unwrap();
     std::fs::write(w.join(".latch/config.toml"), "").unwrap();
     let sb = sandbox(&f, SandboxMode::WorkspaceWrite, false);
-    let o = sh(
-        &sb,
-        w,
-        "echo blob > .git/objects/x && echo index > .git/index && echo ok",
-    );
-    assert!(
-        o.status.success(),
-        "git's own files stay writable: {}",
-        text(&o)
-    );
+    // `git commit` needs the model to ask (an escalation), like any write
+    // outside the sandbox: every file of `.git` is read-only.
     for script in [
         "echo evil > .git/hooks/pre-commit",
         "echo '[core] hooksPath=/x' >> .git/config",
+        "echo /elsewhere > .git/commondir",
+        "echo blob > .git/objects/x",
+        "echo index > .git/index",
+        "mkdir .git/info",
         "echo '[sandbox]' >> .latch/config.toml",
         "mv .git .git-old",
+        "rm -rf .git",
         "rm -rf .latch",
     ] {
         let o = sh(&sb, w, script);
         assert!(!o.status.success(), "{script}: {}", text(&o));
     }
     assert!(!w.join(".git/hooks/pre-commit").exists());
+    assert!(!w.join(".git/commondir").exists() && !w.join(".git/index").exists());
     assert_eq!(
         std::fs::read_to_string(w.join(".git/config")).unwrap(),
         "[core]\n"
     );
     assert!(w.join(".latch/config.toml").exists() && w.join(".git").is_dir());
+    // The work tree stays writable.
+    let o = sh(&sb, w, "echo ok > tracked.txt");
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn a_git_file_and_the_repository_it_names_stay_read_only() {
+    let f = fixture();
+    let w = f.ws.path();
+    // A linked worktree whose repository lies under another writable root.
+    let main = tempfile::tempdir().unwrap();
+    let git_dir = main.path().join(".git/worktrees/wt");
+    std::fs::create_dir_all(&git_dir).unwrap();
+    std::fs::write(git_dir.join("commondir"), "../..\n").unwrap();
+    std::fs::write(main.path().join(".git/config"), "[core]\n").unwrap();
+    std::fs::write(w.join(".git"), format!("gitdir: {}\n", git_dir.display())).unwrap();
+    let policy = SandboxPolicy {
+        mode: SandboxMode::WorkspaceWrite,
+        writable_roots: vec![main.path().to_path_buf()],
+        ..SandboxPolicy::default()
+    };
+    let sb = Sandbox::new(policy, w, "test-session").unwrap();
+    for script in [
+        "echo 'gitdir: /evil' > .git".to_string(),
+        format!("echo /evil > {}/commondir", git_dir.display()),
+        format!("echo '[core]' >> {}/.git/config", main.path().display()),
+    ] {
+        let o = sh(&sb, w, &script);
+        assert!(!o.status.success(), "{script}: {}", text(&o));
+    }
+    // The rest of that root stays writable.
+    let o = sh(&sb, w, &format!("echo ok > {}/file", main.path().display()));
+    assert!(o.status.success(), "{}", text(&o));
 }
 
 #[test]
@@ -344,14 +378,28 @@ fn a_machine_without_landlock_is_a_clear_error_never_a_downgrade() {
 }
 
 #[test]
-fn the_self_test_refuses_all_four_probes() {
+fn the_self_test_refuses_every_probe_the_terminal_and_survivors_among_them() {
     let f = fixture();
     let home = tempfile::tempdir().unwrap();
     std::fs::create_dir_all(home.path().join(".ssh")).unwrap();
     std::fs::write(home.path().join(".ssh/id_rsa"), "KEY").unwrap();
     let results = check::self_test(f.ws.path(), Some(home.path()), &probe_cmd).unwrap();
-    assert_eq!(results.len(), 4);
+    assert_eq!(results.len(), 7);
     assert!(results[3].what.contains("Unix socket"), "{results:?}");
+    assert!(
+        results[4].what.contains("TIOCSTI")
+            && results[4].detail.contains("Operation not permitted"),
+        "{results:?}"
+    );
+    assert!(
+        results[5].what.contains("controlling terminal")
+            && results[5].detail.contains("No such device or address"),
+        "{results:?}"
+    );
+    assert!(
+        results[6].what.contains("setsid") && results[6].detail == "stopped with its command",
+        "{results:?}"
+    );
     for r in &results {
         assert!(r.refused, "{r:?}");
     }

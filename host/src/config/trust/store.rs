@@ -2,8 +2,11 @@
 //! Latch config dir (`$LATCH_CONFIG_DIR`, else `$XDG_CONFIG_HOME/latch`,
 //! else `~/.config/latch`). One entry per workspace: its canonical path and
 //! the SHA-256 of the `.latch/config.toml` the user trusted, so a changed
-//! config is asked about again. Written whole to a temporary file and
-//! renamed over the old one, so a crash never leaves half a file.
+//! config is asked about again. Also the provider endpoints the user has
+//! used (a session created with them) or accepted when a resumed session
+//! named one: only those, and what the flags and the trusted config name,
+//! receive the API key without a question. Written whole to a temporary
+//! file and renamed over the old one, so a crash never leaves half a file.
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -52,11 +55,30 @@ pub struct TrustedWorkspace {
     pub trusted_at_ms: u64,
 }
 
+/// A provider endpoint the user has used or accepted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KnownEndpoint {
+    /// The base URL, without credentials and trailing `/`.
+    pub url: String,
+    /// When, in milliseconds since the Unix epoch.
+    pub known_at_ms: u64,
+}
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
     #[serde(default, rename = "workspace")]
     workspaces: Vec<TrustedWorkspace>,
+    #[serde(default, rename = "endpoint")]
+    endpoints: Vec<KnownEndpoint>,
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// The recorded answers.
@@ -151,12 +173,30 @@ impl TrustStore {
         file.workspaces.push(TrustedWorkspace {
             path: workspace.to_path_buf(),
             config_sha256: config_sha256.to_string(),
-            trusted_at_ms: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or(0),
+            trusted_at_ms: now_ms(),
         });
         file.workspaces.sort_by(|a, b| a.path.cmp(&b.path));
+        self.write(&file)
+    }
+
+    /// True when the user has used or accepted the endpoint `url` (compared
+    /// as [`KnownEndpoint::url`] is kept).
+    pub fn knows_endpoint(&self, url: &str) -> Result<bool, TrustStoreError> {
+        let url = endpoint_key(url);
+        Ok(self.read()?.endpoints.iter().any(|e| e.url == url))
+    }
+
+    /// Record that the user used or accepted the endpoint `url`.
+    pub fn know_endpoint(&self, url: &str) -> Result<(), TrustStoreError> {
+        let url = endpoint_key(url);
+        let mut file = self.read()?;
+        if file.endpoints.iter().any(|e| e.url == url) {
+            return Ok(());
+        }
+        file.endpoints.push(KnownEndpoint {
+            url,
+            known_at_ms: now_ms(),
+        });
         self.write(&file)
     }
 
@@ -173,9 +213,48 @@ impl TrustStore {
     }
 }
 
+/// How an endpoint is compared: trimmed, without a trailing `/` and without
+/// credentials (`user:password@`), which are never recorded.
+pub fn endpoint_key(url: &str) -> String {
+    let url = url.trim().trim_end_matches('/');
+    match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let (authority, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            let host = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+            format!(
+                "{}://{}{}",
+                scheme.to_ascii_lowercase(),
+                host.to_ascii_lowercase(),
+                path
+            )
+        }
+        None => url.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn endpoints_are_known_once_recorded_and_compared_without_credentials() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TrustStore::at(dir.path().join("trusted-workspaces.toml"));
+        store.trust(Path::new("/w/a"), "h1").unwrap();
+        assert!(!store.knows_endpoint("http://127.0.0.1:8080/v1").unwrap());
+        store
+            .know_endpoint("http://u:secret@127.0.0.1:8080/v1/")
+            .unwrap();
+        assert!(store.knows_endpoint("http://127.0.0.1:8080/v1").unwrap());
+        assert!(store.knows_endpoint("HTTP://127.0.0.1:8080/v1/").unwrap());
+        assert!(!store.knows_endpoint("http://127.0.0.1:8080/v2").unwrap());
+        assert!(
+            store.trusts(Path::new("/w/a"), "h1").unwrap(),
+            "workspaces stay"
+        );
+        let text = std::fs::read_to_string(store.path()).unwrap();
+        assert!(!text.contains("secret"), "{text}");
+    }
 
     #[test]
     fn answers_are_recorded_per_workspace_and_hash_and_revoked() {

@@ -5,6 +5,12 @@
 //! within one directory `.latch` before `.agents` before `.claude`; a name
 //! found again later is shadowed. A malformed `SKILL.md` is skipped with a
 //! warning naming the file and the field, never an error.
+//!
+//! A skill's name and description go to the provider, so the repository's
+//! skills are read beneath the repository root (the workspace without one)
+//! with [`latch_kernel::beneath::read_within`]: a skill directory or a
+//! `SKILL.md` linked out of it (to `~/.ssh`, say) is skipped with a warning
+//! and never read. The user's own skills directory is the user's.
 
 use super::Skill;
 use super::frontmatter::{self, FrontmatterError};
@@ -51,10 +57,7 @@ pub struct Discovery {
 /// directories, then each parent's up to the repository root, then
 /// `user_dir/skills`.
 pub fn skill_roots(workspace: &Path, user_dir: Option<&Path>) -> Vec<PathBuf> {
-    let top = workspace
-        .ancestors()
-        .find(|d| d.join(".git").exists())
-        .unwrap_or(workspace);
+    let top = repository_top(workspace);
     let mut roots = Vec::new();
     for dir in workspace.ancestors() {
         for sub in SKILL_DIRS {
@@ -70,11 +73,23 @@ pub fn skill_roots(workspace: &Path, user_dir: Option<&Path>) -> Vec<PathBuf> {
     roots
 }
 
+/// The repository root of `workspace` (the nearest directory holding
+/// `.git`), or the workspace itself.
+fn repository_top(workspace: &Path) -> &Path {
+    workspace
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .unwrap_or(workspace)
+}
+
 /// Discover the skills of `workspace` (and of `user_dir`, the user's Latch
 /// config directory).
 pub fn discover(workspace: &Path, user_dir: Option<&Path>) -> Discovery {
     let mut found = Discovery::default();
+    let top = repository_top(workspace);
     for root in skill_roots(workspace, user_dir) {
+        // The repository's skills are read beneath its root.
+        let within = root.starts_with(top).then_some(top);
         let Ok(entries) = std::fs::read_dir(&root) else {
             continue;
         };
@@ -85,7 +100,7 @@ pub fn discover(workspace: &Path, user_dir: Option<&Path>) -> Discovery {
             if !dir.is_dir() || !file.is_file() {
                 continue;
             }
-            match load(&dir, &file) {
+            match load(&dir, &file, within) {
                 Ok(skill) => {
                     if found.skills.iter().any(|s| s.name == skill.name) {
                         found.shadowed.push((file, skill.name));
@@ -105,12 +120,34 @@ pub fn discover(workspace: &Path, user_dir: Option<&Path>) -> Discovery {
     found
 }
 
-fn load(dir: &Path, file: &Path) -> Result<Skill, FrontmatterError> {
+/// Largest `SKILL.md` read.
+const MAX_SKILL_BYTES: u64 = 1024 * 1024;
+
+fn load(dir: &Path, file: &Path, within: Option<&Path>) -> Result<Skill, FrontmatterError> {
     let io = |e: std::io::Error| FrontmatterError {
         field: None,
         message: format!("cannot be read: {e}"),
     };
-    let text = std::fs::read_to_string(file).map_err(io)?;
+    let text = match within {
+        Some(base) => {
+            let rel = file.strip_prefix(base).unwrap_or(file);
+            let bytes = latch_kernel::beneath::read_within(base, rel, MAX_SKILL_BYTES)
+                .map_err(|e| FrontmatterError {
+                    field: None,
+                    message: format!(
+                        "{e}: Latch reads the repository's skills only from inside it \
+                         ({}), so it was neither read nor sent to the provider",
+                        base.display()
+                    ),
+                })?
+                .ok_or_else(|| io(std::io::ErrorKind::NotFound.into()))?;
+            String::from_utf8(bytes).map_err(|_| FrontmatterError {
+                field: None,
+                message: "is not UTF-8 text".into(),
+            })?
+        }
+        None => std::fs::read_to_string(file).map_err(io)?,
+    };
     let parsed = frontmatter::parse(&text)?;
     let dir_name = dir
         .file_name()

@@ -3,13 +3,13 @@
 //! result, so what the model read is durable, recallable and replayed
 //! exactly on resume. Paths are confined to the skill's directory: absolute
 //! paths, `..` and symbolic links are refused, and files are opened beneath
-//! the directory by the kernel in one step (see [`super::beneath`]), so a
+//! the directory by the kernel in one step (see [`latch_kernel::beneath`]), so a
 //! link swapped in while a file is loaded cannot lead outside either.
 
 use super::Skill;
-use super::beneath::{self, BeneathError, Opened};
 use super::frontmatter;
 use crate::spec::ToolSpec;
+use latch_kernel::beneath::{self, BeneathError, Opened};
 use serde_json::{Value, json};
 use std::io::Read;
 use std::path::{Component, Path};

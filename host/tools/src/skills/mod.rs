@@ -8,13 +8,14 @@
 //!   session context.
 //! * [`load`] — the `load_skill` tool: instructions or one file, confined
 //!   to the skill's directory, as a durable tool result.
-//! * [`beneath`] — race-free opening beneath a directory (`openat2` with
-//!   `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, or an `O_NOFOLLOW` walk).
+//!
+//! Files are opened beneath the skill's directory without following a link
+//! ([`latch_kernel::beneath`], the helper every read and write Latch does on
+//! the user's behalf goes through).
 //!
 //! Progressive disclosure: the list is always in context; a skill's body
 //! and files enter only through `load_skill` results in the event log.
 
-pub mod beneath;
 pub mod catalog;
 pub mod discover;
 pub mod frontmatter;

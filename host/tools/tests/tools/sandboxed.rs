@@ -139,3 +139,71 @@ fn the_preview_classifies_commands_and_diffs_edits() {
     );
     assert!(!e.path("new.md").exists());
 }
+
+/// Whether the file `name` of the workspace stays the same size for
+/// 600 ms (after a moment for a kill to land).
+fn stopped_growing(e: &Env, name: &str) -> bool {
+    let size = || std::fs::metadata(e.path(name)).map_or(0, |m| m.len());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let before = size();
+    std::thread::sleep(std::time::Duration::from_millis(600));
+    before == size()
+}
+
+/// Wait until the file `name` of the workspace has grown past its first
+/// line: its writer runs.
+fn growing(e: &Env, name: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while std::fs::metadata(e.path(name)).map_or(0, |m| m.len()) < 60 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{name} never grew: its writer did not run"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A writer that leaves its command's session and process group.
+fn detached_writer(name: &str) -> String {
+    format!(
+        "setsid sh -c 'while :; do date >> {name}; sleep 0.1; done' </dev/null >/dev/null 2>&1 &"
+    )
+}
+
+#[test]
+fn process_kill_and_a_timeout_end_what_the_command_detached_in_every_mode() {
+    for mode in [SandboxMode::WorkspaceWrite, SandboxMode::FullAccess] {
+        let (e, _outside) = sandboxed(mode);
+        // A managed process whose `setsid` writer left its process group:
+        // `process_kill` ends the writer too.
+        let o = e.call(
+            "shell",
+            json!({"command": format!("{} exec sleep 60", detached_writer("g")), "background": true}),
+        );
+        assert_ok(&o);
+        let id = o
+            .result
+            .content
+            .split_whitespace()
+            .nth(3)
+            .unwrap()
+            .to_string();
+        growing(&e, "g");
+        assert_ok(&e.call("process_kill", json!({"id": id})));
+        assert!(
+            stopped_growing(&e, "g"),
+            "{mode}: the killed process's writer still writes"
+        );
+        // A foreground command stopped by its timeout: the same.
+        let o = e.call(
+            "shell",
+            json!({"command": format!("{} sleep 30", detached_writer("t")), "timeout_ms": 1_500}),
+        );
+        assert_err(&o, "timed out");
+        assert!(e.path("t").exists(), "{mode}: the writer never ran");
+        assert!(
+            stopped_growing(&e, "t"),
+            "{mode}: the timed-out command's writer still writes"
+        );
+    }
+}

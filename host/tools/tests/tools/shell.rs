@@ -520,3 +520,34 @@ fn commands_do_not_inherit_the_lifeline() {
     assert_ok(&o);
     assert!(o.result.content.contains("no-fd-3"), "{}", o.result.content);
 }
+
+#[test]
+fn a_repository_a_command_creates_is_named_once_and_left_to_the_user() {
+    let e = env();
+    let o = e.call("shell", json!({"command": "git init -q && touch a.txt"}));
+    assert_ok(&o);
+    let said = &o.result.content;
+    assert!(
+        said.contains("the workspace is now in the git repository")
+            && said.contains(&format!("latch git {} --adopt", e.session))
+            && said.contains("not checkpointed"),
+        "{said}"
+    );
+    assert_eq!(e.store.session_repository(&e.session).unwrap(), None);
+    // Said once: the next command changes nothing about it.
+    let o = e.call("shell", json!({"command": "touch b.txt"}));
+    assert_ok(&o);
+    assert!(
+        !o.result.content.contains("--adopt"),
+        "{}",
+        o.result.content
+    );
+    // Gone again: no note either (the session never used it).
+    let o = e.call("shell", json!({"command": "rm -rf .git"}));
+    assert_ok(&o);
+    assert!(
+        !o.result.content.contains("--adopt"),
+        "{}",
+        o.result.content
+    );
+}

@@ -352,3 +352,43 @@ fn a_component_swapped_for_a_link_while_loading_never_reads_outside() {
         "both states were seen: {inside} read, {refused} refused"
     );
 }
+
+/// A skill of the repository whose directory or `SKILL.md` is a link out
+/// of the repository is skipped with a warning, its description never
+/// read (it would go to the provider); links inside are followed, and the
+/// user's own directory is the user's.
+#[test]
+fn a_skill_linked_out_of_the_repository_is_skipped_never_read() {
+    let t = tree();
+    let outside = t.user.parent().unwrap().join("outside");
+    skill(&outside, "stolen", "SECRET description", "SECRET body");
+    skill(&outside, "keyfile", "SECRET key", "");
+    let skills_dir = t.ws.join(".latch/skills");
+    std::fs::create_dir_all(&skills_dir).unwrap();
+    std::os::unix::fs::symlink(outside.join("stolen"), skills_dir.join("stolen")).unwrap();
+    std::fs::create_dir_all(skills_dir.join("keyfile")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.join("keyfile/SKILL.md"),
+        skills_dir.join("keyfile/SKILL.md"),
+    )
+    .unwrap();
+    let shared = skill(&t.repo.join("shared"), "shared", "Shared inside.", "");
+    std::os::unix::fs::symlink(&shared, skills_dir.join("shared")).unwrap();
+    let found = skills::discover(&t.ws, None);
+    let names: Vec<&str> = found.skills.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["shared"]);
+    assert!(
+        found
+            .skills
+            .iter()
+            .all(|s| !s.description.contains("SECRET")),
+        "{:?}",
+        found.skills
+    );
+    assert_eq!(found.warnings.len(), 2, "{:?}", found.warnings);
+    for w in &found.warnings {
+        assert!(w.to_string().contains("symbolic link"), "{w}");
+        assert!(w.to_string().contains("neither read nor sent"), "{w}");
+        assert!(!w.to_string().contains("SECRET"), "{w}");
+    }
+}

@@ -4,7 +4,7 @@ use super::{demo_state, screen};
 use latch_surface::PermissionPrompt;
 use latch_tui::keys::on_key;
 use latch_tui::{Command, Input, PermissionAnswer};
-use ratatui::crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers};
 
 pub fn key(code: KeyCode) -> KeyEvent {
     KeyEvent::new(code, KeyModifiers::NONE)
@@ -219,4 +219,68 @@ fn ctrl_v_and_alt_v_ask_for_the_clipboards_image_and_chips_show_until_sent() {
     );
     let rows = screen(&state, 120, 40);
     assert!(!rows.join("\n").contains("[image 1"), "{rows:#?}");
+}
+
+/// Keys a test scripts: those typed before a question was drawn, and those
+/// typed after. Discarding drops the first.
+struct Typed {
+    before: std::collections::VecDeque<Event>,
+    after: std::collections::VecDeque<Event>,
+    discarded: usize,
+}
+
+impl latch_tui::KeySource for Typed {
+    fn next(&mut self, _: std::time::Duration) -> std::io::Result<Option<Event>> {
+        match self.before.pop_front().or_else(|| self.after.pop_front()) {
+            Some(ev) => Ok(Some(ev)),
+            // Out of keys: end the loop.
+            None => Err(std::io::Error::other("no more keys")),
+        }
+    }
+
+    fn discard_pending(&mut self) -> std::io::Result<()> {
+        self.discarded += self.before.len();
+        self.before.clear();
+        Ok(())
+    }
+}
+
+#[test]
+fn a_key_typed_before_the_permission_modal_appeared_does_not_answer_it() {
+    let mut state = demo_state();
+    let (tx, rx) = std::sync::mpsc::channel();
+    tx.send(Input::Permission(Some(PermissionPrompt {
+        tool: "shell".into(),
+        subject: "git push".into(),
+        reason: "leaves the sandbox".into(),
+        call_id: "c7".into(),
+        ..PermissionPrompt::default()
+    })))
+    .unwrap();
+    let mut typed = Typed {
+        before: [Event::Key(key(KeyCode::Char('y')))].into(),
+        after: [Event::Key(key(KeyCode::Char('n')))].into(),
+        discarded: 0,
+    };
+    let mut terminal = ratatui::Terminal::new(ratatui::backend::TestBackend::new(120, 40)).unwrap();
+    let mut sent = Vec::new();
+    let end = latch_tui::run_loop(&mut terminal, &mut typed, &mut state, &rx, &mut |c| {
+        sent.push(c)
+    });
+    assert!(end.is_err(), "the script ran out of keys");
+    assert_eq!(typed.discarded, 1, "the early `y` was dropped");
+    assert_eq!(
+        sent,
+        [Command::Permission {
+            call_id: "c7".into(),
+            answer: PermissionAnswer::Deny(None)
+        }],
+        "only the `n` typed after the modal answered it"
+    );
+    // A modal already shown is not a new question: nothing more is dropped.
+    let mut q = latch_tui::Questions::default();
+    assert!(q.drawn(Some("c7")));
+    assert!(!q.drawn(Some("c7")));
+    assert!(!q.drawn(None));
+    assert!(q.drawn(Some("c8")));
 }

@@ -3,16 +3,18 @@
 // a dropped stream resumes with Last-Event-ID; transient deltas (streamed
 // text) are shown until the commit lands.
 //
-// Auth: `latch serve` prints /#token=…; the fragment never reaches a
-// server. The page moves the token into this tab's sessionStorage (per
-// origin, so per port), clears it from the address bar and sends it as
-// `Authorization: Bearer` on every request. No cookie carries it: cookies
-// reach every port of the host. The event stream is read with fetch, since
-// EventSource cannot set that header.
+// Auth: `latch serve` prints /#token=CODE, a link good for one tab; the
+// fragment never reaches a server. The page clears it from the address bar
+// at once, exchanges the code (POST /api/tab, once) for this tab's own
+// credential, keeps that in sessionStorage (per tab, per origin, so per
+// port) and sends it as `Authorization: Bearer` on every request. The link
+// left in the browser's history opens nothing. No cookie carries the
+// credential: cookies reach every port of the host. The event stream is
+// read with fetch, since EventSource cannot set that header.
 //
-// `latch serve` keeps its token per workspace, so after a restart the
-// stream reconnects by itself; until then the page says the server is
-// unreachable. The draft in the input is kept in localStorage, and a
+// A tab's credential holds until `latch serve --new-token`, so after a
+// restart the stream reconnects by itself; until then the page says the
+// server is unreachable. The draft in the input is kept in localStorage, and a
 // message that could not be sent goes back into it, as do its attached
 // images (attach.js); each user message can rewind the files (rewind.js).
 "use strict";
@@ -32,19 +34,42 @@ let lastTurn = "idle";  // the header's turn state
 let canStart = true;    // the server has a provider (GET /api/server)
 const DRAFT_KEY = "latch-draft";
 let imagesBySeq = {};   // the user messages' images, by seq (state.images)
+let linkRefused = false; // the URL's link was used already (its notice stays)
 
-// Take the token from the URL (`#token=…[&session=…]`, or an older
-// `?token=…`) into sessionStorage, and leave the address bar without it.
-function takeToken() {
+// Take the link's code from the URL (`#token=…[&session=…]`, or an older
+// `?token=…`), leave the address bar without it, and exchange it for this
+// tab's credential. A used link opens nothing: the page says so (a tab that
+// already has its credential, reloaded, keeps it).
+async function takeToken() {
   const hash = location.hash.slice(1);
   const params = new URLSearchParams(hash.includes("=") ? hash : "");
   const query = new URLSearchParams(location.search);
-  const token = params.get("token") || query.get("token");
+  const code = params.get("token") || query.get("token");
   wantedSession = hash.includes("=") ? (params.get("session") || "") : hash;
-  if (token) sessionStorage.setItem(TOKEN_KEY, token);
-  if (token || query.has("token")) {
+  if (code || query.has("token")) {
     history.replaceState(null, "", "/" + (wantedSession ? "#" + wantedSession : ""));
   }
+  if (!code) return;
+  let r;
+  try {
+    r = await fetch("/api/tab", {
+      method: "POST", credentials: "omit", cache: "no-store",
+      headers: { authorization: "Bearer " + code },
+    });
+  } catch (e) {
+    unreachable();
+    return;
+  }
+  let body = null;
+  try { body = await r.json(); } catch (_) { body = null; }
+  if (r.ok && body && body.credential) {
+    sessionStorage.setItem(TOKEN_KEY, body.credential);
+    return;
+  }
+  if (sessionStorage.getItem(TOKEN_KEY)) return;
+  notice("This link opens nothing: " + ((body && body.error) ||
+    "open the newest link `latch serve` printed") + ".");
+  linkRefused = true;
 }
 
 function authHeaders(extra) {
@@ -75,8 +100,10 @@ async function api(path, options) {
   let body = null;
   try { body = await r.json(); } catch (_) { body = null; }
   if (r.status === 401) {
-    notice("Not authorized: open the URL that `latch serve` printed (it carries the token). " +
-      ((body && body.error) || ""));
+    if (!linkRefused) {
+      notice("Not authorized: open the URL that `latch serve` printed (it carries the token). " +
+        ((body && body.error) || ""));
+    }
     throw new Error("401");
   }
   if (!r.ok) {
@@ -651,7 +678,12 @@ function theme(next) {
 }
 
 async function main() {
-  takeToken();
+  // A link pasted into an open tab changes only the fragment: start over
+  // with it.
+  window.addEventListener("hashchange", () => {
+    if (location.hash.includes("token=")) location.reload();
+  });
+  await takeToken();
   try { theme(localStorage.getItem("latch-theme")); } catch (_) { /* storage off */ }
   $("theme").addEventListener("click", () => {
     const dark = document.documentElement.dataset.theme
@@ -659,8 +691,8 @@ async function main() {
       : matchMedia("(prefers-color-scheme: dark)").matches;
     theme(dark ? "light" : "dark");
   });
-  if (!sessionStorage.getItem(TOKEN_KEY)) {
-    notice("No token: open the URL that `latch serve` printed (http://…/#token=…).");
+  if (!sessionStorage.getItem(TOKEN_KEY) && !linkRefused) {
+    notice("No token: open the link that `latch serve` printed (http://…/#token=…).");
   }
   try { $("input").value = localStorage.getItem(DRAFT_KEY) || ""; } catch (_) { /* storage off */ }
   $("composer").addEventListener("submit", (e) => {

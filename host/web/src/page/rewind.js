@@ -11,8 +11,11 @@ function rewindRows(plan) {
   const rows = [];
   plan.restore.forEach((p) => rows.push(el("div", "rw restore", "restore " + p)));
   plan.remove.forEach((p) => rows.push(el("div", "rw remove", "remove " + p + " (it did not exist then)")));
+  const links = plan.links || [];
   plan.conflicts.forEach((p) => rows.push(el("div", "rw conflict",
-    "left alone " + p + ": changed outside Latch since Latch last wrote it; restore it by hand")));
+    "left alone " + p + ": " + (links.includes(p)
+      ? "a symbolic link (or a directory) stands where the file was; Latch never writes through a link"
+      : "changed outside Latch since Latch last wrote it") + "; restore it by hand")));
   if (!rows.length) rows.push(el("div", "dim", "nothing to restore: the files are as they were"));
   return rows;
 }

@@ -1,16 +1,18 @@
-//! Token auth: every `/api/` request presents the token `latch serve`
-//! printed as `Authorization: Bearer <token>`, and nothing else counts.
+//! Token auth: every `/api/` request presents, as `Authorization: Bearer`,
+//! a tab's credential or the server's secret, and nothing else counts.
 //!
-//! No cookie carries the token. Cookies are scoped to a host, not to a
-//! port, so a cookie set by `127.0.0.1:7420` is sent to every server on
+//! No cookie carries either. Cookies are scoped to a host, not to a port,
+//! so a cookie set by `127.0.0.1:7420` is sent to every server on
 //! `127.0.0.1` — a dev server the agent started among them, which could
 //! then replay it — and a browser attaches it to requests that other local
 //! pages make. A header is only ever set by script running in the page's
-//! own origin. The page receives the token in the URL's fragment (never
-//! sent to any server), keeps it in `sessionStorage` (per tab, per
-//! origin) and sets the header on every request, the event stream
-//! included (it streams with `fetch`, since `EventSource` cannot set
-//! headers).
+//! own origin. The page receives a one-tab link code in the URL's fragment
+//! (never sent to any server), exchanges it once for the tab's own
+//! credential ([`super::tabs`]: `POST /api/tab`, the one route that takes
+//! a link code), keeps that in `sessionStorage` (per tab, per origin) and
+//! sets the header on every request, the event stream included (it
+//! streams with `fetch`, since `EventSource` cannot set headers). A link
+//! left in the browser's history opens nothing.
 //!
 //! [`Refusal`] is every answer the trust checks give, here and in
 //! [`super::origin`]: a status, a stable `kind` and a message that names
@@ -42,10 +44,18 @@ pub enum Refusal {
     TokenNotInHeader(&'static str),
     /// A bearer token that is not this server's.
     #[error(
-        "wrong token: open the URL this `latch serve` printed (a restarted server has a new \
-         token), or send that token as `Authorization: Bearer <token>`"
+        "wrong token: open the newest link this `latch serve` printed (each opens one tab; \
+         `--new-token` replaces every tab's credential), or send the server's token as \
+         `Authorization: Bearer <token>`"
     )]
     WrongToken,
+    /// A link whose code already opened a tab.
+    #[error(
+        "this link was used already: a link `latch serve` prints opens one tab, so one left in \
+         the browser's history opens nothing. Open the newest link it printed (it prints the \
+         next one each time one is used)"
+    )]
+    LinkUsed,
     /// No `Host` header at all.
     #[error("the request has no Host header; send the address you connected to as `Host`")]
     MissingHost,
@@ -83,6 +93,7 @@ impl Refusal {
             Refusal::MissingToken => "missing_token",
             Refusal::TokenNotInHeader(_) => "token_not_in_header",
             Refusal::WrongToken => "wrong_token",
+            Refusal::LinkUsed => "link_used",
             Refusal::MissingHost => "missing_host",
             Refusal::ForeignHost { .. } => "foreign_host",
             Refusal::CrossOrigin { .. } => "cross_origin",
@@ -92,9 +103,10 @@ impl Refusal {
     /// 401 for the token, 403 for where the request came from.
     pub fn status(&self) -> StatusCode {
         match self {
-            Refusal::MissingToken | Refusal::TokenNotInHeader(_) | Refusal::WrongToken => {
-                StatusCode::UNAUTHORIZED
-            }
+            Refusal::MissingToken
+            | Refusal::TokenNotInHeader(_)
+            | Refusal::WrongToken
+            | Refusal::LinkUsed => StatusCode::UNAUTHORIZED,
             Refusal::MissingHost | Refusal::ForeignHost { .. } | Refusal::CrossOrigin { .. } => {
                 StatusCode::FORBIDDEN
             }
@@ -155,19 +167,57 @@ fn misplaced(request: &Request) -> Option<&'static str> {
     }
 }
 
-/// Check the token of an `/api/` request.
+/// Check the credential of an `/api/` request: the server's secret `token`
+/// or a tab credential made under it.
 pub fn check(request: &Request, token: &str) -> Result<(), Refusal> {
     match bearer(request.headers()) {
-        Some(t) if same(t, token) => Ok(()),
+        Some(t) if same(t, token) || super::tabs::valid_tab_credential(token, t) => Ok(()),
         Some(_) => Err(Refusal::WrongToken),
         None => Err(misplaced(request).map_or(Refusal::MissingToken, Refusal::TokenNotInHeader)),
     }
 }
 
-/// The middleware on `/api/`: the token, then the handler; API answers
-/// are never cached.
+/// `POST /api/tab`: exchange a link's code (as `Authorization: Bearer`),
+/// once, for a new tab's credential: 201 `{credential}`; a used code is
+/// refused as [`Refusal::LinkUsed`].
+pub async fn open_tab(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let Some(code) = bearer(request.headers()) else {
+        return Refusal::MissingToken.into_response();
+    };
+    match state.config.links.redeem(code) {
+        Ok(()) => {
+            let credential = super::tabs::tab_credential(&state.config.token);
+            let mut response = (
+                StatusCode::CREATED,
+                axum::Json(serde_json::json!({ "credential": credential })),
+            )
+                .into_response();
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+            response
+        }
+        Err(super::tabs::Redeem::Used) => Refusal::LinkUsed.into_response(),
+        Err(super::tabs::Redeem::Unknown) => Refusal::WrongToken.into_response(),
+    }
+}
+
+/// `POST /api/links` (authorized): a new link's code, for another tab.
+pub async fn new_link(State(state): State<Arc<AppState>>) -> Response {
+    (
+        StatusCode::CREATED,
+        axum::Json(serde_json::json!({ "code": state.config.links.mint() })),
+    )
+        .into_response()
+}
+
+/// The middleware on `/api/`: the credential (but for `POST /api/tab`,
+/// which checks its link code itself), then the handler; API answers are
+/// never cached.
 pub async fn require(State(state): State<Arc<AppState>>, request: Request, next: Next) -> Response {
-    if let Err(refusal) = check(&request, &state.config.token) {
+    let exchange = request.method() == axum::http::Method::POST
+        && matches!(request.uri().path(), "/tab" | "/api/tab");
+    if !exchange && let Err(refusal) = check(&request, &state.config.token) {
         return refusal.into_response();
     }
     let mut response = next.run(request).await;

@@ -5,8 +5,11 @@
 //!
 //! * [`origin`] — `Host` against the bound address (DNS rebinding) and
 //!   `Origin` against this server; 403 otherwise.
-//! * [`auth`] — the token as `Authorization: Bearer`, never a cookie; 401
-//!   otherwise. [`auth::Refusal`] is every refusal of both.
+//! * [`auth`] — a tab's credential (or the server's token) as
+//!   `Authorization: Bearer`, never a cookie; 401 otherwise.
+//!   [`auth::Refusal`] is every refusal of both.
+//! * [`tabs`] — the one-tab links `latch serve` prints and the credential
+//!   each tab gets for its link.
 //! * [`api`] — sessions, messages (command receipts, or queued while a
 //!   turn runs), commands.
 //! * [`images`] — images uploaded with a message, and the transcript's
@@ -30,6 +33,7 @@ pub mod page;
 pub mod rewind;
 pub mod sessions;
 pub mod sse;
+pub mod tabs;
 
 use crate::backend::Backend;
 use crate::hub::Hub;
@@ -45,8 +49,11 @@ use std::time::Duration;
 /// Settings of the web surface.
 #[derive(Clone, Debug)]
 pub struct WebConfig {
-    /// The secret every `/api/` request must present.
+    /// The server's secret: every `/api/` request presents it, or a tab
+    /// credential made under it ([`tabs`]).
     pub token: String,
+    /// The one-tab links of this server (the printed one among them).
+    pub links: Arc<tabs::Links>,
     /// The address the server is bound to: `Host` must name it, a
     /// loopback address or `localhost` ([`serve`] sets it from the
     /// listener).
@@ -67,6 +74,7 @@ impl WebConfig {
     pub fn new(token: impl Into<String>) -> WebConfig {
         WebConfig {
             token: token.into(),
+            links: Arc::new(tabs::Links::new()),
             bound: IpAddr::V4(Ipv4Addr::LOCALHOST),
             allowed_hosts: Vec::new(),
             snapshot_after: 1_000,
@@ -117,6 +125,8 @@ pub fn router(backend: Arc<dyn Backend>, config: WebConfig) -> Router {
         receipts: AtomicU64::new(0),
     });
     let api = Router::new()
+        .route("/tab", post(auth::open_tab))
+        .route("/links", post(auth::new_link))
         .route("/server", get(sessions::server))
         .route("/sessions", get(sessions::list).post(api::create))
         .route("/commands", get(api::commands))

@@ -17,7 +17,8 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 /// A plan as JSON: `{to_seq, restore: [path], remove: [path], conflicts:
-/// [path]}` (conflicts: changed outside Latch, left alone).
+/// [path], links: [path]}` (conflicts: changed outside Latch, left alone;
+/// links: those of them where a link or a directory stands).
 pub fn plan_json(plan: &RewindPlan) -> Value {
     let of = |want: fn(&FileAction) -> bool| -> Vec<&str> {
         plan.actions
@@ -31,6 +32,7 @@ pub fn plan_json(plan: &RewindPlan) -> Value {
         "restore": of(|a| matches!(a, FileAction::Restore(_))),
         "remove": of(|a| matches!(a, FileAction::Remove)),
         "conflicts": plan.conflicts,
+        "links": plan.links,
     })
 }
 
