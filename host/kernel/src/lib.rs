@@ -79,7 +79,7 @@ pub use state::{
     REFUSALS_IN_A_ROW, RegroundDue, Unfinished, lineage_label, operation_of,
 };
 pub use store::{
-    LeaseError, LeaseHolder, RepositoryDrift, SearchRow, SessionLease, SessionRecord, Store,
-    StoreError, default_store_path,
+    LEASE_TTL_ENV, LeaseError, LeaseHolder, RepositoryDrift, SearchRow, SessionLease,
+    SessionRecord, Store, StoreError, default_store_path, lease_ttl,
 };
 pub use view::StoreSessionView;

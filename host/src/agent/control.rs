@@ -26,6 +26,9 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
+/// Why a turn is cancelled when its lease is found lost.
+const LEASE_LOST_REASON: &str = "the session was taken over by another process";
+
 /// How often an in-flight request looks at the interrupt flag.
 const INTERRUPT_POLL: Duration = Duration::from_millis(10);
 
@@ -137,12 +140,25 @@ impl Agent {
         self.control.clear_interrupt();
     }
 
-    /// An error when the user interrupted the turn.
+    /// An error when the user interrupted the turn, or when this process
+    /// lost the session's lease (another process drives it now: nothing
+    /// more runs here, see [`Agent::stop_when_lost`]).
     pub(crate) fn check_interrupt(&self) -> Result<(), AgentError> {
         if self.control.is_interrupted() {
             return Err(self.control.stopped());
         }
+        self.store.check_lease(&self.session.id)?;
         Ok(())
+    }
+
+    /// Interrupt the running turn at once when `lease` is found lost: the
+    /// session was taken over while this process was stopped or asleep.
+    /// The turn then ends with [`latch_kernel::StoreError::LeaseLost`]
+    /// naming the new holder, and writes nothing (every append of a
+    /// holder that lost its lease is refused).
+    pub fn stop_when_lost(&self, lease: &latch_kernel::SessionLease) {
+        let control = self.control.clone();
+        lease.on_lost(move || control.cancel(LEASE_LOST_REASON));
     }
 
     /// Run `fut` (a provider request) to its end unless the user interrupts

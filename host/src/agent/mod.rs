@@ -549,22 +549,36 @@ impl Agent {
         Ok(n)
     }
 
-    /// Recall original events for a query through the engine.
+    /// Recall original events for a query through the engine. The answer is
+    /// checked like a view (see [`crate::engine::guard::accept_recall`]): an
+    /// engine that returns more than `limit` events, an event of another
+    /// session or an altered one is refused with [`EngineFailure::Rejected`].
     pub fn recall(&mut self, query: &str, limit: u32) -> Result<Vec<Event>, AgentError> {
-        self.with_engine("recall", |engine, view| engine.recall(view, query, limit))
+        self.with_engine("recall", |engine, view| {
+            let events = engine.recall(view, query, limit)?;
+            crate::engine::guard::accept_recall(engine.name(), view, limit, &events)?;
+            Ok(events)
+        })
     }
 
     /// Answer the model's `recall` call through the engine. A bad argument
-    /// or an engine failure is a tool error the model sees, never the end of
-    /// the turn.
-    pub(crate) fn recall_tool(&mut self, call: &ToolCall) -> ToolResult {
+    /// or an engine error is a tool error the model sees; an answer the host
+    /// refuses ends the turn like a refused view, before any of it is
+    /// committed.
+    pub(crate) fn recall_tool(&mut self, call: &ToolCall) -> Result<ToolResult, AgentError> {
         let args = match recall::parse(call) {
             Ok(args) => args,
-            Err(message) => return recall::failed(call, message),
+            Err(message) => return Ok(recall::failed(call, message)),
         };
         match self.recall(&args.query, args.limit) {
-            Ok(events) => recall::answer(call, &args.query, &events, self.session.model.estimator),
-            Err(e) => recall::failed(call, format!("recall failed: {e}")),
+            Ok(events) => Ok(recall::answer(
+                call,
+                &args.query,
+                &events,
+                self.session.model.estimator,
+            )),
+            Err(refused @ AgentError::Engine(EngineFailure::Rejected { .. })) => Err(refused),
+            Err(e) => Ok(recall::failed(call, format!("recall failed: {e}"))),
         }
     }
 

@@ -12,7 +12,7 @@ use super::permissions::Permit;
 use super::provider_io::{self, RequestFigures};
 use super::{Agent, AgentError, AgentEvent, StoreMedia, TurnOutcome, fill_provider_metrics};
 use latch_engine_sdk::types::{SessionContext, ToolCall, ToolResult};
-use latch_kernel::EventKind;
+use latch_kernel::{EventKind, StoreError};
 use latch_provider::{
     AssistantTurn, CacheHints, ProviderError, ProviderRequest, StopReason, StreamEvent, Usage,
 };
@@ -181,13 +181,18 @@ impl Agent {
                 if matches!(e, AgentError::Interrupted) {
                     self.delegation_interrupted();
                 }
-                let _ = self.append(
+                let marked = self.append(
                     EventKind::RunInterrupted {
                         reason: e.to_string(),
                     },
                     observer,
                 );
-                Err(e)
+                // A holder that lost the lease wrote nothing: the turn ends
+                // with the refusal, which names who drives the session now.
+                match marked {
+                    Err(lost @ AgentError::Store(StoreError::LeaseLost { .. })) => Err(lost),
+                    _ => Err(e),
+                }
             }
         }
     }
@@ -256,7 +261,14 @@ impl Agent {
                 provider: self.provider.kind().name(),
                 model: &self.session.model.model,
                 base_url: self.provider.base_url(),
-                estimated_input_tokens: view.report.total_tokens,
+                // The host's own count of the view it sends, never the
+                // engine's report of it: calibration of every session of
+                // this model is reduced from these figures.
+                estimated_input_tokens: latch_engine_sdk::validate::request_tokens(
+                    self.session.model.estimator,
+                    &view,
+                    context_request.budget.tools_tokens,
+                ),
                 common_prefix_tokens: view.report.common_prefix_tokens,
             };
             let result = {
@@ -405,7 +417,7 @@ impl Agent {
                 }
                 let planning = self.session_mode().is_plan();
                 let result = if call.name == latch_engine_sdk::RECALL_TOOL {
-                    self.recall_tool(call)
+                    self.recall_tool(call)?
                 } else if call.name == super::plan::PROPOSE_PLAN {
                     match self.propose_plan(call, observer)? {
                         Some(result) => result,

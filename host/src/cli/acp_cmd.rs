@@ -113,6 +113,7 @@ impl EditorSessions {
     fn drive(&self, env: Arc<Env>, mut agent: Agent, lease: SessionLease, asker: Asker) -> String {
         let id = agent.session().id.clone();
         let control = agent.control();
+        agent.stop_when_lost(&lease);
         agent.set_decision_port(Arc::new(EditorApprover {
             asker,
             control: control.clone(),

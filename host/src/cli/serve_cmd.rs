@@ -8,11 +8,17 @@
 //! [`DecisionPort`] ([`WebApprover`]) that waits on the server's
 //! [`Approvals`].
 //!
-//! One driver per session: the server takes a session's lease before it
-//! builds its agent and holds it while the agent lives; a session another
-//! process (the terminal, a parent agent) drives is refused for writing
-//! (409, naming the holder) and viewed read-only, `/context` and recall
-//! included. Images the page uploads with a message are checked as
+//! One driver per session: the server takes a session's lease only while
+//! it writes to the session (a turn, `/compact`, `/resume`, a rewind, the
+//! repair of a resume when its agent is built) and gives it back when the
+//! session is idle, so an open page never locks the terminal out. A
+//! session another process (the terminal, a parent agent) drives is
+//! refused for writing (409, naming the holder); reading it (`/context`,
+//! recall, the page itself) takes no lease. An agent built before another
+//! process drove the session resumes (repairing what that one left) the
+//! next time this server drives it. A lease lost during a turn (the
+//! server was stopped past its expiry and the session taken over) stops
+//! the turn at once, and the turn writes nothing more. Images the page uploads with a message are checked as
 //! `--image` files are and become `MediaRef` artifacts of the user's
 //! message; a rewind from the page runs the agent's `/rewind`. A resumed
 //! session runs as its durable profile says, the server's flags
@@ -64,10 +70,12 @@ pub struct ServeArgs {
     pub new_token: bool,
 }
 
-/// A session this server drives: its agent and its lease.
-struct Driven {
+/// A session's agent built by this server, and the session's latest
+/// event when this server last wrote to it: the agent resumes (repairing
+/// what another driver left) when the session changed since.
+struct Built {
     agent: Arc<Mutex<Agent>>,
-    _lease: SessionLease,
+    seen_seq: u64,
 }
 
 /// The agents of one workspace behind the web surface.
@@ -77,7 +85,9 @@ pub struct AgentBackend {
     /// The provider of new sessions, or why none is configured.
     provider: Result<ProviderChoice, String>,
     workspace: String,
-    agents: Mutex<HashMap<String, Driven>>,
+    agents: Mutex<HashMap<String, Built>>,
+    /// The sessions whose lease this server holds now (while it writes).
+    holding: Mutex<std::collections::HashSet<String>>,
     /// Each built agent's turn control, reachable while its turn runs
     /// (the agent itself is locked by the turn).
     controls: Mutex<HashMap<String, TurnControl>>,
@@ -133,6 +143,7 @@ impl AgentBackend {
             provider,
             workspace,
             agents: Mutex::new(HashMap::new()),
+            holding: Mutex::new(std::collections::HashSet::new()),
             controls: Mutex::new(HashMap::new()),
             approvals: Arc::new(Approvals::new()),
         })
@@ -148,16 +159,42 @@ impl AgentBackend {
         }
     }
 
-    /// The session's agent, built (and resumed) on first use, with the
-    /// session's lease taken first: refused while another driver holds it.
-    fn agent(&self, id: &str, on: Sink<'_>) -> Result<Arc<Mutex<Agent>>, BackendError> {
-        let mut agents = self.agents.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(d) = agents.get(id) {
-            return Ok(d.agent.clone());
-        }
-        let record = self.record(id)?;
+    /// The session's lease, taken to write to it: refused while another
+    /// driver holds it. Given back when the returned guard drops.
+    fn take_lease(&self, id: &str) -> Result<Holding<'_>, BackendError> {
+        self.record(id)?;
         let lease =
             SessionLease::acquire(&self.env.store, id, latch_web::WEB_SURFACE).map_err(in_use)?;
+        self.holding
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id.to_string());
+        Ok(Holding {
+            backend: self,
+            session: id.to_string(),
+            lease: Some(lease),
+        })
+    }
+
+    /// The session's agent for a writer holding its lease: built (and
+    /// resumed, which repairs what an earlier process left) on first use,
+    /// and resumed again when the session changed since this server last
+    /// wrote to it (another process drove it meanwhile).
+    fn agent(&self, id: &str, on: Sink<'_>) -> Result<Arc<Mutex<Agent>>, BackendError> {
+        let mut agents = self.agents.lock().unwrap_or_else(|p| p.into_inner());
+        let latest = self.env.store.latest_seq(id).map_err(failed)?;
+        if let Some(b) = agents.get_mut(id) {
+            if b.seen_seq != latest {
+                b.agent
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .resume(&mut observer(on))
+                    .map_err(failed)?;
+                b.seen_seq = self.env.store.latest_seq(id).map_err(failed)?;
+            }
+            return Ok(b.agent.clone());
+        }
+        let record = self.record(id)?;
         let resumed = super::resume::resolve(&self.env, &self.global, record)
             .map_err(|e| BackendError::Failed(format!("{e:#}")))?;
         resumed
@@ -179,46 +216,87 @@ impl AgentBackend {
         let agent = Arc::new(Mutex::new(agent));
         agents.insert(
             id.to_string(),
-            Driven {
+            Built {
                 agent: agent.clone(),
-                _lease: lease,
+                seen_seq: latest,
             },
         );
         Ok(agent)
     }
 
-    /// Run a read-only command on the session: on its agent when this
-    /// server drives it (or can), else — another process drives it — on a
-    /// viewer's agent that holds no lease and repairs nothing.
+    /// Run a read-only command on the session, taking no lease: on the
+    /// agent this server built when it is idle, else on a viewer's agent
+    /// that holds no lease and repairs nothing.
     fn read<T>(
         &self,
         id: &str,
         f: impl FnOnce(&mut Agent) -> Result<T, BackendError>,
     ) -> Result<T, BackendError> {
-        match self.agent(id, &mut |_| {}) {
-            Ok(agent) => f(&mut agent.lock().unwrap_or_else(|p| p.into_inner())),
-            Err(BackendError::InUse(_)) => {
-                let record = self.record(id)?;
-                let resumed = super::resume::resolve(&self.env, &self.global, record)
-                    .map_err(|e| BackendError::Failed(format!("{e:#}")))?;
-                let mut viewer =
-                    setup::build_agent(&self.env, resumed.record, &resumed.provider, "web")
-                        .map_err(|e| BackendError::Failed(format!("{e:#}")))?;
-                f(&mut viewer)
-            }
-            Err(e) => Err(e),
+        let built = self
+            .agents
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .map(|b| b.agent.clone());
+        if let Some(agent) = built
+            && let Ok(mut agent) = agent.try_lock()
+        {
+            return f(&mut agent);
         }
+        let record = self.record(id)?;
+        let resumed = super::resume::resolve(&self.env, &self.global, record)
+            .map_err(|e| BackendError::Failed(format!("{e:#}")))?;
+        let mut viewer = setup::build_agent(&self.env, resumed.record, &resumed.provider, "web")
+            .map_err(|e| BackendError::Failed(format!("{e:#}")))?;
+        f(&mut viewer)
     }
 
+    /// Write to the session: its lease taken for as long as `f` runs (a
+    /// lost lease interrupts `f`'s turn at once), given back after.
     fn with_agent<T>(
         &self,
         id: &str,
         on: Sink<'_>,
         f: impl FnOnce(&mut Agent, Sink<'_>) -> Result<T, BackendError>,
     ) -> Result<T, BackendError> {
+        let holding = self.take_lease(id)?;
         let agent = self.agent(id, on)?;
         let mut agent = agent.lock().unwrap_or_else(|p| p.into_inner());
-        f(&mut agent, on)
+        if let Some(lease) = &holding.lease {
+            agent.stop_when_lost(lease);
+        }
+        let result = f(&mut agent, on);
+        if let Some(b) = self
+            .agents
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_mut(id)
+            && let Ok(latest) = self.env.store.latest_seq(id)
+        {
+            b.seen_seq = latest;
+        }
+        drop(agent);
+        drop(holding);
+        result
+    }
+}
+
+/// A session's lease this server holds while it writes; given back (and
+/// forgotten) when dropped.
+struct Holding<'a> {
+    backend: &'a AgentBackend,
+    session: String,
+    lease: Option<SessionLease>,
+}
+
+impl Drop for Holding<'_> {
+    fn drop(&mut self) {
+        drop(self.lease.take());
+        self.backend
+            .holding
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.session);
     }
 }
 
@@ -243,6 +321,25 @@ fn rewind_error(e: RewindError) -> BackendError {
             BackendError::BadRequest(e.to_string())
         }
         e => failed(e),
+    }
+}
+
+/// Run one turn of `agent` on `text` with `images` attached to it.
+fn turn(
+    agent: &mut Agent,
+    text: &str,
+    images: &[Upload],
+    on: Sink<'_>,
+) -> Result<(), BackendError> {
+    for image in images {
+        agent
+            .attach_image_bytes(&image.bytes, Path::new(&image.name))
+            .map_err(failed)?;
+    }
+    match agent.run_turn(text, &mut observer(on)) {
+        Ok(_) => Ok(()),
+        Err(e @ AgentError::Interrupted) => Err(BackendError::Interrupted(e.to_string())),
+        Err(e) => Err(failed(e)),
     }
 }
 
@@ -300,7 +397,17 @@ impl Backend for AgentBackend {
     }
 
     fn drive(&self, session: &str) -> Result<(), BackendError> {
-        self.agent(session, &mut |_| {}).map(drop)
+        // A turn of this server holds it: the message is queued for that
+        // turn. Otherwise the lease must be free now (taken and given back).
+        if self
+            .holding
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(session)
+        {
+            return Ok(());
+        }
+        self.take_lease(session).map(drop)
     }
 
     fn commands(&self) -> Vec<(String, String)> {
@@ -317,13 +424,7 @@ impl Backend for AgentBackend {
         let text = commands
             .expand_line(text)
             .unwrap_or_else(|| text.to_string());
-        self.with_agent(session, on, |agent, on| {
-            match agent.run_turn(&text, &mut observer(on)) {
-                Ok(_) => Ok(()),
-                Err(e @ AgentError::Interrupted) => Err(BackendError::Interrupted(e.to_string())),
-                Err(e) => Err(failed(e)),
-            }
-        })
+        self.with_agent(session, on, |agent, on| turn(agent, &text, &[], on))
     }
 
     fn check_image(&self, image: &Upload) -> Result<(), BackendError> {
@@ -344,16 +445,11 @@ impl Backend for AgentBackend {
         // All checked before one is attached: a bad one leaves none
         // waiting for a later message.
         images.iter().try_for_each(|i| self.check_image(i))?;
-        let agent = self.agent(session, on)?;
-        {
-            let mut agent = agent.lock().unwrap_or_else(|p| p.into_inner());
-            for image in images {
-                agent
-                    .attach_image_bytes(&image.bytes, Path::new(&image.name))
-                    .map_err(failed)?;
-            }
-        }
-        self.run_turn(session, text, on)
+        let (commands, _) = crate::commands::load(&self.env.workspace);
+        let text = commands
+            .expand_line(text)
+            .unwrap_or_else(|| text.to_string());
+        self.with_agent(session, on, |agent, on| turn(agent, &text, images, on))
     }
 
     fn rewind_plan(&self, session: &str, to_seq: u64) -> Result<RewindPlan, BackendError> {

@@ -84,8 +84,9 @@ pub fn run(
         eprintln!("note: {note}");
     }
     // Nobody else drives it while it runs (`latch resume` is refused).
-    let _lease = setup::take_lease(&env, &session.id, "`latch run`")?;
+    let lease = setup::take_lease(&env, &session.id, "`latch run`")?;
     let mut agent = setup::build_agent(&env, session, &provider, "run")?;
+    agent.stop_when_lost(&lease);
     for image in images {
         // Relative to where `latch` runs, as a shell user expects.
         let path = std::path::absolute(image)?;
@@ -140,7 +141,7 @@ pub fn chat(
         "`latch` (line interface)",
         &super::trust_cmd::ask_endpoint_on_terminal,
     )?;
-    let _lease = opened.lease;
+    let lease = opened.lease;
     if let Some(line) = opened
         .changed
         .map(latch_kernel::EventKind::SessionProfile)
@@ -151,6 +152,7 @@ pub fn chat(
     }
     let provider = opened.provider;
     let mut agent = setup::build_agent(&env, opened.session, &provider, "interactive")?;
+    agent.stop_when_lost(&lease);
     let group = setup::session_group(&env, agent.session())?;
     let mut out = printer(false);
     if resume.is_some() {

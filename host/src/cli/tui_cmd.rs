@@ -66,9 +66,10 @@ pub fn chat(
         "`latch` (terminal UI)",
         &super::trust_cmd::ask_endpoint_on_terminal,
     )?;
-    let _lease = opened.lease;
+    let lease = opened.lease;
     let provider = opened.provider;
     let mut agent = setup::build_agent(&env, opened.session, &provider, "interactive")?;
+    agent.stop_when_lost(&lease);
     if resume.is_some() {
         agent.resume(&mut |_: AgentEvent| {})?;
     }

@@ -9,8 +9,10 @@
 
 use super::{EngineFailure, ViewRule};
 use latch_engine_sdk::SessionView;
-use latch_engine_sdk::types::{ContextRequest, ContextView, EstimatorProfile, KernelContextEntry};
-use latch_engine_sdk::validate::{KernelContextLimits, ViewChecker, check_entries};
+use latch_engine_sdk::types::{
+    ContextRequest, ContextView, EstimatorProfile, Event, KernelContextEntry,
+};
+use latch_engine_sdk::validate::{KernelContextLimits, ViewChecker, check_entries, check_recall};
 
 /// Checks an engine's views and kernel-context entries.
 #[derive(Clone, Debug)]
@@ -74,6 +76,19 @@ impl ViewGuard {
         check_entries(&session.info(), entries, &self.limits)
             .map_err(|(rule, detail)| rejected(engine, rule, detail))
     }
+}
+
+/// Accept the answer of `recall(_, limit)` over `session` before any of it
+/// becomes a tool result: at most `limit` events, each an event of the
+/// session exactly as stored, in log order (see
+/// [`latch_engine_sdk::validate::check_recall`]).
+pub fn accept_recall(
+    engine: &str,
+    session: &dyn SessionView,
+    limit: u32,
+    events: &[Event],
+) -> Result<(), EngineFailure> {
+    check_recall(session, limit, events).map_err(|(rule, detail)| rejected(engine, rule, detail))
 }
 
 fn rejected(engine: &str, rule: ViewRule, detail: String) -> EngineFailure {

@@ -87,10 +87,11 @@ pub enum EngineFailure {
     /// A new instance could not be created.
     #[error("engine `{engine}` could not be instantiated: {message}")]
     Instantiate { engine: String, message: String },
-    /// The engine returned a view the host refuses; the message says what
-    /// the user can do.
+    /// The engine returned a view (or a `recall` answer) the host refuses;
+    /// the message says what the user can do.
     #[error(
-        "engine `{engine}` returned a view that breaks the {rule} rule: {detail}. {}",
+        "engine `{engine}` returned {} that breaks the {rule} rule: {detail}. {}",
+        refused_noun(*rule),
         rejected_advice(engine)
     )]
     Rejected {
@@ -128,6 +129,14 @@ pub fn config_error_sentence(error: &ConfigError) -> String {
 
 /// What a user can do about a refused view: nothing was sent or lost;
 /// check the engine, and go on with another (or report the built-in one).
+/// What a refusal under `rule` refused: a view, or a `recall` answer.
+fn refused_noun(rule: ViewRule) -> &'static str {
+    match rule {
+        ViewRule::Recall => "a recall answer",
+        _ => "a view",
+    }
+}
+
 fn rejected_advice(engine: &str) -> String {
     if engine.starts_with("builtin:") {
         format!(

@@ -10,11 +10,13 @@
 
 pub mod canon;
 pub mod provenance;
+pub mod recall;
 
 pub use canon::{
     elided_tool_result, elision_marker, framed, kernel_message, session_context_message,
 };
 pub use provenance::{KernelContextLimits, ViewChecker, check_entries, check_in_session};
+pub use recall::check_recall;
 
 use crate::estimate::{estimate, message_tokens};
 use crate::types::*;
@@ -52,6 +54,9 @@ pub enum ViewRule {
     SourceOrder,
     /// Kernel context to persist must fit the configured byte limits.
     KernelContextSize,
+    /// A `recall` answer holds at most `limit` events of this session, each
+    /// exactly as stored, in log order.
+    Recall,
 }
 
 impl std::fmt::Display for ViewRule {
@@ -70,6 +75,7 @@ impl std::fmt::Display for ViewRule {
             ViewRule::Provenance => "provenance",
             ViewRule::SourceOrder => "source order",
             ViewRule::KernelContextSize => "kernel-context size",
+            ViewRule::Recall => "recall",
         })
     }
 }

@@ -497,7 +497,7 @@ fn excerpt(s: &str) -> String {
 /// The events of `session` with the given sequence numbers (sorted, unique),
 /// read in as few pages as their spread allows. Numbers that are not events
 /// of the session are absent from the map.
-fn fetch(session: &dyn SessionView, seqs: &[u64]) -> HashMap<u64, Event> {
+pub(crate) fn fetch(session: &dyn SessionView, seqs: &[u64]) -> HashMap<u64, Event> {
     let mut found = HashMap::with_capacity(seqs.len());
     let mut i = 0;
     while i < seqs.len() {

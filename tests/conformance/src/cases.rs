@@ -6,7 +6,7 @@ use crate::{Candidate, Failure, Instance, Options, Outcome, engine_error_text, i
 use latch_engine_sdk::SessionView;
 use latch_engine_sdk::types::*;
 use latch_engine_sdk::validate::{
-    KernelContextLimits, ViewChecker, check_entries, check_protocol, request_tokens,
+    KernelContextLimits, ViewChecker, check_entries, check_protocol, check_recall, request_tokens,
 };
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -241,6 +241,22 @@ fn budget(candidate: &dyn Candidate) -> Outcome {
                             v.request.budget.context_window_tokens,
                             v.request.budget.reserve_tokens,
                             v.view.report.total_tokens,
+                        )],
+                    ));
+                }
+                // Calibration reduces the provider's count against the
+                // host's own count of the view, never the engine's report;
+                // a report that differs misleads `/context` and every
+                // reader of it.
+                if v.view.report.total_tokens != total {
+                    return Err(Outcome::fail(
+                        format!("report total at {}", v.at),
+                        vec![format!(
+                            "{}: the engine reported a total of {} tokens but the request costs ≈{total} (system + {} messages + {} for tools, the canonical estimator)",
+                            v.at,
+                            v.view.report.total_tokens,
+                            v.view.messages.len(),
+                            v.request.budget.tools_tokens,
                         )],
                     ));
                 }
@@ -747,31 +763,16 @@ fn recall(candidate: &dyn Candidate) -> Outcome {
             Err(f) => return Outcome::engine(at, f),
         };
         let seqs: Vec<u64> = got.iter().map(|e| e.seq).collect();
-        if got.len() > limit as usize {
-            return Outcome::fail(
-                format!("{at} returned more than the limit"),
-                vec![format!("{at}: {} events", got.len())],
-            );
+        // The host's own check of every recall answer: at most `limit`
+        // events of this session, each exactly as stored, in log order.
+        if let Err((rule, detail)) = check_recall(&s, limit, &got) {
+            return Outcome::fail(format!("{rule} at {at}"), vec![format!("{at}: {detail}")]);
         }
         if got.is_empty() {
             return Outcome::fail(
                 format!("{at} returned nothing"),
                 vec![format!("{at}: {} events match", matches.len())],
             );
-        }
-        if !seqs.windows(2).all(|w| w[0] < w[1]) {
-            return Outcome::fail(
-                format!("{at} is not in chronological order"),
-                vec![format!("{at}: seqs {seqs:?}")],
-            );
-        }
-        for e in &got {
-            if s.event(e.seq) != Some(e) {
-                return Outcome::fail(
-                    format!("{at} returned an event that is not this session's original"),
-                    vec![format!("{at}: seq {} is foreign or altered", e.seq)],
-                );
-            }
         }
         let mut newest: Vec<u64> = matches.iter().take(got.len()).copied().collect();
         newest.sort_unstable();

@@ -21,6 +21,9 @@
 //! * [`core_loop`] — the agent loop's data-safety pins: results committed
 //!   per call, truncation, store failures under engine calls, repair cost,
 //!   a stable session context.
+//! * [`engine_answers`] — a hostile engine's `recall` answers (forged,
+//!   foreign, past the limit) refused like bad views; its lying token total
+//!   kept out of calibration.
 //! * [`durability`] — deterministic serialization between processes; the
 //!   stress tier on the real store (no automatic compact, every event kept).
 //! * [`interrupts`] — Esc mid-request, an interrupt between tool calls,
@@ -77,6 +80,7 @@ mod conformance;
 mod continuity_component;
 mod core_loop;
 mod durability;
+mod engine_answers;
 mod groups;
 mod groups_pg;
 mod interrupts;

@@ -38,20 +38,20 @@ fn cli_entry_point() {
     std::process::exit(latch::cli::main_with(args));
 }
 
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Out {
+    pub(crate) code: i32,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl Out {
-    fn all(&self) -> String {
+    pub(crate) fn all(&self) -> String {
         format!("{}\n{}", self.stdout, self.stderr)
     }
 }
 
 /// Run `latch` with `args` in `ws`, `stdin` piped in.
-fn latch<S: AsRef<str>>(ws: &Path, args: &[S], stdin: &str) -> Out {
+pub(crate) fn latch<S: AsRef<str>>(ws: &Path, args: &[S], stdin: &str) -> Out {
     let mut all = vec![
         "-C".to_string(),
         ws.display().to_string(),
@@ -97,7 +97,7 @@ fn cache_dir() -> PathBuf {
 
 /// A workspace whose config selects `engine` (the fixture in `mode` when
 /// `mode` is given).
-fn configure(ws: &Path, mode: Option<&str>) {
+pub(crate) fn configure(ws: &Path, mode: Option<&str>) {
     let text = match mode {
         Some(mode) => format!(
             "[engine]\ncomponent = \"{}\"\n\n[engine.config]\nmode = \"{mode}\"\n\n[engine.limits]\ndeadline_ms = 5000\n",
@@ -126,16 +126,21 @@ fn script() -> Script {
     ])
 }
 
-struct Setup {
-    ws: tempfile::TempDir,
-    server: FakeServer,
+pub(crate) struct Setup {
+    pub(crate) ws: tempfile::TempDir,
+    pub(crate) server: FakeServer,
     /// Serves the server; dropped last.
     _rt: tokio::runtime::Runtime,
 }
 
 fn setup() -> Setup {
+    setup_with(script())
+}
+
+/// A workspace holding `notes.txt` and a server playing `script`.
+pub(crate) fn setup_with(script: Script) -> Setup {
     let rt = runtime();
-    let server = rt.block_on(FakeServer::start(script())).unwrap();
+    let server = rt.block_on(FakeServer::start(script)).unwrap();
     let ws = tempfile::tempdir().unwrap();
     std::fs::write(ws.path().join("notes.txt"), "remember the milk\n").unwrap();
     Setup {
@@ -146,12 +151,12 @@ fn setup() -> Setup {
 }
 
 impl Setup {
-    fn run(&self, mode: Option<&str>, task: &str) -> Out {
+    pub(crate) fn run(&self, mode: Option<&str>, task: &str) -> Out {
         configure(self.ws.path(), mode);
         latch(self.ws.path(), &self.provider_args(&["run", task]), "")
     }
 
-    fn provider_args(&self, rest: &[&str]) -> Vec<String> {
+    pub(crate) fn provider_args(&self, rest: &[&str]) -> Vec<String> {
         let mut args: Vec<String> = vec![
             "--provider".into(),
             "openai-compatible".into(),
@@ -165,7 +170,7 @@ impl Setup {
     }
 
     /// Every request body the server received, as text.
-    fn bodies(&self) -> Vec<String> {
+    pub(crate) fn bodies(&self) -> Vec<String> {
         self.server
             .requests()
             .iter()
@@ -173,7 +178,7 @@ impl Setup {
             .collect()
     }
 
-    fn store(&self) -> Store {
+    pub(crate) fn store(&self) -> Store {
         Store::open(latch_kernel::default_store_path(self.ws.path())).unwrap()
     }
 }
@@ -188,7 +193,7 @@ fn assert_refused(out: &Out, rule: &str) {
     );
 }
 
-fn assert_nothing_forged(bodies: &[String]) {
+pub(crate) fn assert_nothing_forged(bodies: &[String]) {
     for b in bodies {
         assert!(
             !b.contains("FORGED-7731"),
@@ -515,7 +520,7 @@ fn engine_check_fails_each_forgery_with_evidence() {
     }
 }
 
-fn assert_case_fails(report: &Report, case: &str, rule: &str) {
+pub(crate) fn assert_case_fails(report: &Report, case: &str, rule: &str) {
     let c = report.case(case).unwrap();
     assert_eq!(c.status, Status::Fail, "{}", report.table());
     assert!(
@@ -544,7 +549,7 @@ fn fixture() -> Arc<LoadedComponent> {
         .clone()
 }
 
-fn check_mode(mode: &str) -> Report {
+pub(crate) fn check_mode(mode: &str) -> Report {
     let limits = SandboxLimits {
         deadline_ms: 2_000,
         ..SandboxLimits::default()

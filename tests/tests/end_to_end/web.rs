@@ -12,6 +12,8 @@
 //! * [`control`] — interrupts, permission answers and the group view.
 //! * [`attack`] — another local page and a local service trying to answer
 //!   a pending permission request.
+//! * [`lease`] — a driver stopped past its lease and taken over writes
+//!   nothing; the server holds a session only while it writes to it.
 //! * [`lifecycle`] — interrupts during `wait_agents`; one driver per
 //!   session between the page, a parent agent and the terminal.
 //! * [`media`] — images uploaded from the page, rewind from the page, the
@@ -29,6 +31,8 @@ mod browser;
 mod commands;
 #[path = "web_control.rs"]
 mod control;
+#[path = "web_lease.rs"]
+mod lease;
 #[path = "web_lifecycle.rs"]
 mod lifecycle;
 #[path = "web_media.rs"]

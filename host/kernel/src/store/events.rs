@@ -8,6 +8,7 @@ use crate::state::KernelState;
 use latch_engine_sdk::event_search_text;
 use latch_engine_sdk::types::SessionContext;
 use rusqlite::{Row, TransactionBehavior, params};
+use std::collections::HashMap;
 
 /// Events read per query while catching a reducer up.
 const CATCH_UP_PAGE: u32 = 5000;
@@ -42,6 +43,7 @@ pub(crate) fn decode(raw: (u64, String, String, String, u64)) -> Result<StoredEv
 /// projection, so the cache never disagrees with a committed log.
 pub(crate) fn insert_in(
     tx: &rusqlite::Transaction<'_>,
+    fences: &HashMap<String, String>,
     entries: &[(String, EventKind)],
     time: u64,
 ) -> Result<Vec<u64>> {
@@ -58,6 +60,7 @@ pub(crate) fn insert_in(
             if !ok {
                 return Err(StoreError::UnknownSession(session.clone()));
             }
+            super::lease::check_fence(tx, fences, session)?;
             checked = Some(session.as_str());
         }
         insert.execute(params![
@@ -117,7 +120,7 @@ impl Store {
     pub fn append_across(&self, entries: Vec<(String, EventKind)>) -> Result<Vec<u64>> {
         let mut conn = self.conn();
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let seqs = insert_in(&tx, &entries, now_ms())?;
+        let seqs = insert_in(&tx, &self.fences(), &entries, now_ms())?;
         tx.commit()?;
         Ok(seqs)
     }

@@ -159,6 +159,7 @@ impl GroupPort for Store {
             epoch,
             id,
         } = commit;
+        let fences = self.fences();
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -202,7 +203,7 @@ impl GroupPort for Store {
                     .map(|e| (root.to_string(), EventKind::Group(e))),
             );
         }
-        let seqs = insert_in(&tx, &entries, now_ms())?;
+        let seqs = insert_in(&tx, &fences, &entries, now_ms())?;
         if let Some(id) = &id {
             tx.execute(
                 "INSERT INTO group_commits (root, commit_id, seq) VALUES (?1, ?2, ?3)",
@@ -218,6 +219,7 @@ impl GroupPort for Store {
     }
 
     fn deliver(&self, root: &str, recipient: &str) -> Result<Vec<(u64, EventKind)>, GroupError> {
+        let fences = self.fences();
         let mut conn = self.conn();
         let tx = conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -263,7 +265,7 @@ impl GroupPort for Store {
                 }),
             ));
         }
-        let seqs = insert_in(&tx, &entries, now_ms())?;
+        let seqs = insert_in(&tx, &fences, &entries, now_ms())?;
         tx.commit().map_err(sql)?;
         Ok(seqs
             .into_iter()

@@ -13,17 +13,43 @@
 //! a parent that runs a child (it holds the child's lease) and a web page
 //! asking to drive that child in the same process are still two drivers.
 //!
+//! A lease lost is a lease that stops its holder. While a [`SessionLease`]
+//! lives, its store fences the session: every append to it (in the same
+//! transaction that writes) first checks that the lease row still carries
+//! this holder's token, and is refused with [`StoreError::LeaseLost`],
+//! naming the new holder, once another process took the session over (the
+//! holder was stopped with Ctrl-Z or slept past [`LEASE_TTL`]). The
+//! heartbeat that finds the lease lost calls [`SessionLease::on_lost`],
+//! with which the driver interrupts its turn at once.
+//!
 //! The lease is coordination, not history: its table is not part of the
 //! event log and nothing replays it.
 
 use super::{Result, Store, StoreError, now_ms};
 use rusqlite::{OptionalExtension, TransactionBehavior, params};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
 /// How long a lease lives after its last renewal.
 pub const LEASE_TTL: Duration = Duration::from_secs(30);
+
+/// The environment variable that shortens (or lengthens) the lease of
+/// this process, in milliseconds: for tests, and for filesystems slow
+/// enough that a renewal every 10 s is too tight.
+pub const LEASE_TTL_ENV: &str = "LATCH_LEASE_TTL_MS";
+
+/// How long a lease of this process lives after its last renewal:
+/// [`LEASE_TTL`], or [`LEASE_TTL_ENV`] when set to a number of
+/// milliseconds (at least 100).
+pub fn lease_ttl() -> Duration {
+    std::env::var(LEASE_TTL_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(|ms| Duration::from_millis(ms.max(100)))
+        .unwrap_or(LEASE_TTL)
+}
 
 /// Who holds a session's lease.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -281,6 +307,77 @@ impl Store {
     }
 }
 
+/// The refusal of an append by a holder that lost `session`'s lease.
+pub(crate) fn lost_sentence(session: &str, holder: Option<&LeaseHolder>) -> String {
+    let now = match holder {
+        Some(h) => format!("it is driven by {h}"),
+        None => "its new driver has closed it since".to_string(),
+    };
+    format!(
+        "this process lost the lease of session {session} (it was stopped or asleep longer than \
+         the lease lives, and the session was taken over): {now}. Nothing more is written here; \
+         continue the session where it is driven, or resume it once that has closed"
+    )
+}
+
+/// Refuse an append to `session` when this process fences it (`fences`
+/// holds its token) and the token no longer holds the lease; runs inside
+/// the appending transaction.
+pub(crate) fn check_fence(
+    conn: &rusqlite::Connection,
+    fences: &HashMap<String, String>,
+    session: &str,
+) -> Result<()> {
+    let Some(token) = fences.get(session) else {
+        return Ok(());
+    };
+    match read_row(conn, session)? {
+        Some(row) if row.token == *token => Ok(()),
+        row => Err(StoreError::LeaseLost {
+            session: session.to_string(),
+            holder: row
+                .filter(|r| !r.is_stale(now_ms()))
+                .map(|r| Box::new(r.holder)),
+        }),
+    }
+}
+
+impl Store {
+    /// The sessions this store fences, with their holders' tokens.
+    pub(crate) fn fences(&self) -> HashMap<String, String> {
+        self.fences
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Refused with [`StoreError::LeaseLost`] when a holder in this process
+    /// drives `session` and has lost its lease: what a driver asks before
+    /// an effect outside the store (a tool call) as well as before every
+    /// append.
+    pub fn check_lease(&self, session: &str) -> Result<()> {
+        let fences = self.fences();
+        if !fences.contains_key(session) {
+            return Ok(());
+        }
+        check_fence(&self.conn(), &fences, session)
+    }
+
+    fn fence(&self, session: &str, token: &str) {
+        self.fences
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(session.to_string(), token.to_string());
+    }
+
+    fn unfence(&self, session: &str, token: &str) {
+        let mut fences = self.fences.lock().unwrap_or_else(|p| p.into_inner());
+        if fences.get(session).is_some_and(|t| t == token) {
+            fences.remove(session);
+        }
+    }
+}
+
 /// What a lease found lost calls (set by [`SessionLease::on_lost`]).
 type LostCallback = Arc<Mutex<Option<Box<dyn Fn() + Send>>>>;
 
@@ -310,13 +407,13 @@ impl std::fmt::Debug for SessionLease {
 
 impl SessionLease {
     /// Take `session`'s lease for `surface` (see [`Store::acquire_lease`])
-    /// with the default [`LEASE_TTL`], and start renewing it.
+    /// living [`lease_ttl`] after each renewal, and start renewing it.
     pub fn acquire(
         store: &Arc<Store>,
         session: &str,
         surface: &str,
     ) -> Result<SessionLease, LeaseError> {
-        SessionLease::acquire_with_ttl(store, session, surface, LEASE_TTL)
+        SessionLease::acquire_with_ttl(store, session, surface, lease_ttl())
     }
 
     /// [`SessionLease::acquire`] with a lease that lives `ttl` after each
@@ -359,6 +456,7 @@ impl SessionLease {
                     source: e,
                 }
             })?;
+        store.fence(session, &token);
         Ok(SessionLease {
             store: store.clone(),
             session: session.to_string(),
@@ -399,6 +497,7 @@ impl Drop for SessionLease {
         if let Some(h) = self.heartbeat.take() {
             let _ = h.join();
         }
+        self.store.unfence(&self.session, &self.token);
         let _ = self.store.release_lease(&self.session, &self.token);
     }
 }
@@ -514,6 +613,59 @@ mod tests {
         drop(lease);
         // Dropping a lost lease leaves the new holder's row alone.
         assert_eq!(store.lease_holder(&id).unwrap().unwrap().host, "elsewhere");
+    }
+
+    #[test]
+    fn a_holder_that_lost_its_lease_appends_nothing() {
+        let (_d, store, id) = store_with_session();
+        let lease = SessionLease::acquire(&store, &id, "latch").unwrap();
+        store
+            .append(
+                &id,
+                crate::EventKind::NotificationDelivered {
+                    source: "t".into(),
+                    text: "mine".into(),
+                },
+            )
+            .unwrap();
+        store.check_lease(&id).unwrap();
+        // Another host's process took the session over.
+        plant(&store, &id, 77, "elsewhere", now_ms(), 60_000);
+        let before = store.events(&id, 0, u64::MAX, 100).unwrap().len();
+        let err = store
+            .append(
+                &id,
+                crate::EventKind::NotificationDelivered {
+                    source: "t".into(),
+                    text: "late".into(),
+                },
+            )
+            .unwrap_err();
+        let StoreError::LeaseLost { holder, .. } = &err else {
+            panic!("{err}")
+        };
+        assert_eq!(holder.as_ref().unwrap().pid, 77);
+        let text = err.to_string();
+        assert!(
+            text.contains("lost the lease") && text.contains("pid 77 on elsewhere"),
+            "{text}"
+        );
+        assert!(matches!(
+            store.check_lease(&id),
+            Err(StoreError::LeaseLost { .. })
+        ));
+        assert_eq!(store.events(&id, 0, u64::MAX, 100).unwrap().len(), before);
+        drop(lease);
+        // No holder of this process fences the session any more.
+        store
+            .append(
+                &id,
+                crate::EventKind::NotificationDelivered {
+                    source: "t".into(),
+                    text: "after".into(),
+                },
+            )
+            .unwrap();
     }
 
     #[test]

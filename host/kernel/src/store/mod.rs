@@ -31,7 +31,7 @@ mod schema;
 mod sessions;
 
 pub use artifacts::{ImageInfo, image_info};
-pub use lease::{LEASE_TTL, LeaseError, LeaseHolder, SessionLease};
+pub use lease::{LEASE_TTL, LEASE_TTL_ENV, LeaseError, LeaseHolder, SessionLease, lease_ttl};
 pub use recall::{SNIPPET_CHARS, SearchRow, fts_query, snippet};
 pub use repository::RepositoryDrift;
 pub use schema::{APPLICATION_ID, SCHEMA_VERSION};
@@ -156,6 +156,17 @@ pub enum StoreError {
     /// An SQLite error.
     #[error("store error: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// This process lost the session's lease (it was stopped or asleep
+    /// past its expiry and another process took the session over): the
+    /// append is refused and nothing is written.
+    #[error("{}", lease::lost_sentence(session, holder.as_deref()))]
+    LeaseLost {
+        /// The session.
+        session: String,
+        /// Who drives it now (`None` when the new holder already gave it
+        /// up).
+        holder: Option<Box<LeaseHolder>>,
+    },
     /// A file-system error.
     #[error("store I/O error on {path}: {source}")]
     Io {
@@ -183,6 +194,10 @@ pub struct Store {
     kernels: Mutex<HashMap<String, CachedKernel>>,
     /// Events decoded from rows since the store was opened.
     decoded: AtomicU64,
+    /// The lease token of each session a holder in this process drives
+    /// through this store: an append to one of them is refused once the
+    /// token no longer holds the lease (see [`lease`]).
+    fences: Mutex<HashMap<String, String>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -303,6 +318,7 @@ impl Store {
             conn: Mutex::new(conn),
             kernels: Mutex::new(HashMap::new()),
             decoded: AtomicU64::new(0),
+            fences: Mutex::new(HashMap::new()),
         })
     }
 
