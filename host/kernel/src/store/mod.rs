@@ -388,6 +388,7 @@ impl Store {
             conn: Mutex::new(conn),
             kernels: Mutex::new(HashMap::new()),
             decoded: AtomicU64::new(0),
+            fences: Mutex::new(HashMap::new()),
         })
     }
 
