@@ -62,13 +62,13 @@ pub const SENT_AS_STORED: &[&str] = &[
     "instructions_loaded",
     // The source and command about to run, and a git tree id: like `mutation`.
     "mutation_pending",
-    // The engine asked, the budget, the system prompt and tool schemas of a
-    // model request: what the page could show of it, no reasoning.
-    "model_request",
 ];
 
-/// The kinds the web sends without their data: only that they happened.
-pub const REDACTED: &[&str] = &["provider_state"];
+/// The kinds the web sends without (all of) their data: reasoning only as
+/// the fact that it was reported; a model request's record (the system
+/// prompt and every tool schema, tens of kilobytes a request, there for
+/// `latch engine replay`) as the engine asked and the budget.
+pub const REDACTED: &[&str] = &["provider_state", "model_request"];
 
 /// A committed event as the web sends it: `{seq, session, time_ms, event}`
 /// with the event passed through [`event`].
@@ -88,6 +88,10 @@ pub fn event(kind: &EventKind) -> Value {
                 "blocks": state.blocks.len(),
                 "reasoning": "reported",
             },
+        }),
+        EventKind::ModelRequest(record) => json!({
+            "kind": name,
+            "data": { "engine": record.engine, "budget": record.budget },
         }),
         _ if SENT_AS_STORED.contains(&name) => {
             serde_json::to_value(kind).unwrap_or_else(|_| withheld(name))
@@ -119,6 +123,35 @@ mod tests {
         }
         for kind in SENT_AS_STORED.iter().chain(REDACTED) {
             assert!(KNOWN_KINDS.contains(kind), "`{kind}` is not a known kind");
+        }
+    }
+
+    #[test]
+    fn a_model_request_reaches_the_page_without_its_prompt_or_schemas() {
+        let record = latch_kernel::RequestRecord {
+            engine: "builtin:continuity".into(),
+            budget: latch_engine_sdk::types::ContextBudget {
+                context_window_tokens: 32_000,
+                reserve_tokens: 8_000,
+                recent_tokens: 64_000,
+                tools_tokens: 1_200,
+                extension_tokens: 0,
+            },
+            query: Some("the user's words".into()),
+            shape: Some(latch_kernel::RequestShape {
+                system_prompt: "SYSTEM PROMPT TEXT".into(),
+                tools: vec![json!({"name": "shell"})],
+                extensions: vec![],
+                model: "m".into(),
+                wire: "anthropic".into(),
+                max_tokens: 8_192,
+            }),
+        };
+        let sent = event(&EventKind::ModelRequest(record)).to_string();
+        assert!(sent.contains("builtin:continuity"), "{sent}");
+        assert!(sent.contains("32000"), "{sent}");
+        for secret in ["SYSTEM PROMPT TEXT", "\"shell\"", "the user's words"] {
+            assert!(!sent.contains(secret), "{secret} sent to the page: {sent}");
         }
     }
 
