@@ -458,8 +458,20 @@ fn waiting_lead(r: &CapturedRequest) -> ScriptStep {
     if created(&m).is_empty() {
         return ScriptedTurn::tool_call("task_create", r#"{"title":"fix"}"#).into();
     }
+    // The lead waits only while a live member could take the task: answer
+    // once the helper has joined, whatever the machine's load.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !HELPER_JOINED.load(std::sync::atomic::Ordering::SeqCst)
+        && std::time::Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     ScriptedTurn::text("Waiting for the team.").into()
 }
+
+/// Set once the helper of [`the_lead_waits_for_its_team_and_wakes_on_notify`]
+/// has joined the group.
+static HELPER_JOINED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// A lead whose team works elsewhere waits at the end of its turn — while
 /// a live member could take the open task — and is woken by the store's
@@ -496,6 +508,7 @@ fn the_lead_waits_for_its_team_and_wakes_on_notify() {
                 std::thread::sleep(Duration::from_millis(20));
             }
             let held = helper_port.join(&root, &me, "fixer").unwrap();
+            HELPER_JOINED.store(true, std::sync::atomic::Ordering::SeqCst);
             // Once the lead's model ended its turn, the lead waits.
             let waiting = || {
                 store.all_events(&root).unwrap().iter().any(|e| {
