@@ -3,9 +3,10 @@
 //! and refusals are the SQLite store's by construction: loaded under the
 //! group lock, in the transaction that appends the event.
 
+use crate::cached;
+use deadpool_postgres::{GenericClient, Transaction};
 use latch_kernel::group::check::{self, Facts, MemberRow};
 use latch_kernel::group::{Committed, GroupEvent, GroupRefusal, TaskStatus};
-use tokio_postgres::{GenericClient, Transaction};
 
 /// A refusal or a database failure.
 pub(crate) enum CheckError {
@@ -28,15 +29,15 @@ impl From<tokio_postgres::Error> for CheckError {
 type Checked<T> = Result<T, CheckError>;
 
 async fn members<C: GenericClient + Sync>(tx: &C, root: &str) -> Checked<Vec<(String, bool)>> {
-    Ok(tx
-        .query(
-            "SELECT member, active FROM latch_group_members WHERE root = $1 ORDER BY member",
-            &[&root],
-        )
-        .await?
-        .iter()
-        .map(|r| (r.get(0), r.get(1)))
-        .collect())
+    Ok(cached::query(
+        tx,
+        "SELECT member, active FROM latch_group_members WHERE root = $1 ORDER BY member",
+        &[&root],
+    )
+    .await?
+    .iter()
+    .map(|r| (r.get(0), r.get(1)))
+    .collect())
 }
 
 /// Load what [`check::needs`] asks for checking `event` (made at `epoch`),
@@ -58,7 +59,8 @@ async fn facts<C: GenericClient + Sync>(
             return Ok(None);
         }
         Ok::<_, CheckError>(
-            tx.query_opt(
+            cached::query_opt(
+                tx,
                 "SELECT created_seq FROM latch_groups WHERE root = $1",
                 &[&root],
             )
@@ -77,7 +79,8 @@ async fn facts<C: GenericClient + Sync>(
             return Ok(None);
         };
         Ok::<_, CheckError>(
-            tx.query_opt(
+            cached::query_opt(
+                tx,
                 "SELECT role, active, joined_seq FROM latch_group_members
                  WHERE root = $1 AND member = $2",
                 &[&root, member],
@@ -97,7 +100,8 @@ async fn facts<C: GenericClient + Sync>(
             return Ok(None);
         };
         Ok::<_, CheckError>(
-            tx.query_opt(
+            cached::query_opt(
+                tx,
                 "SELECT active, joined_seq, left_reason FROM latch_group_members
                  WHERE root = $1 AND member = $2",
                 &[&root, who],
@@ -115,7 +119,8 @@ async fn facts<C: GenericClient + Sync>(
             return Ok(None);
         };
         Ok::<_, CheckError>(
-            tx.query_opt(
+            cached::query_opt(
+                tx,
                 "SELECT t.status, t.owner,
                         COALESCE(l.expires_at <= clock_timestamp(), FALSE)
                  FROM latch_group_tasks t
@@ -141,7 +146,8 @@ async fn facts<C: GenericClient + Sync>(
             return Ok(None);
         };
         Ok::<_, CheckError>(
-            tx.query_opt(
+            cached::query_opt(
+                tx,
                 "SELECT id FROM latch_group_tasks WHERE root = $1 AND idem_key = $2",
                 &[&root, key],
             )
@@ -154,7 +160,8 @@ async fn facts<C: GenericClient + Sync>(
             return Ok(Vec::new());
         };
         Ok::<_, CheckError>(
-            tx.query(
+            cached::query(
+                tx,
                 "SELECT t.id, t.status FROM latch_group_task_deps d
                  JOIN latch_group_tasks t ON t.root = d.root AND t.id = d.dep
                  WHERE d.root = $1 AND d.task = $2 AND t.status <> 'completed' ORDER BY t.id",
@@ -176,7 +183,8 @@ async fn facts<C: GenericClient + Sync>(
     let holder_expired = task.as_ref().is_some_and(|(_, expired)| *expired);
     let task = task.map(|(t, _)| t);
     let task_ids = if needs.task_ids_given(task.is_some()) {
-        tx.query(
+        cached::query(
+            tx,
             "SELECT id FROM latch_group_tasks WHERE root = $1 ORDER BY id",
             &[&root],
         )

@@ -18,13 +18,13 @@
 
 use crate::check::{CheckError, check, refused_claim};
 use crate::connect::OP_DEADLINE;
-use crate::{CHANNEL, error, project, schema};
+use crate::{CHANNEL, cached, error, project, schema};
 use deadpool_postgres::Pool;
+use deadpool_postgres::Transaction;
 use latch_kernel::group::check as kernel;
 use latch_kernel::group::{Commit, Committed, GroupError, GroupEvent, GroupRefusal, new_commit_id};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use tokio_postgres::Transaction;
 
 /// Who commits: the pool, the store as shown, and this process.
 #[derive(Clone)]
@@ -102,6 +102,9 @@ impl Committer {
         mut commit: Commit,
         lease: Option<LeaseSpec>,
     ) -> Result<Committed, GroupError> {
+        // A caller's id may name a commit applied before (a retry across
+        // processes); one made here is new until an attempt may have applied.
+        let supplied = commit.id.is_some();
         let id = commit.id.get_or_insert_with(new_commit_id).clone();
         let deadline = Instant::now() + OP_DEADLINE;
         let mut uncertain: Option<String> = None;
@@ -109,16 +112,19 @@ impl Committer {
         loop {
             let sent = AtomicBool::new(false);
             let left = deadline.saturating_duration_since(Instant::now());
-            let outcome = tokio::time::timeout(left, self.attempt(root, &commit, lease, &sent))
-                .await
-                .unwrap_or_else(|_| {
-                    let what = format!("no answer within {} s", OP_DEADLINE.as_secs());
-                    if sent.load(Ordering::SeqCst) {
-                        Err(Fail::After(what))
-                    } else {
-                        Err(Fail::Before(what))
-                    }
-                });
+            let outcome = tokio::time::timeout(
+                left,
+                self.attempt(root, &commit, lease, supplied || uncertain.is_some(), &sent),
+            )
+            .await
+            .unwrap_or_else(|_| {
+                let what = format!("no answer within {} s", OP_DEADLINE.as_secs());
+                if sent.load(Ordering::SeqCst) {
+                    Err(Fail::After(what))
+                } else {
+                    Err(Fail::Before(what))
+                }
+            });
             match outcome {
                 Ok(c) => return Ok(c),
                 Err(Fail::Refused(r)) => return Err(r.into()),
@@ -162,6 +168,7 @@ impl Committer {
         root: &str,
         commit: &Commit,
         lease: Option<LeaseSpec>,
+        repeat: bool,
         sent: &AtomicBool,
     ) -> Result<Committed, Fail> {
         let mut client = self
@@ -169,15 +176,20 @@ impl Committer {
             .get()
             .await
             .map_err(|e| Fail::Before(error::pool_detail(&e)))?;
-        if let Some(refusal) = refused_claim(&**client, root, &commit.event, commit.epoch).await? {
+        if let Some(refusal) = refused_claim(&client, root, &commit.event, commit.epoch).await? {
             return Err(Fail::Refused(refusal));
         }
         let tx = client.transaction().await.map_err(before)?;
         let id = commit.id.as_deref();
+        // Only a commit that may have been applied already (its id came
+        // from the caller, or an earlier attempt's `COMMIT` went unanswered)
+        // looks its id up; a fresh id cannot be in the log, and the unique
+        // index on (root, commit_id) would refuse it if it were.
         let seen = async {
-            match id {
+            match id.filter(|_| repeat) {
                 Some(id) => {
-                    tx.query_opt(
+                    cached::query_opt(
+                        &tx,
                         "SELECT seq FROM latch_group_events WHERE root = $1 AND commit_id = $2",
                         &[&root, &id],
                     )
@@ -187,7 +199,8 @@ impl Committer {
             }
         };
         let sweep_params: [&(dyn tokio_postgres::types::ToSql + Sync); 1] = [&root];
-        let expired = tx.query(
+        let expired = cached::query(
+            &tx,
             "DELETE FROM latch_group_leases
              WHERE root = $1 AND expires_at <= clock_timestamp()
              RETURNING member, epoch, host, pid, ttl_ms",
@@ -239,7 +252,7 @@ impl Committer {
         let wakes = swept || !matches!(event, GroupEvent::TaskClaimed { .. });
         let appended = matches!(result, Ok(Committed { fresh: true, .. }));
         if wakes && (swept || appended) {
-            tx.execute("SELECT pg_notify($1, $2)", &[&CHANNEL, &root])
+            cached::execute(&tx, "SELECT pg_notify($1, $2)", &[&CHANNEL, &root])
                 .await
                 .map_err(before)?;
         }
@@ -265,12 +278,14 @@ impl Committer {
         let names: Vec<&str> = expired.iter().map(|l| l.member.as_str()).collect();
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [&root, &names];
         let (members, held) = tokio::try_join!(
-            tx.query(
+            cached::query(
+                tx,
                 "SELECT member, active, joined_seq FROM latch_group_members
                  WHERE root = $1 AND member = ANY($2)",
                 &params,
             ),
-            tx.query(
+            cached::query(
+                tx,
                 "SELECT id, owner FROM latch_group_tasks
                  WHERE root = $1 AND status = 'claimed' AND owner = ANY($2) ORDER BY id",
                 &params,
@@ -306,17 +321,17 @@ impl Committer {
     ) -> Result<u64, Fail> {
         let mut entries = vec![event.clone()];
         if let GroupEvent::MemberLeft { member, .. } = event {
-            let held: Vec<u64> = tx
-                .query(
-                    "SELECT id FROM latch_group_tasks WHERE root = $1 AND owner = $2
+            let held: Vec<u64> = cached::query(
+                tx,
+                "SELECT id FROM latch_group_tasks WHERE root = $1 AND owner = $2
                      AND status = 'claimed' ORDER BY id",
-                    &[&root, member],
-                )
-                .await
-                .map_err(before)?
-                .iter()
-                .map(|r| r.get::<_, i64>(0) as u64)
-                .collect();
+                &[&root, member],
+            )
+            .await
+            .map_err(before)?
+            .iter()
+            .map(|r| r.get::<_, i64>(0) as u64)
+            .collect();
             entries.extend(kernel::leaving(event, &held));
         }
         let mut first = 0;
@@ -341,7 +356,8 @@ impl Committer {
         epoch: u64,
         spec: LeaseSpec,
     ) -> Result<(), Fail> {
-        tx.execute(
+        cached::execute(
+            tx,
             "INSERT INTO latch_group_leases (root, member, epoch, host, pid, ttl_ms, expires_at)
              VALUES ($1, $2, $3, $4, $5, $6::bigint,
                      clock_timestamp() + $6::bigint * interval '1 millisecond')

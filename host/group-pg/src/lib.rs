@@ -27,6 +27,7 @@
 //! thread, async or not: the work runs on a small runtime the store's
 //! handles share.
 
+mod cached;
 mod check;
 mod commit;
 mod connect;

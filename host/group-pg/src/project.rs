@@ -3,8 +3,10 @@
 //! the SQLite projection), and reading the projection back as a
 //! [`GroupSnapshot`].
 
+use crate::cached;
+use deadpool_postgres::Transaction;
 use latch_kernel::group::{GroupEvent, GroupSnapshot, Pending, Task, TaskStatus};
-use tokio_postgres::{Client, Error, Transaction};
+use tokio_postgres::{Client, Error};
 
 /// Append `event` to `root`'s log (under `commit_id` when it is the first
 /// event of a commit that has one) and apply it; returns its sequence
@@ -19,21 +21,23 @@ pub(crate) async fn append(
 ) -> Result<u64, Error> {
     let body = serde_json::to_string(event).expect("group events serialize");
     let time = time as i64;
-    let seq: i64 = tx
-        .query_one(
-            "INSERT INTO latch_group_events (root, body, time_ms, host, commit_id)
+    let seq: i64 = cached::query_one(
+        tx,
+        "INSERT INTO latch_group_events (root, body, time_ms, host, commit_id)
              VALUES ($1, $2, $3, $4, $5) RETURNING seq",
-            &[&root, &body, &time, &host, &commit_id],
-        )
-        .await?
-        .get(0);
-    tx.execute(
+        &[&root, &body, &time, &host, &commit_id],
+    )
+    .await?
+    .get(0);
+    cached::execute(
+        tx,
         "UPDATE latch_groups SET last_ms = GREATEST(last_ms, $2) WHERE root = $1",
         &[&root, &time],
     )
     .await?;
     let touch = |who: String| async move {
-        tx.execute(
+        cached::execute(
+            tx,
             "UPDATE latch_group_members SET last_ms = GREATEST(last_ms, $3)
              WHERE root = $1 AND member = $2",
             &[&root, &who, &time],
@@ -42,7 +46,8 @@ pub(crate) async fn append(
     };
     match event {
         GroupEvent::Created { lead } => {
-            tx.execute(
+            cached::execute(
+                tx,
                 "INSERT INTO latch_groups (root, lead, created_seq, delivered, last_ms)
                  VALUES ($1, $2, $3, 0, $4) ON CONFLICT DO NOTHING",
                 &[&root, lead, &seq, &time],
@@ -50,7 +55,8 @@ pub(crate) async fn append(
             .await?;
         }
         GroupEvent::MemberJoined { member, role } => {
-            tx.execute(
+            cached::execute(
+                tx,
                 "INSERT INTO latch_group_members
                     (root, member, role, active, left_reason, joined_seq, last_ms, host)
                  VALUES ($1, $2, $3, TRUE, NULL, $4, $5, $6)
@@ -62,14 +68,16 @@ pub(crate) async fn append(
             .await?;
         }
         GroupEvent::MemberLeft { member, reason, .. } => {
-            tx.execute(
+            cached::execute(
+                tx,
                 "UPDATE latch_group_members SET active = FALSE, left_reason = $3
                  WHERE root = $1 AND member = $2",
                 &[&root, member, reason],
             )
             .await?;
             // A member that left holds no lease: its heartbeat finds it gone.
-            tx.execute(
+            cached::execute(
+                tx,
                 "DELETE FROM latch_group_leases WHERE root = $1 AND member = $2",
                 &[&root, member],
             )
@@ -83,7 +91,8 @@ pub(crate) async fn append(
             key,
             by,
         } => {
-            tx.execute(
+            cached::execute(
+                tx,
                 "INSERT INTO latch_group_tasks
                     (root, id, title, description, idem_key, status, owner, result)
                  VALUES ($1, $2, $3, $4, $5, 'open', NULL, NULL)",
@@ -91,7 +100,8 @@ pub(crate) async fn append(
             )
             .await?;
             for dep in depends_on {
-                tx.execute(
+                cached::execute(
+                    tx,
                     "INSERT INTO latch_group_task_deps (root, task, dep) VALUES ($1, $2, $3)
                      ON CONFLICT DO NOTHING",
                     &[&root, &seq, &(*dep as i64)],
@@ -102,17 +112,18 @@ pub(crate) async fn append(
         }
         GroupEvent::TaskClaimed { task, by, .. } => {
             let task = *task as i64;
-            let claimed = tx
-                .execute(
-                    "UPDATE latch_group_tasks SET status = 'claimed', owner = $3
+            let claimed = cached::execute(
+                tx,
+                "UPDATE latch_group_tasks SET status = 'claimed', owner = $3
                      WHERE root = $1 AND id = $2 AND status = 'open'",
-                    &[&root, &task, by],
-                )
-                .await?;
+                &[&root, &task, by],
+            )
+            .await?;
             if claimed > 0 {
                 // One holder per task, whatever happens above: the primary
                 // key refuses a second claim row.
-                tx.execute(
+                cached::execute(
+                    tx,
                     "INSERT INTO latch_group_claims (root, task, holder) VALUES ($1, $2, $3)",
                     &[&root, &task, by],
                 )
@@ -122,13 +133,15 @@ pub(crate) async fn append(
         }
         GroupEvent::TaskReleased { task, by, .. } => {
             let task = *task as i64;
-            tx.execute(
+            cached::execute(
+                tx,
                 "UPDATE latch_group_tasks SET status = 'open', owner = NULL
                  WHERE root = $1 AND id = $2 AND status = 'claimed'",
                 &[&root, &task],
             )
             .await?;
-            tx.execute(
+            cached::execute(
+                tx,
                 "DELETE FROM latch_group_claims WHERE root = $1 AND task = $2",
                 &[&root, &task],
             )
@@ -143,13 +156,15 @@ pub(crate) async fn append(
         } => {
             let task = *task as i64;
             let status = if *ok { "completed" } else { "failed" };
-            tx.execute(
+            cached::execute(
+                tx,
                 "UPDATE latch_group_tasks SET status = $3, owner = $4, result = $5
                  WHERE root = $1 AND id = $2 AND status = 'claimed'",
                 &[&root, &task, &status, by, result],
             )
             .await?;
-            tx.execute(
+            cached::execute(
+                tx,
                 "DELETE FROM latch_group_claims WHERE root = $1 AND task = $2",
                 &[&root, &task],
             )
@@ -163,7 +178,8 @@ pub(crate) async fn append(
             ..
         } => {
             for r in recipients {
-                tx.execute(
+                cached::execute(
+                    tx,
                     "INSERT INTO latch_group_pending (root, recipient, message, sender, text)
                      VALUES ($1, $2, $3, $4, $5)
                      ON CONFLICT (root, recipient, message) DO UPDATE
@@ -175,15 +191,16 @@ pub(crate) async fn append(
             touch(from.clone()).await?;
         }
         GroupEvent::MessageDelivered { message, to } => {
-            let removed = tx
-                .execute(
-                    "DELETE FROM latch_group_pending
+            let removed = cached::execute(
+                tx,
+                "DELETE FROM latch_group_pending
                      WHERE root = $1 AND recipient = $2 AND message = $3",
-                    &[&root, to, &(*message as i64)],
-                )
-                .await?;
+                &[&root, to, &(*message as i64)],
+            )
+            .await?;
             if removed > 0 {
-                tx.execute(
+                cached::execute(
+                    tx,
                     "UPDATE latch_groups SET delivered = delivered + 1 WHERE root = $1",
                     &[&root],
                 )

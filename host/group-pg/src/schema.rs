@@ -4,7 +4,9 @@
 //! created by an earlier Latch gains the newer columns and tables the same
 //! way (the commit ids of the log, the member leases).
 
-use tokio_postgres::{Client, Transaction};
+use crate::cached;
+use deadpool_postgres::Transaction;
+use tokio_postgres::Client;
 
 const TABLES: &str = "
 CREATE TABLE IF NOT EXISTS latch_group_events (
@@ -129,7 +131,8 @@ pub(crate) async fn lock_group(
     tx: &Transaction<'_>,
     root: &str,
 ) -> Result<(), tokio_postgres::Error> {
-    tx.execute(
+    cached::execute(
+        tx,
         "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
         &[&root],
     )
